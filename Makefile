@@ -1,0 +1,181 @@
+# tpu-slice-operator
+
+# Image URL to use all building/pushing image targets.
+IMG ?= controller:latest
+
+# Versions of the control plane envtest runs against. Built from source by hack/build-envtest.sh
+# (setup-envtest's downloads are unreachable here), cached per user and linked into bin/.
+ENVTEST_K8S_VERSION ?= 1.37.2
+ENVTEST_ETCD_VERSION ?= 3.6.16
+
+# Tool versions.
+CONTROLLER_TOOLS_VERSION ?= v0.23.0
+KUSTOMIZE_VERSION ?= v5.7.1
+GOLANGCI_LINT_VERSION ?= v2.15.0
+GINKGO_VERSION ?= $(shell go list -m -f '{{.Version}}' github.com/onsi/ginkgo/v2 2>/dev/null)
+
+GOOS ?= $(shell go env GOOS)
+GOARCH ?= $(shell go env GOARCH)
+
+# Setting SHELL to bash allows bash commands to be executed by recipes.
+SHELL = /usr/bin/env bash -o pipefail
+.SHELLFLAGS = -ec
+
+export GOTOOLCHAIN = local
+
+.PHONY: all
+all: build
+
+##@ General
+
+.PHONY: help
+help: ## Display this help.
+	@awk 'BEGIN {FS = ":.*##"; printf "\nUsage:\n  make \033[36m<target>\033[0m\n"} /^[a-zA-Z_0-9-]+:.*?##/ { printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2 } /^##@/ { printf "\n\033[1m%s\033[0m\n", substr($$0, 5) } ' $(MAKEFILE_LIST)
+
+##@ Development
+
+.PHONY: manifests
+manifests: controller-gen ## Generate CRD, RBAC and webhook manifests from the markers.
+	$(CONTROLLER_GEN) rbac:roleName=manager-role crd webhook paths="./api/...;./controllers/...;./webhooks/..." output:crd:artifacts:config=config/crd/bases
+
+.PHONY: generate
+generate: controller-gen ## Generate DeepCopy methods.
+	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./api/..."
+
+.PHONY: fmt
+fmt: ## Run go fmt against code.
+	go fmt ./...
+
+.PHONY: vet
+vet: ## Run go vet against code.
+	go vet ./...
+
+.PHONY: lint
+lint: golangci-lint ## Run golangci-lint (strict config in .golangci.yml).
+	$(GOLANGCI_LINT) run ./...
+
+.PHONY: lint-fix
+lint-fix: golangci-lint ## Run golangci-lint and apply its fixes.
+	$(GOLANGCI_LINT) run --fix ./...
+
+.PHONY: verify
+verify: manifests generate fmt ## Regenerate everything and fail if the tree changed.
+	go mod tidy
+	@if [ -n "$$(git status --porcelain)" ]; then \
+		echo "Generated files are out of date (run 'make manifests generate fmt' and 'go mod tidy'):"; \
+		git status --porcelain; git --no-pager diff --stat; exit 1; \
+	fi
+
+.PHONY: test
+test: envtest ## Run unit, integration and end-to-end tests (envtest, KubeRay in-process).
+	KUBEBUILDER_ASSETS="$(KUBEBUILDER_ASSETS)" go test ./... -count=1 -timeout 45m $(TEST_ARGS)
+
+.PHONY: test-unit
+test-unit: ## Run the unit tests only (no control plane).
+	go test ./api/... ./internal/... ./webhooks/... ./controllers/... -count=1 $(TEST_ARGS)
+
+.PHONY: fuzz
+fuzz: ## Run each fuzz target for FUZZTIME (default 30s).
+	go test ./internal/topology/ -run '^$$' -fuzz FuzzParseTopology -fuzztime $(or $(FUZZTIME),30s)
+
+##@ Build
+
+.PHONY: build
+build: generate fmt vet ## Build the manager binary.
+	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o bin/manager ./cmd
+
+.PHONY: run
+run: manifests generate ## Run the manager against the cluster in ~/.kube/config.
+	go run ./cmd $(ARGS)
+
+.PHONY: run-local
+run-local: envtest ## Run the operator and KubeRay on an embedded local control plane (etcd + kube-apiserver).
+	KUBEBUILDER_ASSETS="$(KUBEBUILDER_ASSETS)" go run ./cmd/run-local --kubeconfig-out=bin/local/kubeconfig $(ARGS)
+
+.PHONY: docker-build
+docker-build: ## Build the manager image (needs a Docker engine).
+	docker build -t $(IMG) .
+
+.PHONY: docker-push
+docker-push: ## Push the manager image.
+	docker push $(IMG)
+
+PLATFORMS ?= linux/arm64,linux/amd64
+.PHONY: docker-buildx
+docker-buildx: ## Build and push the manager image for several platforms.
+	docker buildx build --push --platform=$(PLATFORMS) --tag $(IMG) .
+
+.PHONY: build-installer
+build-installer: manifests generate kustomize ## Render every manifest into dist/install.yaml.
+	mkdir -p dist
+	cd config/manager && $(KUSTOMIZE) edit set image controller=$(IMG)
+	$(KUSTOMIZE) build config/default > dist/install.yaml
+
+##@ Deployment
+
+ifndef ignore-not-found
+  ignore-not-found = false
+endif
+
+.PHONY: install
+install: manifests kustomize ## Install the CRD into the cluster in ~/.kube/config.
+	$(KUSTOMIZE) build config/crd | $(KUBECTL) apply --server-side -f -
+
+.PHONY: uninstall
+uninstall: manifests kustomize ## Uninstall the CRD from the cluster in ~/.kube/config.
+	$(KUSTOMIZE) build config/crd | $(KUBECTL) delete --ignore-not-found=$(ignore-not-found) -f -
+
+.PHONY: deploy
+deploy: manifests kustomize ## Deploy the operator to the cluster in ~/.kube/config.
+	cd config/manager && $(KUSTOMIZE) edit set image controller=$(IMG)
+	$(KUSTOMIZE) build config/default | $(KUBECTL) apply --server-side -f -
+
+.PHONY: undeploy
+undeploy: kustomize ## Remove the operator from the cluster in ~/.kube/config.
+	$(KUSTOMIZE) build config/default | $(KUBECTL) delete --ignore-not-found=$(ignore-not-found) -f -
+
+##@ Dependencies
+
+LOCALBIN ?= $(CURDIR)/bin
+$(LOCALBIN):
+	mkdir -p $(LOCALBIN)
+
+KUBEBUILDER_ASSETS ?= $(LOCALBIN)/k8s/$(ENVTEST_K8S_VERSION)-$(GOOS)-$(GOARCH)
+KUBECTL ?= $(KUBEBUILDER_ASSETS)/kubectl
+CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen
+KUSTOMIZE ?= $(LOCALBIN)/kustomize
+GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint
+GINKGO ?= $(LOCALBIN)/ginkgo
+
+.PHONY: envtest
+envtest: ## Build kube-apiserver, etcd and kubectl from source (cached per user) and link them into bin/.
+	@hack/build-envtest.sh $(ENVTEST_K8S_VERSION) $(ENVTEST_ETCD_VERSION) $(KUBEBUILDER_ASSETS)
+
+.PHONY: controller-gen
+controller-gen: $(LOCALBIN) ## Install controller-gen into bin/.
+	$(call go-install-tool,$(CONTROLLER_GEN),sigs.k8s.io/controller-tools/cmd/controller-gen,$(CONTROLLER_TOOLS_VERSION))
+
+.PHONY: kustomize
+kustomize: $(LOCALBIN) ## Install kustomize into bin/.
+	$(call go-install-tool,$(KUSTOMIZE),sigs.k8s.io/kustomize/kustomize/v5,$(KUSTOMIZE_VERSION))
+
+.PHONY: golangci-lint
+golangci-lint: $(LOCALBIN) ## Install golangci-lint into bin/.
+	$(call go-install-tool,$(GOLANGCI_LINT),github.com/golangci/golangci-lint/v2/cmd/golangci-lint,$(GOLANGCI_LINT_VERSION))
+
+.PHONY: ginkgo
+ginkgo: $(LOCALBIN) ## Install the ginkgo CLI matching go.mod into bin/.
+	$(call go-install-tool,$(GINKGO),github.com/onsi/ginkgo/v2/ginkgo,$(GINKGO_VERSION))
+
+# go-install-tool installs a Go tool at a pinned version into bin/ as <name>-<version>, linked as <name>.
+# $1 - target path, $2 - package, $3 - version
+define go-install-tool
+@[ -f "$(1)-$(3)" ] && [ "$$(readlink -- "$(1)" 2>/dev/null)" = "$(notdir $(1))-$(3)" ] || { \
+set -e; \
+echo "Installing $(2)@$(3)"; \
+rm -f "$(1)"; \
+GOBIN="$(LOCALBIN)" go install $(2)@$(3); \
+mv "$(LOCALBIN)/$$(basename "$(1)")" "$(1)-$(3)"; \
+ln -sf "$(notdir $(1))-$(3)" "$(1)"; \
+}
+endef

@@ -1,0 +1,151 @@
+/*
+Copyright 2026 The tpu-slice-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// TPUSliceAssignmentSpec identifies one slice: one replica of a RayCluster worker group.
+// The spec is written once, when the slice is first claimed, and never changes.
+type TPUSliceAssignmentSpec struct {
+	// rayClusterName is the name of the RayCluster that owns the slice.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	RayClusterName string `json:"rayClusterName"`
+
+	// rayClusterUID is the UID of the RayCluster generation the slice belongs to. A RayCluster deleted
+	// and re-created with the same name is a different cluster: its Pods never join this slice.
+	// +required
+	RayClusterUID types.UID `json:"rayClusterUID"`
+
+	// groupName is the RayCluster worker group (spec.workerGroupSpecs[].groupName).
+	// +kubebuilder:validation:MinLength=1
+	// +required
+	GroupName string `json:"groupName"`
+
+	// replicaIndex is the index of the slice inside its worker group.
+	// +kubebuilder:validation:Minimum=0
+	// +required
+	ReplicaIndex int32 `json:"replicaIndex"`
+
+	// replicaName is KubeRay's replica name (label ray.io/worker-group-replica-name), set when KubeRay
+	// indexes multi-host replicas itself. A Pod with another replica name belongs to a newer generation.
+	// +optional
+	ReplicaName string `json:"replicaName,omitempty"`
+
+	// hosts is the number of hosts (worker Pods) in the slice; worker IDs are 0..hosts-1.
+	// +kubebuilder:validation:Minimum=1
+	// +required
+	Hosts int32 `json:"hosts"`
+
+	// topology is the TPU topology of the slice, e.g. 4x4 or 2x2x4.
+	// +kubebuilder:validation:Pattern=`^[0-9]+(x[0-9]+){0,2}$`
+	// +required
+	Topology string `json:"topology"`
+
+	// accelerator is the GKE TPU accelerator type (cloud.google.com/gke-tpu-accelerator), if set.
+	// +optional
+	Accelerator string `json:"accelerator,omitempty"`
+}
+
+// WorkerClaim records that one worker ID of the slice is taken.
+type WorkerClaim struct {
+	// workerID is the claimed TPU_WORKER_ID.
+	// +kubebuilder:validation:Minimum=0
+	// +required
+	WorkerID int32 `json:"workerID"`
+
+	// token is the random value the admission webhook wrote onto the Pod (annotation
+	// tpu.ray.io/claim-token). At admission a generateName Pod has neither name nor UID, so the
+	// token is what links the claim to its Pod until the claim is bound.
+	// +kubebuilder:validation:MinLength=1
+	// +required
+	Token string `json:"token"`
+
+	// podName is the name of the Pod holding the claim, once bound.
+	// +optional
+	PodName string `json:"podName,omitempty"`
+
+	// podUID is the UID of the Pod holding the claim, once bound.
+	// +optional
+	PodUID types.UID `json:"podUID,omitempty"`
+
+	// claimedAt is when the claim was made.
+	// +required
+	ClaimedAt metav1.Time `json:"claimedAt"`
+}
+
+// TPUSliceAssignmentStatus holds the claims: which worker IDs of the slice are taken, and by whom.
+type TPUSliceAssignmentStatus struct {
+	// claims lists the claimed worker IDs, at most one claim per ID. Every change is written with a
+	// resourceVersion-checked update, so two claims on one ID can never both succeed.
+	// +listType=map
+	// +listMapKey=workerID
+	// +optional
+	Claims []WorkerClaim `json:"claims,omitempty"`
+
+	// claimed is the number of claims, shown by kubectl.
+	// +optional
+	Claimed int32 `json:"claimed"`
+
+	// conditions describe the state of the slice. Ready is True when every host ID is bound to a Pod.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=tsa;tpuslice,categories=ray
+// +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.spec.rayClusterName`
+// +kubebuilder:printcolumn:name="Group",type=string,JSONPath=`.spec.groupName`
+// +kubebuilder:printcolumn:name="Replica",type=integer,JSONPath=`.spec.replicaIndex`
+// +kubebuilder:printcolumn:name="Topology",type=string,JSONPath=`.spec.topology`
+// +kubebuilder:printcolumn:name="Claimed",type=integer,JSONPath=`.status.claimed`
+// +kubebuilder:printcolumn:name="Hosts",type=integer,JSONPath=`.spec.hosts`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// TPUSliceAssignment records the TPU worker IDs claimed in one multi-host TPU slice: one replica of a
+// KubeRay RayCluster worker group. The operator's Pod webhook writes the claims; its reconciler binds
+// them to Pods and releases them when the Pods go.
+type TPUSliceAssignment struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec TPUSliceAssignmentSpec `json:"spec"`
+	// +optional
+	Status TPUSliceAssignmentStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// TPUSliceAssignmentList contains a list of TPUSliceAssignment.
+type TPUSliceAssignmentList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []TPUSliceAssignment `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&TPUSliceAssignment{}, &TPUSliceAssignmentList{})
+}

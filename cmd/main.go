@@ -1,0 +1,98 @@
+/*
+Copyright 2026 The tpu-slice-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Command manager runs the tpu-slice-operator: the Pod and RayCluster admission webhooks (served by
+// every replica) and the TPUSliceAssignment reconciler (leader-elected).
+package main
+
+import (
+	"crypto/tls"
+	"flag"
+	"os"
+
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/ray-tpu/tpu-slice-operator/internal/operator"
+)
+
+func main() {
+	var (
+		metricsAddr, probeAddr, webhookCertPath string
+		secureMetrics, enableHTTP2, leaderElect bool
+		webhookPort                             int
+		opts                                    operator.Options
+	)
+	flag.StringVar(&metricsAddr, "metrics-bind-address", "0", "Address the metrics endpoint binds to, e.g. :8443 (https) or :8080 (http); 0 disables it.")
+	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address the health and readiness probes bind to.")
+	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader for the reconciler, so that several replicas can serve the webhooks.")
+	flag.BoolVar(&secureMetrics, "metrics-secure", true, "Serve metrics over HTTPS with authentication and authorization.")
+	flag.BoolVar(&enableHTTP2, "enable-http2", false, "Enable HTTP/2 on the webhook and metrics servers (off by default: CVE-2023-44487, CVE-2023-39325).")
+	flag.StringVar(&webhookCertPath, "webhook-cert-path", "", "Directory holding the webhook serving certificate (tls.crt, tls.key); empty uses controller-runtime's default.")
+	flag.IntVar(&webhookPort, "webhook-port", webhook.DefaultPort, "Port the admission webhooks listen on.")
+	opts.Webhooks.BindFlags(flag.CommandLine)
+	opts.Controllers.BindFlags(flag.CommandLine)
+	zapOpts := zap.Options{Development: false}
+	zapOpts.BindFlags(flag.CommandLine)
+	flag.Parse()
+
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	log := ctrl.Log.WithName("setup")
+
+	tlsOpts := []func(*tls.Config){func(c *tls.Config) { c.MinVersion = tls.VersionTLS12 }}
+	if !enableHTTP2 {
+		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
+	}
+	metricsOpts := metricsserver.Options{BindAddress: metricsAddr, SecureServing: secureMetrics, TLSOpts: tlsOpts}
+	if secureMetrics {
+		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+
+	mgr, err := operator.New(ctrl.GetConfigOrDie(), manager.Options{
+		Metrics:                metricsOpts,
+		WebhookServer:          webhook.NewServer(webhook.Options{Port: webhookPort, CertDir: webhookCertPath, TLSOpts: tlsOpts}),
+		HealthProbeBindAddress: probeAddr,
+		LeaderElection:         leaderElect,
+		LeaderElectionID:       "tpu-slice-operator.tpu.ray.io",
+		// Stepping down releases the lease at once, so a new leader takes over the reconciler fast.
+		LeaderElectionReleaseOnCancel: true,
+	}, opts)
+	if err != nil {
+		log.Error(err, "Unable to create manager")
+		os.Exit(1)
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		log.Error(err, "Unable to set up health check")
+		os.Exit(1)
+	}
+	// Ready only once the webhook server serves: the Service must not send admissions earlier.
+	if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
+		log.Error(err, "Unable to set up readiness check")
+		os.Exit(1)
+	}
+
+	log.Info("Starting manager", "leaderElection", leaderElect, "metricsAddress", metricsAddr, "webhookPort", webhookPort)
+	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+		log.Error(err, "Manager exited with an error")
+		os.Exit(1)
+	}
+}

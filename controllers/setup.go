@@ -1,0 +1,55 @@
+/*
+Copyright 2026 The tpu-slice-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package controllers holds the TPUSliceAssignment reconciler: it binds claims to their Pods and
+// releases claims and slices that no live Pod or RayCluster backs any more (SPEC §8).
+package controllers
+
+import (
+	"flag"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+)
+
+// DefaultPendingTTL is how long a claim may wait for its Pod before it is released.
+const DefaultPendingTTL = 30 * time.Second
+
+// Options configure the reconciler.
+type Options struct {
+	// PendingTTL is how long a claim may stay unbound before it is released (after a live check).
+	PendingTTL time.Duration
+	// MaxConcurrentReconciles is the number of slices reconciled at once.
+	MaxConcurrentReconciles int
+}
+
+// BindFlags registers the options' command-line flags.
+func (o *Options) BindFlags(fs *flag.FlagSet) {
+	fs.DurationVar(&o.PendingTTL, "pending-claim-ttl", DefaultPendingTTL,
+		"How long a claim may wait for its Pod to appear before it is released (confirmed by a live read).")
+	fs.IntVar(&o.MaxConcurrentReconciles, "max-concurrent-reconciles", 4, "Slices reconciled at once.")
+}
+
+// Setup registers the reconcilers with the manager.
+func Setup(mgr ctrl.Manager, opts Options) error {
+	if opts.PendingTTL <= 0 {
+		opts.PendingTTL = DefaultPendingTTL
+	}
+	if opts.MaxConcurrentReconciles <= 0 {
+		opts.MaxConcurrentReconciles = 4
+	}
+	return NewSliceReconciler(mgr, opts).SetupWithManager(mgr, opts.MaxConcurrentReconciles)
+}

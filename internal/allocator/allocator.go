@@ -1,0 +1,465 @@
+/*
+Copyright 2026 The tpu-slice-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package allocator claims TPU worker IDs in TPUSliceAssignment objects on behalf of the Pod
+// webhook. The API server is the only source of truth: a claim is an append to a slice's status
+// written with a resourceVersion-checked update, so two claims on one ID can never both succeed,
+// whatever the number of webhook replicas. A conflict means another writer won: the allocator
+// re-reads live and plans again, with jittered backoff, until its deadline.
+//
+// Claims for the same worker group that arrive together in one process are committed together
+// (group commit): one status update carries every claim of a batch that lands in one slice. The
+// batching only saves writes; it is not trusted for uniqueness.
+package allocator
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrl "sigs.k8s.io/controller-runtime/pkg/log"
+
+	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
+	"github.com/ray-tpu/tpu-slice-operator/internal/claims"
+	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
+	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
+)
+
+// Request asks for a worker ID for one Pod of a worker group.
+type Request struct {
+	Namespace   string
+	ClusterName string
+	ClusterUID  types.UID
+	GroupName   string
+	Hosts       int32
+	Topology    string
+	Accelerator string
+	// DesiredReplicas is the group's clamp(replicas, min, max).
+	DesiredReplicas int32
+	// Claim carries KubeRay's index labels, when present.
+	Claim claims.Request
+}
+
+// Assignment is a committed (or, for a dry run, planned) claim.
+type Assignment struct {
+	SliceName string
+	Replica   int32
+	WorkerID  int32
+	Token     string
+}
+
+// DeniedError is a claim that cannot be made. Transient denials succeed on retry.
+type DeniedError struct {
+	Transient bool
+	Message   string
+}
+
+func (e *DeniedError) Error() string { return e.Message }
+
+// Stats counts the allocator's work, for tests, benchmarks and metrics.
+type Stats struct {
+	// Claims committed, attempts (plans committed or tried), conflicts and API writes.
+	Claims, Attempts, Conflicts, Writes, Denials atomic.Int64
+}
+
+// Allocator claims worker IDs. The zero value is not usable: use New.
+type Allocator struct {
+	client  client.Client // cached reads and all writes
+	reader  client.Reader // live reads
+	timeout time.Duration
+	now     func() time.Time
+	Stats   Stats
+
+	mu     sync.Mutex
+	queues map[groupKey]*queue
+}
+
+// New returns an Allocator that reads from c (normally cached) first and from reader (live) after a
+// conflict, and gives up on a claim after timeout.
+func New(c client.Client, reader client.Reader, timeout time.Duration) *Allocator {
+	return &Allocator{client: c, reader: reader, timeout: timeout, now: time.Now, queues: map[groupKey]*queue{}}
+}
+
+type groupKey struct {
+	namespace string
+	uid       types.UID
+	group     string
+}
+
+type call struct {
+	req    Request
+	token  string
+	ctx    context.Context
+	result chan result
+}
+
+type result struct {
+	assignment Assignment
+	err        error
+}
+
+type queue struct {
+	pending []*call
+	running bool
+}
+
+// NewToken returns a random claim token.
+func NewToken() string {
+	b := make([]byte, 8)
+	_, _ = crand.Read(b) // never fails (crypto/rand).
+	return hex.EncodeToString(b)
+}
+
+// Claim claims a worker ID for req and returns the assignment, or a *DeniedError.
+func (a *Allocator) Claim(ctx context.Context, req Request) (Assignment, error) {
+	ctx, cancel := context.WithTimeout(ctx, a.timeout)
+	defer cancel()
+	c := &call{req: req, token: NewToken(), ctx: ctx, result: make(chan result, 1)}
+	key := groupKey{namespace: req.Namespace, uid: req.ClusterUID, group: req.GroupName}
+
+	a.mu.Lock()
+	q := a.queues[key]
+	if q == nil {
+		q = &queue{}
+		a.queues[key] = q
+	}
+	q.pending = append(q.pending, c)
+	if !q.running {
+		q.running = true
+		go a.drain(key, q)
+	}
+	a.mu.Unlock()
+
+	select {
+	case r := <-c.result:
+		return r.assignment, r.err
+	case <-ctx.Done():
+		return Assignment{}, a.deny(true, "timed out after %s claiming a worker ID (API server slow or heavily contended); transient, the Pod's creator retries", a.timeout)
+	}
+}
+
+// Plan returns where req would go without writing anything (dry run).
+func (a *Allocator) Plan(ctx context.Context, req Request) (Assignment, error) {
+	current, err := a.readSlices(ctx, req, false)
+	if err != nil {
+		return Assignment{}, a.deny(true, "reading TPUSliceAssignments: %v; transient, retry", err)
+	}
+	outcomes, _ := claims.Plan(group(req), current, []claims.Request{req.Claim}, nil)
+	if o := outcomes[0]; !o.Placed() {
+		return Assignment{}, a.deny(o.Reason == claims.ReasonFull, "%s", o.Message)
+	}
+	p := outcomes[0].Placement
+	return Assignment{SliceName: naming.SliceName(req.ClusterName, req.GroupName, p.Replica), Replica: p.Replica, WorkerID: p.WorkerID}, nil
+}
+
+func (a *Allocator) deny(transient bool, format string, args ...any) error {
+	a.Stats.Denials.Add(1)
+	return &DeniedError{Transient: transient, Message: fmt.Sprintf(format, args...)}
+}
+
+// drain commits the queue's calls in batches until it is empty.
+func (a *Allocator) drain(key groupKey, q *queue) {
+	for {
+		a.mu.Lock()
+		batch := q.pending
+		q.pending = nil
+		if len(batch) == 0 {
+			q.running = false
+			delete(a.queues, key)
+			a.mu.Unlock()
+			return
+		}
+		a.mu.Unlock()
+		a.commit(batch)
+	}
+}
+
+// commit places and writes a batch of calls for one worker group, retrying conflicts until each
+// call is answered or its deadline passes.
+func (a *Allocator) commit(batch []*call) {
+	log := ctrl.FromContext(batch[0].ctx)
+	pending := batch
+	live := false
+	for attempt := 0; ; attempt++ {
+		pending = a.dropExpired(pending)
+		if len(pending) == 0 {
+			return
+		}
+		// The deadline of the batch is the latest of its calls'.
+		ctx := pending[0].ctx
+		for _, c := range pending[1:] {
+			if d1, _ := c.ctx.Deadline(); d0(ctx).Before(d1) {
+				ctx = c.ctx
+			}
+		}
+		req := pending[len(pending)-1].req
+		current, err := a.readSlices(ctx, req, live)
+		if err != nil {
+			log.V(1).Info("Reading slices failed, retrying", "err", err, "attempt", attempt)
+			live = true
+			a.backoff(ctx, attempt)
+			continue
+		}
+		reqs := make([]claims.Request, len(pending))
+		for i, c := range pending {
+			reqs[i] = c.req.Claim
+			reqs[i].Token = c.token
+		}
+		outcomes, touched := claims.Plan(group(req), current, reqs, nil)
+		if anyFull(outcomes) {
+			if !live {
+				// A full view from the cache may be stale: look again at the API server first.
+				live = true
+				continue
+			}
+			outcomes, touched = claims.Plan(group(req), current, reqs, a.reclaimable(ctx, req.Namespace))
+		}
+		a.Stats.Attempts.Add(int64(len(pending)))
+
+		var retry []*call
+		for replica, list := range touched {
+			var placed []int
+			replicaName := ""
+			for i, o := range outcomes {
+				if o.Placed() && o.Placement.Replica == replica {
+					placed = append(placed, i)
+					if n := pending[i].req.Claim.ReplicaName; n != "" {
+						replicaName = n
+					}
+				}
+			}
+			if err := a.writeSlice(ctx, req, replica, replicaName, current[replica], list); err != nil {
+				if isConflict(err) {
+					a.Stats.Conflicts.Add(int64(len(placed)))
+				} else {
+					log.Info("Writing TPUSliceAssignment failed, retrying", "err", err, "replica", replica)
+				}
+				for _, i := range placed {
+					retry = append(retry, pending[i])
+				}
+				continue
+			}
+			for _, i := range placed {
+				a.Stats.Claims.Add(1)
+				pending[i].result <- result{assignment: Assignment{
+					SliceName: naming.SliceName(req.ClusterName, req.GroupName, replica),
+					Replica:   replica,
+					WorkerID:  outcomes[i].Placement.WorkerID,
+					Token:     pending[i].token,
+				}}
+			}
+		}
+		for i, o := range outcomes {
+			switch {
+			case o.Placed():
+			case o.Reason == claims.ReasonFull && len(retry) > 0:
+				// IDs planned for calls whose write failed may be free after all: plan again.
+				retry = append(retry, pending[i])
+			default:
+				pending[i].result <- result{err: a.deny(o.Reason == claims.ReasonFull, "%s", transientSuffix(o))}
+			}
+		}
+		if len(retry) == 0 {
+			return
+		}
+		pending = retry
+		live = true
+		a.backoff(ctx, attempt)
+	}
+}
+
+func transientSuffix(o claims.Outcome) string {
+	if o.Reason == claims.ReasonFull {
+		return o.Message + "; transient, the Pod's creator retries"
+	}
+	return o.Message
+}
+
+func d0(ctx context.Context) time.Time {
+	d, _ := ctx.Deadline()
+	return d
+}
+
+func anyFull(outcomes []claims.Outcome) bool {
+	for _, o := range outcomes {
+		if o.Reason == claims.ReasonFull {
+			return true
+		}
+	}
+	return false
+}
+
+func (a *Allocator) dropExpired(calls []*call) []*call {
+	out := calls[:0]
+	for _, c := range calls {
+		if c.ctx.Err() == nil {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// backoff sleeps 10 ms × 2^attempt, at most 250 ms, with ±50% jitter, or until ctx ends.
+func (a *Allocator) backoff(ctx context.Context, attempt int) {
+	d := 10 * time.Millisecond << min(attempt, 5)
+	d = min(d, 250*time.Millisecond)
+	d = d/2 + time.Duration(rand.Int64N(int64(d)))
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+func group(req Request) claims.Group {
+	return claims.Group{ClusterUID: req.ClusterUID, Hosts: req.Hosts, DesiredReplicas: req.DesiredReplicas}
+}
+
+// readSlices returns the group's slices by replica index, from the cache or, when live, the API server.
+func (a *Allocator) readSlices(ctx context.Context, req Request, live bool) (claims.Slices, error) {
+	var reader client.Reader = a.client
+	if live {
+		reader = a.reader
+	}
+	var list tpuv1alpha1.TPUSliceAssignmentList
+	if err := reader.List(ctx, &list, client.InNamespace(req.Namespace), client.MatchingLabels{
+		constants.ClusterLabel: naming.LabelValue(req.ClusterName),
+		constants.GroupLabel:   naming.LabelValue(req.GroupName),
+	}); err != nil {
+		return nil, err
+	}
+	out := claims.Slices{}
+	for i := range list.Items {
+		s := &list.Items[i]
+		if s.Spec.RayClusterName != req.ClusterName || s.Spec.GroupName != req.GroupName {
+			continue
+		}
+		if s.Name != naming.SliceName(req.ClusterName, req.GroupName, s.Spec.ReplicaIndex) {
+			continue
+		}
+		out[s.Spec.ReplicaIndex] = s
+	}
+	return out, nil
+}
+
+// reclaimable returns a check that a bound claim's Pod is gone, terminating or finished. The cache
+// answers "alive" cheaply; any other answer is confirmed by a live read.
+func (a *Allocator) reclaimable(ctx context.Context, namespace string) claims.Reclaimable {
+	return func(_ int32, claim *tpuv1alpha1.WorkerClaim) bool {
+		key := types.NamespacedName{Namespace: namespace, Name: claim.PodName}
+		var pod corev1.Pod
+		if err := a.client.Get(ctx, key, &pod); err == nil && PodHolds(&pod, claim) {
+			return false
+		}
+		err := a.reader.Get(ctx, key, &pod)
+		if apierrors.IsNotFound(err) {
+			return true
+		}
+		return err == nil && !PodHolds(&pod, claim)
+	}
+}
+
+// PodHolds reports whether pod is the live holder of a bound claim: same UID, not terminating, not
+// finished.
+func PodHolds(pod *corev1.Pod, claim *tpuv1alpha1.WorkerClaim) bool {
+	return pod.UID == claim.PodUID && PodLive(pod)
+}
+
+// PodLive reports whether a Pod counts as live for SPEC §9: not terminating, not Failed/Succeeded.
+func PodLive(pod *corev1.Pod) bool {
+	return pod.DeletionTimestamp == nil && pod.Status.Phase != corev1.PodFailed && pod.Status.Phase != corev1.PodSucceeded
+}
+
+// writeSlice makes the slice of replica hold exactly list, conditional on the state it was planned
+// on: a create (AlreadyExists if someone was first), a delete with UID and resourceVersion
+// preconditions for a dead generation, and a resourceVersion-checked status update.
+func (a *Allocator) writeSlice(ctx context.Context, req Request, replica int32, replicaName string,
+	current *tpuv1alpha1.TPUSliceAssignment, list []tpuv1alpha1.WorkerClaim) error {
+	slice := current
+	if slice != nil && !claims.Live(slice, req.ClusterUID, replicaName) {
+		a.Stats.Writes.Add(1)
+		if err := a.client.Delete(ctx, slice, client.Preconditions{UID: &slice.UID, ResourceVersion: &slice.ResourceVersion}); err != nil {
+			return fmt.Errorf("removing dead generation of slice %s: %w", slice.Name, err)
+		}
+		slice = nil
+	}
+	if slice == nil {
+		slice = NewSlice(req, replica, replicaName)
+		a.Stats.Writes.Add(1)
+		if err := a.client.Create(ctx, slice); err != nil {
+			return fmt.Errorf("creating slice: %w", err)
+		}
+	} else {
+		slice = slice.DeepCopy()
+	}
+	now := metav1.NewTime(a.now())
+	for i := range list {
+		if list[i].ClaimedAt.IsZero() {
+			list[i].ClaimedAt = now
+		}
+	}
+	slice.Status.Claims = list
+	slice.Status.Claimed = int32(len(list)) //nolint:gosec // at most Hosts claims.
+	a.Stats.Writes.Add(1)
+	return a.client.Status().Update(ctx, slice)
+}
+
+// NewSlice returns the TPUSliceAssignment of one replica of req's worker group.
+func NewSlice(req Request, replica int32, replicaName string) *tpuv1alpha1.TPUSliceAssignment {
+	return &tpuv1alpha1.TPUSliceAssignment{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      naming.SliceName(req.ClusterName, req.GroupName, replica),
+			Namespace: req.Namespace,
+			Labels: map[string]string{
+				constants.ClusterLabel: naming.LabelValue(req.ClusterName),
+				constants.GroupLabel:   naming.LabelValue(req.GroupName),
+			},
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: "ray.io/v1",
+				Kind:       "RayCluster",
+				Name:       req.ClusterName,
+				UID:        req.ClusterUID,
+				Controller: ptr.To(false),
+			}},
+		},
+		Spec: tpuv1alpha1.TPUSliceAssignmentSpec{
+			RayClusterName: req.ClusterName,
+			RayClusterUID:  req.ClusterUID,
+			GroupName:      req.GroupName,
+			ReplicaIndex:   replica,
+			ReplicaName:    replicaName,
+			Hosts:          req.Hosts,
+			Topology:       req.Topology,
+			Accelerator:    req.Accelerator,
+		},
+	}
+}
+
+func isConflict(err error) bool {
+	return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err)
+}

@@ -1,0 +1,147 @@
+/*
+Copyright 2026 The tpu-slice-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package operator assembles the manager: scheme, caches, webhooks and reconcilers. The production
+// binary, the local control plane (make run-local) and the integration tests all build their
+// manager here, so they run the same code.
+package operator
+
+import (
+	"fmt"
+
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	rayutils "github.com/ray-project/kuberay/ray-operator/controllers/ray/utils"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/selection"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
+	"github.com/ray-tpu/tpu-slice-operator/controllers"
+	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
+	"github.com/ray-tpu/tpu-slice-operator/webhooks"
+)
+
+// Scheme holds every type the operator reads or writes.
+var Scheme = runtime.NewScheme()
+
+func init() {
+	utilruntime.Must(clientgoscheme.AddToScheme(Scheme))
+	utilruntime.Must(rayv1.AddToScheme(Scheme))
+	utilruntime.Must(tpuv1alpha1.AddToScheme(Scheme))
+}
+
+// Options configure the operator's webhooks and reconcilers.
+type Options struct {
+	Webhooks    webhooks.Options
+	Controllers controllers.Options
+	// DisableWebhooks skips registering the admission webhooks (the reconciler alone).
+	DisableWebhooks bool
+	// DisableControllers skips the reconcilers (a webhook-only replica, as in tests with many instances).
+	DisableControllers bool
+}
+
+// CacheOptions limits what the manager caches: only KubeRay worker Pods, trimmed to the fields the
+// operator reads, so memory stays flat in the number of other Pods in the cluster.
+func CacheOptions() cache.Options {
+	workerPods := labels.NewSelector()
+	for _, req := range []struct {
+		key    string
+		op     selection.Operator
+		values []string
+	}{
+		{rayutils.RayNodeTypeLabelKey, selection.Equals, []string{string(rayv1.WorkerNode)}},
+		{rayutils.RayClusterLabelKey, selection.Exists, nil},
+		{rayutils.RayNodeGroupLabelKey, selection.Exists, nil},
+	} {
+		r, err := labels.NewRequirement(req.key, req.op, req.values)
+		utilruntime.Must(err)
+		workerPods = workerPods.Add(*r)
+	}
+	return cache.Options{
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Pod{}: {Label: workerPods, Transform: TrimPod},
+		},
+	}
+}
+
+// TrimPod keeps the parts of a Pod the operator reads: identity, labels, our annotation, owner,
+// deletion state and phase. Specs and the rest of the status are dropped from the cache.
+func TrimPod(obj any) (any, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	var annotations map[string]string
+	if token, ok := pod.Annotations[constants.ClaimTokenAnnotation]; ok {
+		annotations = map[string]string{constants.ClaimTokenAnnotation: token}
+	}
+	return &corev1.Pod{
+		TypeMeta: pod.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{
+			Name:              pod.Name,
+			Namespace:         pod.Namespace,
+			UID:               pod.UID,
+			ResourceVersion:   pod.ResourceVersion,
+			CreationTimestamp: pod.CreationTimestamp,
+			DeletionTimestamp: pod.DeletionTimestamp,
+			Labels:            pod.Labels,
+			Annotations:       annotations,
+			OwnerReferences:   pod.OwnerReferences,
+		},
+		Status: corev1.PodStatus{Phase: pod.Status.Phase},
+	}, nil
+}
+
+// New builds a manager with the operator's webhooks and reconcilers registered.
+func New(cfg *rest.Config, mgrOpts manager.Options, opts Options) (manager.Manager, error) {
+	if mgrOpts.Scheme == nil {
+		mgrOpts.Scheme = Scheme
+	}
+	if mgrOpts.Cache.ByObject == nil {
+		mgrOpts.Cache.ByObject = CacheOptions().ByObject
+	}
+	mgr, err := manager.New(cfg, mgrOpts)
+	if err != nil {
+		return nil, fmt.Errorf("creating manager: %w", err)
+	}
+	if err := Setup(mgr, opts); err != nil {
+		return nil, err
+	}
+	return mgr, nil
+}
+
+// Setup registers the operator's webhooks and reconcilers with mgr.
+func Setup(mgr manager.Manager, opts Options) error {
+	if !opts.DisableWebhooks {
+		if err := webhooks.Setup(mgr, opts.Webhooks); err != nil {
+			return fmt.Errorf("setting up webhooks: %w", err)
+		}
+	}
+	if !opts.DisableControllers {
+		if err := controllers.Setup(mgr, opts.Controllers); err != nil {
+			return fmt.Errorf("setting up controllers: %w", err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,216 @@
+/*
+Copyright 2026 The tpu-slice-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package topology
+
+import (
+	"fmt"
+	"math"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
+)
+
+// Slice is everything derived from a Pod (template) spec about its TPU slice.
+type Slice struct {
+	// Topology is the parsed cloud.google.com/gke-tpu-topology nodeSelector.
+	Topology Topology
+	// Accelerator is the raw cloud.google.com/gke-tpu-accelerator nodeSelector, may be "".
+	Accelerator string
+	// ChipsPerPod is the google.com/tpu chips of one Pod, that is of one host VM.
+	ChipsPerPod int64
+	// Hosts is the number of Pods (host VMs) in the slice.
+	Hosts int32
+	// TPUContainers are the indexes into spec.containers of the containers requesting TPUs.
+	TPUContainers []int
+}
+
+// ContainerChips returns the google.com/tpu chips of one container: its request if it has one,
+// else its limit, else 0. A negative quantity counts as 0, a fractional one is rounded up and
+// one beyond int64 saturates; the API server rejects all three for a Pod.
+func ContainerChips(c *corev1.Container) int64 {
+	if c == nil {
+		return 0
+	}
+	if q, ok := c.Resources.Requests[constants.TPUResourceName]; ok {
+		return quantityChips(q)
+	}
+	if q, ok := c.Resources.Limits[constants.TPUResourceName]; ok {
+		return quantityChips(q)
+	}
+	return 0
+}
+
+// maxQuantity is math.MaxInt64 as a quantity, to saturate huge chip counts.
+var maxQuantity = resource.NewQuantity(math.MaxInt64, resource.DecimalSI)
+
+func quantityChips(q resource.Quantity) int64 {
+	if q.Sign() <= 0 {
+		return 0
+	}
+	if v, ok := q.AsInt64(); ok {
+		return v
+	}
+	if q.Cmp(*maxQuantity) >= 0 {
+		return math.MaxInt64
+	}
+	return q.Value() // Rounds a fraction up.
+}
+
+// TPUContainers returns the indexes into spec.Containers of the containers with
+// ContainerChips > 0, in order, or nil if there are none. Init containers are not considered.
+func TPUContainers(spec *corev1.PodSpec) []int {
+	if spec == nil {
+		return nil
+	}
+	idx := make([]int, 0, len(spec.Containers))
+	for i := range spec.Containers {
+		if ContainerChips(&spec.Containers[i]) > 0 {
+			idx = append(idx, i)
+		}
+	}
+	if len(idx) == 0 {
+		return nil
+	}
+	return idx
+}
+
+// ChipsPerPod is the sum of ContainerChips over spec.Containers; init containers are not
+// counted. The sum saturates at math.MaxInt64 instead of overflowing.
+func ChipsPerPod(spec *corev1.PodSpec) int64 {
+	if spec == nil {
+		return 0
+	}
+	var sum int64
+	for i := range spec.Containers {
+		c := ContainerChips(&spec.Containers[i])
+		if sum > math.MaxInt64-c {
+			return math.MaxInt64
+		}
+		sum += c
+	}
+	return sum
+}
+
+// Hosts returns the number of hosts (Pods) of a slice: the chips in t divided by chipsPerPod.
+// The division must be exact and give at least 1, else the error, with Field FieldResources
+// and wrapping ErrChipsMismatch, names both numbers. A chipsPerPod below 1 is an error wrapping
+// ErrNoTPUChips, and a topology without chips one wrapping ErrInvalidTopology.
+func Hosts(t Topology, chipsPerPod int64) (int32, error) {
+	if chipsPerPod < 1 {
+		return 0, &Error{
+			Field:  FieldResources,
+			Err:    ErrNoTPUChips,
+			Detail: fmt.Sprintf("a Pod must request at least 1 %s chip, got %d", constants.TPUResourceName, chipsPerPod),
+		}
+	}
+	chips := t.Chips()
+	if chips < 1 {
+		return 0, invalidTopology(t.String(), "it has no chips")
+	}
+	if chips < chipsPerPod {
+		return 0, &Error{
+			Field:  FieldResources,
+			Err:    ErrChipsMismatch,
+			Detail: fmt.Sprintf("topology %s has fewer chips (%d) than one Pod requests (%d)", t, chips, chipsPerPod),
+		}
+	}
+	if chips%chipsPerPod != 0 {
+		return 0, &Error{
+			Field:  FieldResources,
+			Err:    ErrChipsMismatch,
+			Detail: fmt.Sprintf("topology %s has %d chips, which is not a multiple of %d chips per Pod", t, chips, chipsPerPod),
+		}
+	}
+	hosts := chips / chipsPerPod
+	if hosts > math.MaxInt32 {
+		// Only for a hand-built Topology: ParseTopology caps the chips far lower.
+		return 0, invalidTopology(t.String(), fmt.Sprintf("it has %d hosts, more than the maximum of %d", hosts, math.MaxInt32))
+	}
+	return int32(hosts), nil
+}
+
+// FromPodSpec reads the topology and accelerator nodeSelectors and the containers' TPU
+// resources of a Pod (template) spec and returns its Slice.
+//
+// The checks run in this order, and the first failure is returned as an *Error:
+//
+//  1. the topology nodeSelector is present (FieldTopology, ErrMissingTopology);
+//  2. it parses (FieldTopology, ErrInvalidTopology);
+//  3. for a known accelerator, it has the accelerator's number of dimensions (FieldAccelerator,
+//     ErrDimensionMismatch); an unknown or missing accelerator is not checked;
+//  4. some container requests google.com/tpu (FieldResources, ErrNoTPUChips);
+//  5. the chips per Pod divide the chips of the topology into at least one host
+//     (FieldResources, ErrChipsMismatch).
+//
+// FromPodSpec does not decide whether a Pod is a TPU Pod: a spec without TPU resources and
+// without topology fails with ErrMissingTopology. Callers that must skip non-TPU Pods should
+// check ChipsPerPod or TPUContainers first.
+func FromPodSpec(spec *corev1.PodSpec) (Slice, error) {
+	if spec == nil {
+		spec = &corev1.PodSpec{}
+	}
+	value, ok := spec.NodeSelector[constants.TopologyNodeSelectorKey]
+	if !ok {
+		return Slice{}, &Error{
+			Field:  FieldTopology,
+			Err:    ErrMissingTopology,
+			Detail: fmt.Sprintf("nodeSelector %s is required: set it to the TPU slice topology, such as 4x4 or 2x2x4", constants.TopologyNodeSelectorKey),
+		}
+	}
+	t, err := ParseTopology(value)
+	if err != nil {
+		return Slice{}, err
+	}
+	accelerator := spec.NodeSelector[constants.AcceleratorNodeSelectorKey]
+	if g, known := LookupAccelerator(accelerator); known && len(t.Dims) != g.Dims {
+		return Slice{}, &Error{
+			Field:  FieldAccelerator,
+			Err:    ErrDimensionMismatch,
+			Detail: fmt.Sprintf("accelerator %s needs a %d-D topology such as %s, got %s", accelerator, g.Dims, exampleTopology(g.Dims), t),
+		}
+	}
+	chips := ChipsPerPod(spec)
+	if chips < 1 {
+		detail := fmt.Sprintf("no container requests %s: set resources.requests or resources.limits of %s on the containers that use TPUs", constants.TPUResourceName, constants.TPUResourceName)
+		if initContainersRequestTPUs(spec) {
+			detail += " (init containers are not counted)"
+		}
+		return Slice{}, &Error{Field: FieldResources, Err: ErrNoTPUChips, Detail: detail}
+	}
+	hosts, err := Hosts(t, chips)
+	if err != nil {
+		return Slice{}, err
+	}
+	return Slice{
+		Topology:      t,
+		Accelerator:   accelerator,
+		ChipsPerPod:   chips,
+		Hosts:         hosts,
+		TPUContainers: TPUContainers(spec),
+	}, nil
+}
+
+func initContainersRequestTPUs(spec *corev1.PodSpec) bool {
+	for i := range spec.InitContainers {
+		if ContainerChips(&spec.InitContainers[i]) > 0 {
+			return true
+		}
+	}
+	return false
+}

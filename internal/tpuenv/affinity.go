@@ -1,0 +1,81 @@
+/*
+Copyright 2026 The tpu-slice-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package tpuenv
+
+import (
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
+)
+
+// sliceAffinityTerm places a Pod in the node pool of the other Pods of its slice.
+func sliceAffinityTerm(slice string) corev1.PodAffinityTerm {
+	return corev1.PodAffinityTerm{
+		LabelSelector: &metav1.LabelSelector{
+			MatchLabels: map[string]string{constants.SliceLabel: slice},
+		},
+		TopologyKey: constants.NodePoolTopologyKey,
+	}
+}
+
+// otherSlicesAntiAffinityTerm keeps a Pod out of node pools running Pods of any other slice, in
+// any namespace.
+func otherSlicesAntiAffinityTerm(slice string) corev1.PodAffinityTerm {
+	return corev1.PodAffinityTerm{
+		LabelSelector: &metav1.LabelSelector{
+			MatchExpressions: []metav1.LabelSelectorRequirement{
+				{Key: constants.SliceLabel, Operator: metav1.LabelSelectorOpExists},
+				{Key: constants.SliceLabel, Operator: metav1.LabelSelectorOpNotIn, Values: []string{slice}},
+			},
+		},
+		TopologyKey:       constants.NodePoolTopologyKey,
+		NamespaceSelector: &metav1.LabelSelector{},
+	}
+}
+
+// mergeAffinity adds the required slice affinity and anti-affinity terms to pod, keeping every
+// term the Pod already has and adding none that is already present.
+func mergeAffinity(pod *corev1.Pod, slice string) {
+	if pod.Spec.Affinity == nil {
+		pod.Spec.Affinity = &corev1.Affinity{}
+	}
+	affinity := pod.Spec.Affinity
+	if affinity.PodAffinity == nil {
+		affinity.PodAffinity = &corev1.PodAffinity{}
+	}
+	affinity.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution = addTerm(
+		affinity.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution, sliceAffinityTerm(slice))
+	if affinity.PodAntiAffinity == nil {
+		affinity.PodAntiAffinity = &corev1.PodAntiAffinity{}
+	}
+	affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution = addTerm(
+		affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution, otherSlicesAntiAffinityTerm(slice))
+}
+
+// addTerm appends term to terms unless a semantically equal term is already there.
+func addTerm(terms []corev1.PodAffinityTerm, term corev1.PodAffinityTerm) []corev1.PodAffinityTerm {
+	if slices.ContainsFunc(terms, func(t corev1.PodAffinityTerm) bool {
+		return equality.Semantic.DeepEqual(t, term)
+	}) {
+		return terms
+	}
+	return append(terms, term)
+}

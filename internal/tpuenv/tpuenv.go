@@ -1,0 +1,207 @@
+/*
+Copyright 2026 The tpu-slice-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package tpuenv applies a claimed TPU identity to a KubeRay TPU worker Pod (SPEC §4): the TPU_*
+// and MEGASCALE_* environment of its TPU containers, the labels and annotation linking it to its
+// claim and, for multi-host slices, its hostname, subdomain and scheduling affinity.
+//
+// The package is pure: it makes no API calls and decides nothing. The webhook chooses the slice and
+// worker ID, then calls Apply. Apply is deterministic and idempotent: applying the same Identity
+// twice, or to a Pod the API server has since round-tripped, changes nothing more.
+package tpuenv
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
+)
+
+// hostIPFieldPath is the Pod field the TPU device plugin address is derived from.
+const hostIPFieldPath = "status.hostIP"
+
+// Identity is the claimed identity of one TPU worker Pod.
+type Identity struct {
+	// GroupName is the RayCluster worker group name (label ray.io/group).
+	GroupName string
+	// ReplicaIndex is the slice index inside the group.
+	ReplicaIndex int32
+	// WorkerID is the host ID in [0, Hosts).
+	WorkerID int32
+	// Hosts is the number of hosts in the slice; more than 1 means multi-host.
+	Hosts int32
+	// Subdomain is the headless worker Service name (<cluster>-headless). It becomes the Pod's
+	// subdomain and the domain of TPU_WORKER_HOSTNAMES and TPU_PROCESS_ADDRESSES when multi-host,
+	// and the domain of MEGASCALE_COORDINATOR_ADDRESS in multislice containers.
+	Subdomain string
+	// V7x marks Ironwood (tpu7x): per-container worker IDs and process addresses.
+	V7x bool
+	// SliceName is the TPUSliceAssignment name, written to label constants.SliceLabel.
+	SliceName string
+	// ClaimToken is written to annotation constants.ClaimTokenAnnotation.
+	ClaimToken string
+}
+
+// multiHost reports whether the identity belongs to a slice of more than one host.
+func (id Identity) multiHost() bool {
+	return id.Hosts > 1
+}
+
+// Applied reports whether pod already carries this operator's claim annotation
+// (constants.ClaimTokenAnnotation with a non-empty value), as on a webhook re-invocation.
+func Applied(pod *corev1.Pod) bool {
+	return pod.Annotations[constants.ClaimTokenAnnotation] != ""
+}
+
+// Apply writes id into pod in place.
+//
+// tpuContainers are the indexes into pod.Spec.Containers of the containers that request TPUs, in
+// order; the position c of an index in tpuContainers numbers that container for the per-container
+// values of v7x. Every index must be valid. Other containers are left untouched.
+//
+// Per TPU container, the operator-owned variables TPU_WORKER_ID, TPU_NAME and (multi-host)
+// TPU_WORKER_HOSTNAMES are always set: an existing entry is overwritten in place (its valueFrom
+// dropped) and later entries of the same name are removed. All other variables (process
+// addresses and port on v7x multi-host; MEGASCALE_* when the container defines
+// MEGASCALE_NUM_SLICES; the TPU device plugin host IP and address) are added only when the
+// container has no entry of that name. New entries are appended in a fixed order, except that
+// TPU_DEVICE_PLUGIN_HOST_IP is inserted before a user's TPU_DEVICE_PLUGIN_ADDR so that
+// $(TPU_DEVICE_PLUGIN_HOST_IP) expands.
+//
+// On the Pod, Apply sets the replicaIndex, slice and worker ID labels and the claim token
+// annotation; when multi-host, also spec.hostname, spec.subdomain and the required slice
+// affinity and anti-affinity, merged with the Pod's own affinity.
+func Apply(pod *corev1.Pod, id Identity, tpuContainers []int) {
+	applyMetadata(pod, id)
+	if id.multiHost() {
+		pod.Spec.Hostname = Hostname(id.GroupName, id.ReplicaIndex, id.WorkerID)
+		pod.Spec.Subdomain = id.Subdomain
+		mergeAffinity(pod, id.SliceName)
+	}
+	for c, i := range tpuContainers {
+		container := &pod.Spec.Containers[i]
+		container.Env = applyEnv(container.Env, id, c, len(tpuContainers))
+	}
+}
+
+func applyMetadata(pod *corev1.Pod, id Identity) {
+	if pod.Labels == nil {
+		pod.Labels = make(map[string]string, 3)
+	}
+	pod.Labels[constants.ReplicaIndexLabel] = ReplicaIndexValue(id.GroupName, id.ReplicaIndex)
+	pod.Labels[constants.SliceLabel] = id.SliceName
+	pod.Labels[constants.WorkerIDLabel] = itoa(id.WorkerID)
+	if pod.Annotations == nil {
+		pod.Annotations = make(map[string]string, 1)
+	}
+	pod.Annotations[constants.ClaimTokenAnnotation] = id.ClaimToken
+}
+
+// applyEnv returns env with the variables of TPU container c of n applied.
+func applyEnv(env []corev1.EnvVar, id Identity, c, n int) []corev1.EnvVar {
+	workerID := int(id.WorkerID)
+	if id.V7x {
+		workerID = workerID*n + c
+	}
+
+	// Operator-owned: always ours.
+	env = setEnv(env, constants.EnvWorkerID, strconv.Itoa(workerID))
+	env = setEnv(env, constants.EnvName, tpuName(id.GroupName, id.ReplicaIndex))
+	if id.multiHost() {
+		env = setEnv(env, constants.EnvWorkerHostnames,
+			WorkerHostnames(id.GroupName, id.ReplicaIndex, id.Hosts, id.Subdomain))
+	}
+
+	// Defaults: the user's entry wins.
+	if id.V7x && id.multiHost() {
+		env = addEnv(env, constants.EnvProcessAddresses, processAddresses(id, n))
+		env = addEnv(env, constants.EnvProcessPort, strconv.Itoa(constants.ProcessPortBase+c))
+	}
+	if hasEnv(env, constants.EnvMegascaleNumSlices) {
+		coordinator := Hostname(id.GroupName, 0, 0) + "." + id.Subdomain
+		port := constants.MegascalePortBase
+		if id.V7x {
+			coordinator += ":" + strconv.Itoa(constants.MegascalePortBase)
+			port += c
+		}
+		env = addEnv(env, constants.EnvMegascaleSliceID, itoa(id.ReplicaIndex))
+		env = addEnv(env, constants.EnvMegascaleCoordinator, coordinator)
+		env = addEnv(env, constants.EnvMegascalePort, strconv.Itoa(port))
+	}
+	if !hasEnv(env, constants.EnvDevicePluginHostIP) {
+		hostIP := corev1.EnvVar{
+			Name: constants.EnvDevicePluginHostIP,
+			ValueFrom: &corev1.EnvVarSource{
+				// APIVersion as the API server defaults it, so a round-tripped Pod compares equal.
+				FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: hostIPFieldPath},
+			},
+		}
+		// Before any TPU_DEVICE_PLUGIN_ADDR: $(VAR) only expands variables defined earlier.
+		at := slices.IndexFunc(env, named(constants.EnvDevicePluginAddr))
+		if at < 0 {
+			at = len(env)
+		}
+		env = slices.Insert(env, at, hostIP)
+	}
+	env = addEnv(env, constants.EnvDevicePluginAddr,
+		"$("+constants.EnvDevicePluginHostIP+"):"+strconv.Itoa(constants.DevicePluginPort))
+	return env
+}
+
+// processAddresses returns the TPU_PROCESS_ADDRESSES value of a v7x slice with n TPU containers
+// per host: for each host, then each container k, "<hostname>.<subdomain>:<8471+k>".
+func processAddresses(id Identity, n int) string {
+	addrs := make([]string, 0, int(id.Hosts)*n)
+	for h := range id.Hosts {
+		host := Hostname(id.GroupName, id.ReplicaIndex, h) + "." + id.Subdomain
+		for k := range n {
+			addrs = append(addrs, host+":"+strconv.Itoa(constants.ProcessPortBase+k))
+		}
+	}
+	return strings.Join(addrs, ",")
+}
+
+// setEnv sets the operator-owned variable name to value: the first entry of that name is
+// replaced in place, any later ones are removed, and without one a new entry is appended.
+func setEnv(env []corev1.EnvVar, name, value string) []corev1.EnvVar {
+	want := corev1.EnvVar{Name: name, Value: value}
+	i := slices.IndexFunc(env, named(name))
+	if i < 0 {
+		return append(env, want)
+	}
+	env[i] = want
+	rest := slices.DeleteFunc(env[i+1:], named(name))
+	return env[:i+1+len(rest)]
+}
+
+// addEnv appends name=value unless env already has an entry of that name.
+func addEnv(env []corev1.EnvVar, name, value string) []corev1.EnvVar {
+	if hasEnv(env, name) {
+		return env
+	}
+	return append(env, corev1.EnvVar{Name: name, Value: value})
+}
+
+func hasEnv(env []corev1.EnvVar, name string) bool {
+	return slices.ContainsFunc(env, named(name))
+}
+
+func named(name string) func(corev1.EnvVar) bool {
+	return func(e corev1.EnvVar) bool { return e.Name == name }
+}

@@ -1,0 +1,235 @@
+/*
+Copyright 2026 The tpu-slice-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package webhooks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	rayutils "github.com/ray-project/kuberay/ray-operator/controllers/ray/utils"
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/ray-tpu/tpu-slice-operator/internal/allocator"
+	"github.com/ray-tpu/tpu-slice-operator/internal/claims"
+	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
+	"github.com/ray-tpu/tpu-slice-operator/internal/topology"
+	"github.com/ray-tpu/tpu-slice-operator/internal/tpuenv"
+)
+
+// +kubebuilder:webhook:path=/mutate--v1-pod,mutating=true,failurePolicy=fail,sideEffects=NoneOnDryRun,groups="",resources=pods,verbs=create,versions=v1,name=mpod.tpu.ray.io,admissionReviewVersions=v1,timeoutSeconds=10,reinvocationPolicy=IfNeeded
+
+// podWebhook gives each KubeRay TPU worker Pod a unique worker ID in its slice and the environment,
+// hostname, labels and affinity that go with it (SPEC §1, §3–§5).
+type podWebhook struct {
+	client    client.Client // cached reads
+	reader    client.Reader // live reads
+	allocator *allocator.Allocator
+}
+
+var _ admission.Defaulter[*corev1.Pod] = &podWebhook{}
+
+// IsTPUWorker reports whether the webhook handles pod: a KubeRay worker Pod (labels node-type=worker,
+// cluster and group) with a container asking for TPUs. Deciding costs no API call.
+func IsTPUWorker(pod *corev1.Pod) bool {
+	l := pod.Labels
+	return l[rayutils.RayNodeTypeLabelKey] == string(rayv1.WorkerNode) &&
+		l[rayutils.RayClusterLabelKey] != "" && l[rayutils.RayNodeGroupLabelKey] != "" &&
+		topology.ChipsPerPod(&pod.Spec) > 0
+}
+
+// Default claims a worker ID for a TPU worker Pod being created and applies it to the Pod.
+func (w *podWebhook) Default(ctx context.Context, pod *corev1.Pod) error {
+	req, err := admission.RequestFromContext(ctx)
+	if err != nil {
+		return fmt.Errorf("reading admission request: %w", err)
+	}
+	if req.Operation != admissionv1.Create || !IsTPUWorker(pod) || tpuenv.Applied(pod) {
+		return nil
+	}
+	cluster, group := pod.Labels[rayutils.RayClusterLabelKey], pod.Labels[rayutils.RayNodeGroupLabelKey]
+	log := ctrl.LoggerFrom(ctx).WithValues("namespace", req.Namespace, "generateName", pod.GenerateName,
+		"rayCluster", cluster, "group", group)
+
+	slice, err := topology.FromPodSpec(&pod.Spec)
+	if err != nil {
+		return deny("TPU worker Pod of RayCluster %s group %s: %v", cluster, group, err)
+	}
+	subdomain := naming.HeadlessServiceName(cluster)
+	if slice.Hosts > 1 {
+		if problems := naming.ValidateSubdomain(subdomain); len(problems) > 0 {
+			return deny("multi-host TPU worker Pod of RayCluster %s needs the headless Service %q as its subdomain, which is not a valid DNS label (%s): shorten the RayCluster name",
+				cluster, subdomain, strings.Join(problems, "; "))
+		}
+	}
+	indexes, err := kubeRayIndexes(pod)
+	if err != nil {
+		return deny("TPU worker Pod of RayCluster %s group %s: %v", cluster, group, err)
+	}
+	rc, err := w.rayCluster(ctx, req.Namespace, cluster, ownerUID(pod))
+	if err != nil {
+		return err
+	}
+	desired, ok := claims.DesiredReplicas(rc, group)
+	if !ok {
+		return deny("RayCluster %s has no worker group %q", cluster, group)
+	}
+
+	claimReq := allocator.Request{
+		Namespace:       req.Namespace,
+		ClusterName:     cluster,
+		ClusterUID:      rc.UID,
+		GroupName:       group,
+		Hosts:           slice.Hosts,
+		Topology:        slice.Topology.String(),
+		Accelerator:     slice.Accelerator,
+		DesiredReplicas: desired,
+		Claim:           indexes,
+	}
+	var assignment allocator.Assignment
+	if ptr.Deref(req.DryRun, false) {
+		assignment, err = w.allocator.Plan(ctx, claimReq)
+		assignment.Token = "dry-run"
+	} else {
+		assignment, err = w.allocator.Claim(ctx, claimReq)
+	}
+	if err != nil {
+		log.Info("TPU worker ID claim denied", "err", err)
+		return denial(err)
+	}
+	tpuenv.Apply(pod, tpuenv.Identity{
+		GroupName:    group,
+		ReplicaIndex: assignment.Replica,
+		WorkerID:     assignment.WorkerID,
+		Hosts:        slice.Hosts,
+		Subdomain:    subdomain,
+		V7x:          topology.IsV7x(slice.Accelerator),
+		SliceName:    assignment.SliceName,
+		ClaimToken:   assignment.Token,
+	}, slice.TPUContainers)
+	log.V(1).Info("Assigned TPU worker ID", "slice", assignment.SliceName, "replica", assignment.Replica,
+		"workerID", assignment.WorkerID, "dryRun", ptr.Deref(req.DryRun, false))
+	return nil
+}
+
+// rayCluster returns the Pod's RayCluster, from the cache when it matches the Pod's owner UID, else
+// from the API server. A Pod owned by a RayCluster generation that no longer exists is denied.
+func (w *podWebhook) rayCluster(ctx context.Context, namespace, name string, owner types.UID) (*rayv1.RayCluster, error) {
+	key := types.NamespacedName{Namespace: namespace, Name: name}
+	rc := &rayv1.RayCluster{}
+	if err := w.client.Get(ctx, key, rc); err == nil && (owner == "" || rc.UID == owner) {
+		return rc, nil
+	}
+	if err := w.reader.Get(ctx, key, rc); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, deny("RayCluster %s/%s of this TPU worker Pod does not exist", namespace, name)
+		}
+		return nil, denyTransient("reading RayCluster %s/%s: %v", namespace, name, err)
+	}
+	if owner != "" && rc.UID != owner {
+		return nil, deny("the Pod's owner, RayCluster %s/%s with UID %s, has been deleted (the cluster now has UID %s)",
+			namespace, name, owner, rc.UID)
+	}
+	return rc, nil
+}
+
+// ownerUID returns the UID of the Pod's controlling RayCluster, set by KubeRay at creation.
+func ownerUID(pod *corev1.Pod) types.UID {
+	if ref := metav1.GetControllerOfNoCopy(pod); ref != nil && ref.Kind == "RayCluster" {
+		return ref.UID
+	}
+	return ""
+}
+
+// kubeRayIndexes reads KubeRay's multi-host indexing labels (RayMultiHostIndexing), when present.
+func kubeRayIndexes(pod *corev1.Pod) (claims.Request, error) {
+	var out claims.Request
+	if v, ok := pod.Labels[rayutils.RayWorkerReplicaIndexKey]; ok {
+		i, err := parseIndex(rayutils.RayWorkerReplicaIndexKey, v)
+		if err != nil {
+			return out, err
+		}
+		out.ReplicaIndex = &i
+	}
+	if v, ok := pod.Labels[rayutils.RayHostIndexKey]; ok && out.ReplicaIndex != nil {
+		i, err := parseIndex(rayutils.RayHostIndexKey, v)
+		if err != nil {
+			return out, err
+		}
+		out.HostIndex = &i
+	}
+	if out.ReplicaIndex != nil {
+		out.ReplicaName = pod.Labels[rayutils.RayWorkerReplicaNameKey]
+	}
+	return out, nil
+}
+
+func parseIndex(key, v string) (int32, error) {
+	i, err := strconv.ParseInt(v, 10, 32)
+	if err != nil || i < 0 {
+		return 0, fmt.Errorf("label %s=%q is not a non-negative integer", key, v)
+	}
+	return int32(i), nil
+}
+
+// deny returns a permanent denial: the Pod must be fixed.
+func deny(format string, args ...any) error {
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status:  metav1.StatusFailure,
+		Code:    http.StatusForbidden,
+		Reason:  metav1.StatusReasonForbidden,
+		Message: fmt.Sprintf(format, args...),
+	}}
+}
+
+// denyTransient returns a denial the Pod's creator should retry as is.
+func denyTransient(format string, args ...any) error {
+	msg := fmt.Sprintf(format, args...)
+	if !strings.Contains(msg, "transient") {
+		msg += "; transient, retry"
+	}
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status:  metav1.StatusFailure,
+		Code:    http.StatusTooManyRequests,
+		Reason:  metav1.StatusReasonTooManyRequests,
+		Message: msg,
+		Details: &metav1.StatusDetails{RetryAfterSeconds: 1},
+	}}
+}
+
+func denial(err error) error {
+	var d *allocator.DeniedError
+	if errors.As(err, &d) && d.Transient {
+		return denyTransient("%s", d.Message)
+	}
+	if d != nil {
+		return deny("%s", d.Message)
+	}
+	return denyTransient("%v", err)
+}
