@@ -133,10 +133,14 @@ func Plan(g Group, current Slices, reqs []Request, reclaimable Reclaimable) ([]O
 		}
 		r := out.Placement.Replica
 		next := slices.Clone(p.claims[r])
-		if out.Takeover != nil {
-			next = slices.DeleteFunc(next, func(c tpuv1alpha1.WorkerClaim) bool { return c.WorkerID == out.Placement.WorkerID })
+		// A request whose claim is already there (a retry after a write whose answer was lost)
+		// keeps it as it is: appending it again would put two claims on one ID.
+		if held := p.claim(r, out.Placement.WorkerID); held == nil || held.Token != req.Token {
+			if out.Takeover != nil {
+				next = slices.DeleteFunc(next, func(c tpuv1alpha1.WorkerClaim) bool { return c.WorkerID == out.Placement.WorkerID })
+			}
+			next = append(next, tpuv1alpha1.WorkerClaim{WorkerID: out.Placement.WorkerID, Token: req.Token})
 		}
-		next = append(next, tpuv1alpha1.WorkerClaim{WorkerID: out.Placement.WorkerID, Token: req.Token})
 		p.claims[r] = next
 		p.live[r] = true
 		touched[r] = next
@@ -155,6 +159,11 @@ type planner struct {
 func (p *planner) place(req *Request) Outcome {
 	if req.ReplicaIndex != nil {
 		return p.placeIndexed(req)
+	}
+	// 0. A request whose token already holds a claim (a retry after a write whose answer was lost)
+	// gets that claim back rather than a second ID.
+	if r, id, ok := p.claimOf(req.Token); ok {
+		return Outcome{Placement: Placement{Replica: r, WorkerID: id}}
 	}
 	// 1. The lowest-index existing slice with a free ID (finish slices already started).
 	for _, r := range p.liveReplicas() {
@@ -198,7 +207,7 @@ func (p *planner) placeIndexed(req *Request) Outcome {
 	switch {
 	case held == nil:
 		return Outcome{Placement: Placement{Replica: replica, WorkerID: id}}
-	case held.Token == req.Token:
+	case req.Token != "" && held.Token == req.Token:
 		return Outcome{Placement: Placement{Replica: replica, WorkerID: id}}
 	case held.PodUID != "" && p.reclaimable != nil && p.reclaimable(replica, held):
 		return Outcome{Placement: Placement{Replica: replica, WorkerID: id}, Takeover: held}
@@ -236,6 +245,21 @@ func (p *planner) claim(replica, id int32) *tpuv1alpha1.WorkerClaim {
 		}
 	}
 	return nil
+}
+
+// claimOf returns where a live replica holds a claim with token.
+func (p *planner) claimOf(token string) (replica, id int32, ok bool) {
+	if token == "" {
+		return 0, 0, false
+	}
+	for _, r := range p.liveReplicas() {
+		for _, c := range p.claims[r] {
+			if c.Token == token {
+				return r, c.WorkerID, true
+			}
+		}
+	}
+	return 0, 0, false
 }
 
 // lowestFree returns the lowest worker ID of a live replica that no claim holds.

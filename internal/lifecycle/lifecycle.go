@@ -121,8 +121,10 @@ func Decide(slice *tpuv1alpha1.TPUSliceAssignment, pods []corev1.Pod, now time.T
 			d.Claims = append(d.Claims, c)
 			d.Bound = append(d.Bound, c)
 			d.Changed = true
-		case pod != nil:
+		case pod != nil && pod.DeletionTimestamp != nil:
 			d.release(c, ReasonPodTerminating)
+		case pod != nil:
+			d.release(c, ReasonPodFinished)
 		default:
 			if age := now.Sub(c.ClaimedAt.Time); age < ttl {
 				d.Claims = append(d.Claims, c)

@@ -1,0 +1,347 @@
+/*
+Copyright 2026 The tpu-slice-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package testutil holds the builders, comparison options and timeouts shared by every test layer.
+package testutil
+
+import (
+	"strconv"
+	"time"
+
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	rayutils "github.com/ray-project/kuberay/ray-operator/controllers/ray/utils"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
+	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
+	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
+)
+
+// Timeouts and intervals of the integration tests.
+const (
+	Timeout          = 30 * time.Second
+	LongTimeout      = 2 * time.Minute
+	ConsistentlyTime = 2 * time.Second
+	Interval         = 100 * time.Millisecond
+)
+
+// multiKueueController is a RayCluster spec.managedBy value KubeRay's controller leaves alone.
+const multiKueueController = "kueue.x-k8s.io/multikueue"
+
+// PodWrapper builds Pods shaped like KubeRay's worker Pods.
+type PodWrapper struct{ corev1.Pod }
+
+// MakePod returns a Pod with a name (use GenerateName for KubeRay's shape) and one container.
+func MakePod(name, namespace string) *PodWrapper {
+	return &PodWrapper{corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: map[string]string{}, Annotations: map[string]string{}},
+		Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{Name: "ray-worker", Image: "rayproject/ray:2.49.0"}},
+		},
+	}}
+}
+
+// MakeWorkerPod returns a worker Pod of a RayCluster group as KubeRay creates it: generateName
+// <cluster>-<group>-worker-, KubeRay's labels and a controller ownerReference to the cluster.
+func MakeWorkerPod(namespace, cluster string, clusterUID types.UID, group string) *PodWrapper {
+	p := MakePod("", namespace).
+		GenerateName(rayutils.PodName(cluster+"-"+group, rayv1.WorkerNode, true)).
+		Label(rayutils.RayNodeLabelKey, "yes").
+		Label(rayutils.RayClusterLabelKey, cluster).
+		Label(rayutils.RayNodeTypeLabelKey, string(rayv1.WorkerNode)).
+		Label(rayutils.RayNodeGroupLabelKey, group).
+		Label(rayutils.RayIDLabelKey, rayutils.GenerateIdentifier(cluster, rayv1.WorkerNode))
+	p.OwnerReferences = []metav1.OwnerReference{{
+		APIVersion: rayv1.GroupVersion.String(), Kind: "RayCluster", Name: cluster, UID: clusterUID,
+		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
+	}}
+	return p
+}
+
+// Obj returns the built Pod.
+func (p *PodWrapper) Obj() *corev1.Pod { return &p.Pod }
+
+// Clone returns a deep copy of the wrapper.
+func (p *PodWrapper) Clone() *PodWrapper { return &PodWrapper{*p.DeepCopy()} }
+
+// GenerateName sets generateName and clears the name.
+func (p *PodWrapper) GenerateName(prefix string) *PodWrapper {
+	p.Name, p.ObjectMeta.GenerateName = "", prefix
+	return p
+}
+
+// Label sets a label.
+func (p *PodWrapper) Label(k, v string) *PodWrapper {
+	p.Labels[k] = v
+	return p
+}
+
+// Annotation sets an annotation.
+func (p *PodWrapper) Annotation(k, v string) *PodWrapper {
+	p.Annotations[k] = v
+	return p
+}
+
+// UID sets the UID.
+func (p *PodWrapper) UID(uid types.UID) *PodWrapper {
+	p.ObjectMeta.UID = uid
+	return p
+}
+
+// Topology sets the TPU topology nodeSelector, and the accelerator one when accelerator is not empty.
+func (p *PodWrapper) Topology(accelerator, topology string) *PodWrapper {
+	if p.Spec.NodeSelector == nil {
+		p.Spec.NodeSelector = map[string]string{}
+	}
+	p.Spec.NodeSelector[constants.TopologyNodeSelectorKey] = topology
+	if accelerator != "" {
+		p.Spec.NodeSelector[constants.AcceleratorNodeSelectorKey] = accelerator
+	}
+	return p
+}
+
+// TPU sets the first container's google.com/tpu request and limit.
+func (p *PodWrapper) TPU(chips int64) *PodWrapper {
+	setTPU(&p.Spec.Containers[0], chips)
+	return p
+}
+
+// Container appends a container requesting chips TPUs (none when 0).
+func (p *PodWrapper) Container(name string, chips int64) *PodWrapper {
+	c := corev1.Container{Name: name, Image: "rayproject/ray:2.49.0"}
+	if chips > 0 {
+		setTPU(&c, chips)
+	}
+	p.Spec.Containers = append(p.Spec.Containers, c)
+	return p
+}
+
+// Env appends an environment variable to container i.
+func (p *PodWrapper) Env(i int, name, value string) *PodWrapper {
+	p.Spec.Containers[i].Env = append(p.Spec.Containers[i].Env, corev1.EnvVar{Name: name, Value: value})
+	return p
+}
+
+// KubeRayIndexes sets KubeRay's RayMultiHostIndexing labels; hostIndex < 0 omits the multi-host ones.
+func (p *PodWrapper) KubeRayIndexes(replica int32, replicaName string, hostIndex int32) *PodWrapper {
+	p.Label(rayutils.RayWorkerReplicaIndexKey, strconv.Itoa(int(replica)))
+	if hostIndex >= 0 {
+		p.Label(rayutils.RayWorkerReplicaNameKey, replicaName)
+		p.Label(rayutils.RayHostIndexKey, strconv.Itoa(int(hostIndex)))
+	}
+	return p
+}
+
+// Phase sets the status phase.
+func (p *PodWrapper) Phase(phase corev1.PodPhase) *PodWrapper {
+	p.Status.Phase = phase
+	return p
+}
+
+// Terminating marks the Pod as being deleted.
+func (p *PodWrapper) Terminating() *PodWrapper {
+	p.DeletionTimestamp = ptr.To(metav1.Now())
+	return p
+}
+
+func setTPU(c *corev1.Container, chips int64) {
+	q := *resource.NewQuantity(chips, resource.DecimalSI)
+	c.Resources.Requests = corev1.ResourceList{constants.TPUResourceName: q}
+	c.Resources.Limits = corev1.ResourceList{constants.TPUResourceName: q}
+}
+
+// RayClusterWrapper builds RayClusters.
+type RayClusterWrapper struct{ rayv1.RayCluster }
+
+// MakeRayCluster returns a RayCluster with a head group and no worker groups.
+func MakeRayCluster(name, namespace string) *RayClusterWrapper {
+	return &RayClusterWrapper{rayv1.RayCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
+		Spec: rayv1.RayClusterSpec{
+			HeadGroupSpec: rayv1.HeadGroupSpec{
+				RayStartParams: map[string]string{},
+				Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+					Containers: []corev1.Container{{Name: "ray-head", Image: "rayproject/ray:2.49.0"}},
+				}},
+			},
+		},
+	}}
+}
+
+// Obj returns the built RayCluster.
+func (r *RayClusterWrapper) Obj() *rayv1.RayCluster { return &r.RayCluster }
+
+// UID sets the UID.
+func (r *RayClusterWrapper) UID(uid types.UID) *RayClusterWrapper {
+	r.ObjectMeta.UID = uid
+	return r
+}
+
+// ManagedByMultiKueue makes KubeRay's controller skip the cluster (tests that create Pods by hand).
+func (r *RayClusterWrapper) ManagedByMultiKueue() *RayClusterWrapper {
+	r.Spec.ManagedBy = ptr.To(multiKueueController)
+	return r
+}
+
+// TPUGroup appends a TPU worker group: replicas slices of numOfHosts Pods, each requesting chips.
+func (r *RayClusterWrapper) TPUGroup(name, accelerator, topology string, chips int64, numOfHosts, replicas int32) *RayClusterWrapper {
+	c := corev1.Container{Name: "ray-worker", Image: "rayproject/ray:2.49.0"}
+	setTPU(&c, chips)
+	selector := map[string]string{constants.TopologyNodeSelectorKey: topology}
+	if accelerator != "" {
+		selector[constants.AcceleratorNodeSelectorKey] = accelerator
+	}
+	r.Spec.WorkerGroupSpecs = append(r.Spec.WorkerGroupSpecs, rayv1.WorkerGroupSpec{
+		GroupName:      name,
+		Replicas:       ptr.To(replicas),
+		MinReplicas:    ptr.To[int32](0),
+		MaxReplicas:    ptr.To(max(replicas, 1) * 4),
+		NumOfHosts:     numOfHosts,
+		RayStartParams: map[string]string{},
+		Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			Containers:   []corev1.Container{c},
+			NodeSelector: selector,
+		}},
+	})
+	return r
+}
+
+// CPUGroup appends a worker group without TPUs.
+func (r *RayClusterWrapper) CPUGroup(name string, replicas int32) *RayClusterWrapper {
+	r.Spec.WorkerGroupSpecs = append(r.Spec.WorkerGroupSpecs, rayv1.WorkerGroupSpec{
+		GroupName:      name,
+		Replicas:       ptr.To(replicas),
+		MinReplicas:    ptr.To[int32](0),
+		MaxReplicas:    ptr.To(max(replicas, 1) * 4),
+		NumOfHosts:     1,
+		RayStartParams: map[string]string{},
+		Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{Name: "ray-worker", Image: "rayproject/ray:2.49.0"}},
+		}},
+	})
+	return r
+}
+
+// Replicas sets the replica count of group i.
+func (r *RayClusterWrapper) Replicas(i int, n int32) *RayClusterWrapper {
+	r.Spec.WorkerGroupSpecs[i].Replicas = ptr.To(n)
+	return r
+}
+
+// SliceWrapper builds TPUSliceAssignments.
+type SliceWrapper struct{ tpuv1alpha1.TPUSliceAssignment }
+
+// MakeSlice returns a slice of replica of a cluster's group with hosts hosts.
+func MakeSlice(name, namespace, cluster string, clusterUID types.UID, group string, replica, hosts int32) *SliceWrapper {
+	return &SliceWrapper{tpuv1alpha1.TPUSliceAssignment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
+		Spec: tpuv1alpha1.TPUSliceAssignmentSpec{
+			RayClusterName: cluster, RayClusterUID: clusterUID, GroupName: group,
+			ReplicaIndex: replica, Hosts: hosts, Topology: "4x4",
+		},
+	}}
+}
+
+// Obj returns the built slice.
+func (s *SliceWrapper) Obj() *tpuv1alpha1.TPUSliceAssignment { return &s.TPUSliceAssignment }
+
+// ReplicaName sets KubeRay's replica name.
+func (s *SliceWrapper) ReplicaName(name string) *SliceWrapper {
+	s.Spec.ReplicaName = name
+	return s
+}
+
+// Claim appends a claim; podName and podUID empty make it pending.
+func (s *SliceWrapper) Claim(id int32, token, podName string, podUID types.UID, at time.Time) *SliceWrapper {
+	s.Status.Claims = append(s.Status.Claims, tpuv1alpha1.WorkerClaim{
+		WorkerID: id, Token: token, PodName: podName, PodUID: podUID, ClaimedAt: metav1.NewTime(at),
+	})
+	s.Status.Claimed = int32(len(s.Status.Claims)) //nolint:gosec // test data.
+	return s
+}
+
+// Finalizer adds a finalizer (the fake client only accepts a Terminating object that has one).
+func (p *PodWrapper) Finalizer(name string) *PodWrapper {
+	p.Finalizers = append(p.Finalizers, name)
+	return p
+}
+
+// NumOfHosts sets numOfHosts of group i.
+func (r *RayClusterWrapper) NumOfHosts(i int, n int32) *RayClusterWrapper {
+	r.Spec.WorkerGroupSpecs[i].NumOfHosts = n
+	return r
+}
+
+// GroupName renames group i.
+func (r *RayClusterWrapper) GroupName(i int, name string) *RayClusterWrapper {
+	r.Spec.WorkerGroupSpecs[i].GroupName = name
+	return r
+}
+
+// NodeSelector sets a nodeSelector entry of group i's Pod template.
+func (r *RayClusterWrapper) NodeSelector(i int, key, value string) *RayClusterWrapper {
+	spec := &r.Spec.WorkerGroupSpecs[i].Template.Spec
+	if spec.NodeSelector == nil {
+		spec.NodeSelector = map[string]string{}
+	}
+	spec.NodeSelector[key] = value
+	return r
+}
+
+// WithoutNodeSelector removes a nodeSelector entry of group i's Pod template.
+func (r *RayClusterWrapper) WithoutNodeSelector(i int, key string) *RayClusterWrapper {
+	delete(r.Spec.WorkerGroupSpecs[i].Template.Spec.NodeSelector, key)
+	return r
+}
+
+// GroupContainer appends a container requesting chips TPUs (none when 0) to group i's Pod template.
+func (r *RayClusterWrapper) GroupContainer(i int, name string, chips int64) *RayClusterWrapper {
+	c := corev1.Container{Name: name, Image: "rayproject/ray:2.49.0"}
+	if chips > 0 {
+		setTPU(&c, chips)
+	}
+	spec := &r.Spec.WorkerGroupSpecs[i].Template.Spec
+	spec.Containers = append(spec.Containers, c)
+	return r
+}
+
+// SelectorLabels sets the cluster and group labels, from the spec, that the allocator and the
+// reconciler list a group's slices by (as allocator.NewSlice sets them).
+func (s *SliceWrapper) SelectorLabels() *SliceWrapper {
+	if s.Labels == nil {
+		s.Labels = map[string]string{}
+	}
+	s.Labels[constants.ClusterLabel] = naming.LabelValue(s.Spec.RayClusterName)
+	s.Labels[constants.GroupLabel] = naming.LabelValue(s.Spec.GroupName)
+	return s
+}
+
+// Accelerator sets the slice's accelerator.
+func (s *SliceWrapper) Accelerator(accelerator string) *SliceWrapper {
+	s.Spec.Accelerator = accelerator
+	return s
+}
+
+// Named sets the name (and clears generateName), as the API server does when it creates a
+// generateName Pod. (Not "Name": that would shadow the embedded ObjectMeta.Name field.)
+func (p *PodWrapper) Named(name string) *PodWrapper {
+	p.ObjectMeta.Name, p.ObjectMeta.GenerateName = name, ""
+	return p
+}

@@ -1,0 +1,308 @@
+/*
+Copyright 2026 The tpu-slice-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package framework starts what the integration and end-to-end suites run against: a real
+// kube-apiserver and etcd (envtest), our CRD and KubeRay's, our webhooks registered with the API
+// server through several independent operator instances behind one endpoint, and, optionally,
+// KubeRay's own RayCluster controller in-process so that real KubeRay creates the Pods.
+package framework
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ray-project/kuberay/ray-operator/controllers/ray"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/ray-tpu/tpu-slice-operator/internal/allocator"
+	"github.com/ray-tpu/tpu-slice-operator/internal/operator"
+)
+
+// RootDir is the repository root.
+func RootDir() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "..")
+}
+
+// KubeRayCRDDir returns the directory of KubeRay's CRDs inside the ray-operator module, as pinned in go.mod.
+func KubeRayCRDDir() (string, error) {
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/ray-project/kuberay/ray-operator").Output()
+	if err != nil {
+		return "", fmt.Errorf("locating the ray-operator module (go list): %w", err)
+	}
+	return filepath.Join(strings.TrimSpace(string(out)), "config", "crd", "bases"), nil
+}
+
+// Env is a running control plane with our webhooks installed.
+type Env struct {
+	Env    *envtest.Environment
+	Config *rest.Config
+	Client client.Client
+	proxy  *http.Server
+	// backends are the webhook instances' addresses the proxy spreads requests over.
+	backends atomic.Pointer[[]string]
+	next     atomic.Uint64
+}
+
+// Start starts etcd and kube-apiserver with our CRD, KubeRay's RayCluster CRD and our webhook
+// configurations, and a round-robin proxy on the registered webhook endpoint. It fails, naming
+// `make envtest`, when the control-plane binaries are missing: it never skips.
+func Start() (*Env, error) {
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	if assets == "" {
+		return nil, errors.New("KUBEBUILDER_ASSETS is not set: run the tests with `make test` (it runs `make envtest`, which builds kube-apiserver and etcd from source)")
+	}
+	if _, err := os.Stat(filepath.Join(assets, "kube-apiserver")); err != nil {
+		return nil, fmt.Errorf("no kube-apiserver in KUBEBUILDER_ASSETS=%s: run `make envtest`: %w", assets, err)
+	}
+	kuberayCRDs, err := KubeRayCRDDir()
+	if err != nil {
+		return nil, err
+	}
+	root := RootDir()
+	e := &Env{Env: &envtest.Environment{
+		CRDInstallOptions: envtest.CRDInstallOptions{
+			Paths:              []string{filepath.Join(root, "config", "crd", "bases"), filepath.Join(kuberayCRDs, "ray.io_rayclusters.yaml")},
+			ErrorIfPathMissing: true,
+		},
+		WebhookInstallOptions: envtest.WebhookInstallOptions{
+			Paths: []string{filepath.Join(root, "config", "webhook", "manifests.yaml")},
+		},
+		ErrorIfCRDPathMissing: true,
+	}}
+	cfg, err := e.Env.Start()
+	if err != nil {
+		return nil, fmt.Errorf("starting envtest: %w", err)
+	}
+	e.Config = cfg
+	if e.Client, err = client.New(cfg, client.Options{Scheme: operator.Scheme}); err != nil {
+		return nil, errors.Join(err, e.Env.Stop())
+	}
+	if err := e.startProxy(); err != nil {
+		return nil, errors.Join(err, e.Env.Stop())
+	}
+	return e, nil
+}
+
+// Stop stops the proxy and the control plane. Stop the managers first.
+func (e *Env) Stop() error {
+	if e.proxy != nil {
+		_ = e.proxy.Close()
+	}
+	return e.Env.Stop()
+}
+
+// startProxy serves the endpoint the API server calls and hands each admission request to the next
+// webhook instance (round robin), so consecutive admissions of one slice land on different
+// instances, as they do behind a Service with several API servers.
+func (e *Env) startProxy() error {
+	wio := &e.Env.WebhookInstallOptions
+	cert, err := tls.LoadX509KeyPair(filepath.Join(wio.LocalServingCertDir, "tls.crt"), filepath.Join(wio.LocalServingCertDir, "tls.key"))
+	if err != nil {
+		return fmt.Errorf("loading webhook serving certificate: %w", err)
+	}
+	ln, err := tls.Listen("tcp", net.JoinHostPort(wio.LocalServingHost, fmt.Sprint(wio.LocalServingPort)),
+		&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+	if err != nil {
+		return fmt.Errorf("listening on the webhook endpoint: %w", err)
+	}
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) {
+			backends := *e.backends.Load()
+			target := backends[int(e.next.Add(1)-1)%len(backends)]
+			r.SetURL(&url.URL{Scheme: "https", Host: target})
+		},
+		Transport: &http.Transport{
+			TLSClientConfig:     &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}, //nolint:gosec // loopback to our own test servers.
+			MaxIdleConnsPerHost: 256,
+		},
+		ErrorLog: nil,
+	}
+	empty := []string{}
+	e.backends.Store(&empty)
+	e.proxy = &http.Server{Handler: rp, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = e.proxy.Serve(ln) }()
+	return nil
+}
+
+// Instance is one operator process: its own manager, client, cache and webhook server.
+type Instance struct {
+	Manager   manager.Manager
+	Allocator *allocator.Allocator
+	Addr      string
+	cancel    context.CancelFunc
+	done      chan error
+}
+
+// InstanceOptions choose what an instance runs.
+type InstanceOptions struct {
+	Operator operator.Options
+	// Config overrides the REST config (e.g. with fault injection in the transport).
+	Config *rest.Config
+}
+
+// StartInstance starts an operator instance and waits until its webhook server serves.
+func (e *Env) StartInstance(ctx context.Context, opts InstanceOptions) (*Instance, error) {
+	cfg := opts.Config
+	if cfg == nil {
+		cfg = rest.CopyConfig(e.Config)
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	wio := &e.Env.WebhookInstallOptions
+	mgr, err := manager.New(cfg, manager.Options{
+		Scheme:                 operator.Scheme,
+		Cache:                  operator.CacheOptions(),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		WebhookServer: webhook.NewServer(webhook.Options{
+			Host: wio.LocalServingHost, Port: port, CertDir: wio.LocalServingCertDir,
+		}),
+		Logger:     ctrl.Log.WithName("operator").WithValues("port", port),
+		Controller: skipNameValidation(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	inst := &Instance{Manager: mgr, Addr: net.JoinHostPort(wio.LocalServingHost, fmt.Sprint(port)), done: make(chan error, 1)}
+	if !opts.Operator.DisableWebhooks && opts.Operator.Webhooks.Allocator == nil {
+		timeout := opts.Operator.Webhooks.ClaimTimeout
+		if timeout == 0 {
+			timeout = 6 * time.Second
+		}
+		opts.Operator.Webhooks.Allocator = allocator.New(mgr.GetClient(), mgr.GetAPIReader(), timeout)
+	}
+	inst.Allocator = opts.Operator.Webhooks.Allocator
+	if err := operator.Setup(mgr, opts.Operator); err != nil {
+		return nil, err
+	}
+	ictx, cancel := context.WithCancel(ctx)
+	inst.cancel = cancel
+	go func() { inst.done <- mgr.Start(ictx) }()
+	if err := waitForTLS(ictx, inst.Addr); err != nil {
+		cancel()
+		return nil, err
+	}
+	return inst, nil
+}
+
+// Stop stops the instance and waits for its manager to return.
+func (i *Instance) Stop() error {
+	i.cancel()
+	select {
+	case err := <-i.done:
+		return err
+	case <-time.After(30 * time.Second):
+		return errors.New("manager did not stop within 30s")
+	}
+}
+
+// ServeWebhooksFrom makes the proxy spread admissions over these instances (round robin).
+func (e *Env) ServeWebhooksFrom(instances ...*Instance) {
+	addrs := make([]string, len(instances))
+	for i, inst := range instances {
+		addrs[i] = inst.Addr
+	}
+	e.backends.Store(&addrs)
+}
+
+// StartKubeRay runs KubeRay's RayCluster controller in-process in a manager of its own (it caches
+// every Pod and registers its own field index, so it cannot share ours).
+func (e *Env) StartKubeRay(ctx context.Context) (stop func() error, err error) {
+	mgr, err := manager.New(rest.CopyConfig(e.Config), manager.Options{
+		Scheme:                 operator.Scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Logger:                 ctrl.Log.WithName("kuberay"),
+		Controller:             skipNameValidation(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := ray.NewReconciler(ctx, mgr, ray.RayClusterReconcilerOptions{}).SetupWithManager(mgr, 2); err != nil {
+		return nil, fmt.Errorf("setting up KubeRay's RayCluster controller: %w", err)
+	}
+	kctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(kctx) }()
+	var once sync.Once
+	return func() error {
+		var err error
+		once.Do(func() {
+			cancel()
+			select {
+			case err = <-done:
+			case <-time.After(30 * time.Second):
+				err = errors.New("KubeRay manager did not stop within 30s")
+			}
+		})
+		return err
+	}, nil
+}
+
+// skipNameValidation lets several managers in one test process register controllers of one name.
+func skipNameValidation() config.Controller {
+	return config.Controller{SkipNameValidation: ptr.To(true)}
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// waitForTLS waits until a TLS server answers on addr.
+func waitForTLS(ctx context.Context, addr string) error {
+	dialer := &net.Dialer{Timeout: time.Second}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		conn, err := tls.DialWithDialer(dialer, "tcp", addr, &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}) //nolint:gosec // loopback probe.
+		if err == nil {
+			return conn.Close()
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("webhook server on %s did not start: %w", addr, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

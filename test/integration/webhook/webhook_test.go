@@ -1,0 +1,232 @@
+/*
+Copyright 2026 The tpu-slice-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package webhook
+
+import (
+	"strings"
+	"sync"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
+	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
+	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
+	"github.com/ray-tpu/tpu-slice-operator/test/integration/framework"
+)
+
+func newNamespace() string {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "tpu-"}}
+	Expect(k8sClient.Create(ctx, ns)).To(Succeed())
+	return ns.Name
+}
+
+// createCluster creates a RayCluster that KubeRay's controller leaves alone: these tests create
+// the worker Pods themselves, shaped exactly like KubeRay's.
+func createCluster(rc *rayv1.RayCluster) *rayv1.RayCluster {
+	Expect(k8sClient.Create(ctx, rc)).To(Succeed())
+	return rc
+}
+
+func workerPod(rc *rayv1.RayCluster, group string) *testutil.PodWrapper {
+	for _, g := range rc.Spec.WorkerGroupSpecs {
+		if g.GroupName == group {
+			p := testutil.MakeWorkerPod(rc.Namespace, rc.Name, rc.UID, group)
+			p.Spec = *g.Template.Spec.DeepCopy()
+			return p
+		}
+	}
+	Fail("no group " + group)
+	return nil
+}
+
+func env1(pod *corev1.Pod, name string) string {
+	v, _ := framework.WorkerEnv(pod, name)
+	return v
+}
+
+var _ = Describe("RayCluster validation", func() {
+	var ns string
+	BeforeEach(func() { ns = newNamespace() })
+
+	It("accepts a valid TPU cluster and a CPU cluster", func() {
+		createCluster(testutil.MakeRayCluster("v6e", ns).TPUGroup("tpu", "tpu-v6e-slice", "4x4", 4, 4, 2).ManagedByMultiKueue().Obj())
+		createCluster(testutil.MakeRayCluster("cpu", ns).CPUGroup("cpu", 3).ManagedByMultiKueue().Obj())
+	})
+
+	It("refuses numOfHosts that disagrees with the topology, with a field error, at CREATE and UPDATE", func() {
+		rc := testutil.MakeRayCluster("bad", ns).CPUGroup("cpu", 1).TPUGroup("tpu", "tpu-v6e-slice", "4x4", 4, 2, 1).ManagedByMultiKueue().Obj()
+		err := k8sClient.Create(ctx, rc)
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "got %v", err)
+		Expect(err.Error()).To(ContainSubstring("spec.workerGroupSpecs[1].numOfHosts: Invalid value: 2: topology 4x4 has 16 chips and each Pod requests 4, so the slice needs numOfHosts 4"))
+
+		good := createCluster(testutil.MakeRayCluster("good", ns).TPUGroup("tpu", "tpu-v6e-slice", "4x4", 4, 4, 1).ManagedByMultiKueue().Obj())
+		good.Spec.WorkerGroupSpecs[0].NumOfHosts = 3
+		err = k8sClient.Update(ctx, good)
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "got %v", err)
+		Expect(err.Error()).To(ContainSubstring("spec.workerGroupSpecs[0].numOfHosts: Invalid value: 3"))
+	})
+})
+
+var _ = Describe("TPU worker Pod admission", func() {
+	var ns string
+	BeforeEach(func() { ns = newNamespace() })
+
+	It("gives a KubeRay-shaped multi-host Pod its identity and records the claim", func() {
+		rc := createCluster(testutil.MakeRayCluster("rc", ns).TPUGroup("tpu-group", "tpu-v6e-slice", "4x4", 4, 4, 2).ManagedByMultiKueue().Obj())
+		pod := workerPod(rc, "tpu-group").Obj()
+		Expect(k8sClient.Create(ctx, pod)).To(Succeed())
+
+		Expect(env1(pod, constants.EnvWorkerID)).To(Equal("0"))
+		Expect(env1(pod, constants.EnvName)).To(Equal("tpu-group-0"))
+		Expect(env1(pod, constants.EnvWorkerHostnames)).To(Equal(
+			"tpu-group-0-0.rc-headless,tpu-group-0-1.rc-headless,tpu-group-0-2.rc-headless,tpu-group-0-3.rc-headless"))
+		Expect(pod.Spec.Hostname).To(Equal("tpu-group-0-0"))
+		Expect(pod.Spec.Subdomain).To(Equal("rc-headless"))
+		Expect(pod.Labels).To(HaveKeyWithValue(constants.ReplicaIndexLabel, "tpu-group-0"))
+		Expect(pod.Annotations).To(HaveKey(constants.ClaimTokenAnnotation))
+
+		var slice tpuv1alpha1.TPUSliceAssignment
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: pod.Labels[constants.SliceLabel]}, &slice)).To(Succeed())
+		Expect(slice.Spec.RayClusterUID).To(Equal(rc.UID))
+		Expect(slice.Status.Claims).To(HaveLen(1))
+		Expect(slice.Status.Claims[0].Token).To(Equal(pod.Annotations[constants.ClaimTokenAnnotation]))
+		Expect(slice.OwnerReferences).To(ContainElement(HaveField("UID", rc.UID)))
+
+		By("binding the claim to the Pod")
+		Eventually(func(g Gomega) {
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(&slice), &slice)).To(Succeed())
+			g.Expect(slice.Status.Claims[0].PodUID).To(Equal(pod.UID))
+		}, testutil.Timeout, testutil.Interval).Should(Succeed())
+	})
+
+	It("leaves non-TPU worker Pods untouched", func() {
+		rc := createCluster(testutil.MakeRayCluster("cpu", ns).CPUGroup("cpu", 1).ManagedByMultiKueue().Obj())
+		pod := workerPod(rc, "cpu").Obj()
+		Expect(k8sClient.Create(ctx, pod)).To(Succeed())
+		Expect(pod.Annotations).NotTo(HaveKey(constants.ClaimTokenAnnotation))
+		Expect(pod.Spec.Containers[0].Env).To(BeEmpty())
+	})
+
+	It("denies a TPU worker Pod without a topology nodeSelector, naming the key, and leaves no claim", func() {
+		rc := createCluster(testutil.MakeRayCluster("rc", ns).TPUGroup("tpu", "tpu-v6e-slice", "4x4", 4, 4, 1).ManagedByMultiKueue().Obj())
+		pod := workerPod(rc, "tpu").Obj()
+		delete(pod.Spec.NodeSelector, constants.TopologyNodeSelectorKey)
+		err := k8sClient.Create(ctx, pod)
+		Expect(err).To(HaveOccurred())
+		Expect(err.Error()).To(ContainSubstring(constants.TopologyNodeSelectorKey))
+		expectNoSlices(ns)
+	})
+
+	It("writes nothing for a dry run but returns the mutated Pod (I4)", func() {
+		rc := createCluster(testutil.MakeRayCluster("rc", ns).TPUGroup("tpu", "tpu-v6e-slice", "4x4", 4, 4, 1).ManagedByMultiKueue().Obj())
+		pod := workerPod(rc, "tpu").Obj()
+		Expect(k8sClient.Create(ctx, pod, client.DryRunAll)).To(Succeed())
+		Expect(env1(pod, constants.EnvWorkerID)).To(Equal("0"))
+		expectNoSlices(ns)
+	})
+
+	It("honours KubeRay's multi-host index labels", func() {
+		rc := createCluster(testutil.MakeRayCluster("rc", ns).TPUGroup("tpu", "tpu-v4-podslice", "2x2x4", 4, 4, 3).ManagedByMultiKueue().Obj())
+		pod := workerPod(rc, "tpu").KubeRayIndexes(2, "tpu-abcde", 3).Obj()
+		Expect(k8sClient.Create(ctx, pod)).To(Succeed())
+		Expect(env1(pod, constants.EnvWorkerID)).To(Equal("3"))
+		Expect(env1(pod, constants.EnvName)).To(Equal("tpu-2"))
+		Expect(pod.Spec.Hostname).To(Equal("tpu-2-3"))
+	})
+
+	DescribeTable("concurrent creates through three webhook instances keep IDs unique (I1, I2, I5)",
+		func(accelerator, topology string, chips int64, hosts, replicas int32) {
+			rc := createCluster(testutil.MakeRayCluster("rc", ns).TPUGroup("tpu", accelerator, topology, chips, hosts, replicas).ManagedByMultiKueue().Obj())
+			n := int(hosts * replicas)
+			before := claimStats()
+			errs := make([]error, n)
+			latencies := make([]time.Duration, n)
+			var wg sync.WaitGroup
+			for i := range n {
+				wg.Go(func() {
+					start := time.Now()
+					errs[i] = k8sClient.Create(ctx, workerPod(rc, "tpu").Obj())
+					latencies[i] = time.Since(start)
+				})
+			}
+			wg.Wait()
+			for _, err := range errs {
+				Expect(err).NotTo(HaveOccurred())
+			}
+			for _, l := range latencies {
+				Expect(l).To(BeNumerically("<", 10*time.Second), "every request answered before the webhook deadline")
+			}
+			report, err := framework.CheckAdmitted(ctx, k8sClient, ns)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(report.LivePods).To(Equal(n))
+			Expect(report.IDs).To(HaveLen(int(replicas)))
+			for _, ids := range report.IDs {
+				Expect(ids).To(HaveLen(int(hosts)))
+			}
+			after := claimStats()
+			GinkgoWriter.Printf("CLAIMS pods=%d attempts_per_pod=%.2f conflicts_per_pod=%.2f writes_per_pod=%.2f\n", n,
+				float64(after.attempts-before.attempts)/float64(n), float64(after.conflicts-before.conflicts)/float64(n),
+				float64(after.writes-before.writes)/float64(n))
+			Eventually(func() error { return framework.CheckClaimsMatchPods(ctx, k8sClient, ns) },
+				testutil.Timeout, testutil.Interval).Should(Succeed())
+		},
+		Entry("64 Pods into one 64-host v6e slice", "tpu-v6e-slice", "16x16", int64(4), int32(64), int32(1)),
+		Entry("256 Pods across four 64-host slices", "tpu-v6e-slice", "16x16", int64(4), int32(64), int32(4)),
+	)
+
+	It("denies, as transient, a Pod beyond the slices the RayCluster asks for, and leaks no claim", func() {
+		rc := createCluster(testutil.MakeRayCluster("rc", ns).TPUGroup("tpu", "tpu-v6e-slice", "2x2", 4, 1, 2).ManagedByMultiKueue().Obj())
+		for range 2 {
+			Expect(k8sClient.Create(ctx, workerPod(rc, "tpu").Obj())).To(Succeed())
+		}
+		err := k8sClient.Create(ctx, workerPod(rc, "tpu").Obj())
+		Expect(err).To(HaveOccurred())
+		Expect(strings.ToLower(err.Error())).To(ContainSubstring("transient"))
+		var list tpuv1alpha1.TPUSliceAssignmentList
+		Expect(k8sClient.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
+		Expect(list.Items).To(HaveLen(2))
+		for _, s := range list.Items {
+			Expect(s.Status.Claims).To(HaveLen(1))
+		}
+	})
+})
+
+func expectNoSlices(ns string) {
+	var list tpuv1alpha1.TPUSliceAssignmentList
+	Expect(k8sClient.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
+	Expect(list.Items).To(BeEmpty())
+}
+
+type stats struct{ attempts, conflicts, writes int64 }
+
+func claimStats() stats {
+	var s stats
+	for _, inst := range instances {
+		s.attempts += inst.Allocator.Stats.Attempts.Load()
+		s.conflicts += inst.Allocator.Stats.Conflicts.Load()
+		s.writes += inst.Allocator.Stats.Writes.Load()
+	}
+	return s
+}
+
