@@ -67,8 +67,8 @@ verify: manifests generate fmt ## Regenerate everything and fail if the tree cha
 	fi
 
 .PHONY: test
-test: envtest ## Run unit, integration and end-to-end tests (envtest, KubeRay in-process).
-	KUBEBUILDER_ASSETS="$(KUBEBUILDER_ASSETS)" go test ./... -count=1 -timeout 45m $(TEST_ARGS)
+test: envtest kustomize ## Run unit, integration and end-to-end tests (envtest, KubeRay in-process).
+	KUBEBUILDER_ASSETS="$(KUBEBUILDER_ASSETS)" KUSTOMIZE="$(KUSTOMIZE)" go test ./... -count=1 -timeout 45m $(TEST_ARGS)
 
 .PHONY: test-unit
 test-unit: ## Run the unit tests only (no control plane).
@@ -90,7 +90,8 @@ run: manifests generate ## Run the manager against the cluster in ~/.kube/config
 
 .PHONY: run-local
 run-local: envtest ## Run the operator and KubeRay on an embedded local control plane (etcd + kube-apiserver).
-	KUBEBUILDER_ASSETS="$(KUBEBUILDER_ASSETS)" go run ./cmd/run-local --kubeconfig-out=bin/local/kubeconfig $(ARGS)
+	go build -o bin/run-local ./cmd/run-local
+	KUBEBUILDER_ASSETS="$(KUBEBUILDER_ASSETS)" exec bin/run-local --kubeconfig-out=bin/local/kubeconfig $(ARGS)
 
 .PHONY: docker-build
 docker-build: ## Build the manager image (needs a Docker engine).

@@ -345,3 +345,16 @@ func (p *PodWrapper) Named(name string) *PodWrapper {
 	p.ObjectMeta.Name, p.ObjectMeta.GenerateName = name, ""
 	return p
 }
+
+// WorkerPodFor returns a worker Pod of rc's group exactly as KubeRay would create it from the
+// group's template (without KubeRay's index labels), or nil when the group does not exist.
+func WorkerPodFor(rc *rayv1.RayCluster, group string) *PodWrapper {
+	for _, g := range rc.Spec.WorkerGroupSpecs {
+		if g.GroupName == group {
+			p := MakeWorkerPod(rc.Namespace, rc.Name, rc.UID, group)
+			p.Spec = *g.Template.Spec.DeepCopy()
+			return p
+		}
+	}
+	return nil
+}

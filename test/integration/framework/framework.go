@@ -23,50 +23,33 @@ package framework
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/ray-project/kuberay/ray-operator/controllers/ray"
+	admissionv1 "k8s.io/api/admission/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/ray-tpu/tpu-slice-operator/internal/allocator"
+	"github.com/ray-tpu/tpu-slice-operator/internal/localenv"
 	"github.com/ray-tpu/tpu-slice-operator/internal/operator"
 )
-
-// RootDir is the repository root.
-func RootDir() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "..")
-}
-
-// KubeRayCRDDir returns the directory of KubeRay's CRDs inside the ray-operator module, as pinned in go.mod.
-func KubeRayCRDDir() (string, error) {
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/ray-project/kuberay/ray-operator").Output()
-	if err != nil {
-		return "", fmt.Errorf("locating the ray-operator module (go list): %w", err)
-	}
-	return filepath.Join(strings.TrimSpace(string(out)), "config", "crd", "bases"), nil
-}
 
 // Env is a running control plane with our webhooks installed.
 type Env struct {
@@ -83,28 +66,11 @@ type Env struct {
 // configurations, and a round-robin proxy on the registered webhook endpoint. It fails, naming
 // `make envtest`, when the control-plane binaries are missing: it never skips.
 func Start() (*Env, error) {
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	if assets == "" {
-		return nil, errors.New("KUBEBUILDER_ASSETS is not set: run the tests with `make test` (it runs `make envtest`, which builds kube-apiserver and etcd from source)")
-	}
-	if _, err := os.Stat(filepath.Join(assets, "kube-apiserver")); err != nil {
-		return nil, fmt.Errorf("no kube-apiserver in KUBEBUILDER_ASSETS=%s: run `make envtest`: %w", assets, err)
-	}
-	kuberayCRDs, err := KubeRayCRDDir()
+	testEnv, err := localenv.NewEnvironment()
 	if err != nil {
 		return nil, err
 	}
-	root := RootDir()
-	e := &Env{Env: &envtest.Environment{
-		CRDInstallOptions: envtest.CRDInstallOptions{
-			Paths:              []string{filepath.Join(root, "config", "crd", "bases"), filepath.Join(kuberayCRDs, "ray.io_rayclusters.yaml")},
-			ErrorIfPathMissing: true,
-		},
-		WebhookInstallOptions: envtest.WebhookInstallOptions{
-			Paths: []string{filepath.Join(root, "config", "webhook", "manifests.yaml")},
-		},
-		ErrorIfCRDPathMissing: true,
-	}}
+	e := &Env{Env: testEnv}
 	cfg, err := e.Env.Start()
 	if err != nil {
 		return nil, fmt.Errorf("starting envtest: %w", err)
@@ -155,7 +121,10 @@ func (e *Env) startProxy() error {
 	}
 	empty := []string{}
 	e.backends.Store(&empty)
-	e.proxy = &http.Server{Handler: rp, ReadHeaderTimeout: 10 * time.Second}
+	mux := http.NewServeMux()
+	mux.Handle("/", rp)
+	mux.HandleFunc(rejectPath, rejectAll)
+	e.proxy = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = e.proxy.Serve(ln) }()
 	return nil
 }
@@ -196,7 +165,7 @@ func (e *Env) StartInstance(ctx context.Context, opts InstanceOptions) (*Instanc
 			Host: wio.LocalServingHost, Port: port, CertDir: wio.LocalServingCertDir,
 		}),
 		Logger:     ctrl.Log.WithName("operator").WithValues("port", port),
-		Controller: skipNameValidation(),
+		Controller: localenv.SkipNameValidation(),
 	})
 	if err != nil {
 		return nil, err
@@ -243,43 +212,9 @@ func (e *Env) ServeWebhooksFrom(instances ...*Instance) {
 	e.backends.Store(&addrs)
 }
 
-// StartKubeRay runs KubeRay's RayCluster controller in-process in a manager of its own (it caches
-// every Pod and registers its own field index, so it cannot share ours).
+// StartKubeRay runs KubeRay's RayCluster controller in-process against the environment.
 func (e *Env) StartKubeRay(ctx context.Context) (stop func() error, err error) {
-	mgr, err := manager.New(rest.CopyConfig(e.Config), manager.Options{
-		Scheme:                 operator.Scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Logger:                 ctrl.Log.WithName("kuberay"),
-		Controller:             skipNameValidation(),
-	})
-	if err != nil {
-		return nil, err
-	}
-	if err := ray.NewReconciler(ctx, mgr, ray.RayClusterReconcilerOptions{}).SetupWithManager(mgr, 2); err != nil {
-		return nil, fmt.Errorf("setting up KubeRay's RayCluster controller: %w", err)
-	}
-	kctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(kctx) }()
-	var once sync.Once
-	return func() error {
-		var err error
-		once.Do(func() {
-			cancel()
-			select {
-			case err = <-done:
-			case <-time.After(30 * time.Second):
-				err = errors.New("KubeRay manager did not stop within 30s")
-			}
-		})
-		return err
-	}, nil
-}
-
-// skipNameValidation lets several managers in one test process register controllers of one name.
-func skipNameValidation() config.Controller {
-	return config.Controller{SkipNameValidation: ptr.To(true)}
+	return localenv.StartKubeRay(ctx, e.Config)
 }
 
 func freePort() (int, error) {
@@ -305,4 +240,43 @@ func waitForTLS(ctx context.Context, addr string) error {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// RejectLabel marks Pods that the validating webhook installed by InstallRejectingWebhook refuses.
+const RejectLabel = "test.tpu.ray.io/reject"
+
+const rejectPath = "/reject"
+
+// InstallRejectingWebhook registers a validating Pod webhook that runs after our mutating one and
+// refuses every Pod labelled RejectLabel=true: the Pod's claim is made, but the Pod never appears.
+func (e *Env) InstallRejectingWebhook(ctx context.Context) error {
+	wio := &e.Env.WebhookInstallOptions
+	url := "https://" + net.JoinHostPort(wio.LocalServingHost, fmt.Sprint(wio.LocalServingPort)) + rejectPath
+	return e.Client.Create(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "test-reject-pods"},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+			Name:                    "reject.test.tpu.ray.io",
+			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: wio.LocalServingCAData},
+			Rules:                   []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create}, Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}}}},
+			ObjectSelector:          &metav1.LabelSelector{MatchLabels: map[string]string{RejectLabel: "true"}},
+			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
+			AdmissionReviewVersions: []string{"v1"},
+			FailurePolicy:           ptr.To(admissionregistrationv1.Fail),
+		}},
+	})
+}
+
+func rejectAll(w http.ResponseWriter, r *http.Request) {
+	var review admissionv1.AdmissionReview
+	if err := json.NewDecoder(r.Body).Decode(&review); err != nil || review.Request == nil {
+		http.Error(w, "bad AdmissionReview", http.StatusBadRequest)
+		return
+	}
+	review.Response = &admissionv1.AdmissionResponse{
+		UID: review.Request.UID, Allowed: false,
+		Result: &metav1.Status{Code: http.StatusForbidden, Message: "rejected by the test's later validating webhook"},
+	}
+	review.Request = nil
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(&review)
 }

@@ -109,6 +109,13 @@ func CheckAdmitted(ctx context.Context, c client.Reader, namespace string) (Repo
 		if lbl := pod.Labels[constants.ReplicaIndexLabel]; lbl != tpuenv.ReplicaIndexValue(group, replicaNum(&slicesList, slice)) {
 			errs = append(errs, fmt.Errorf("I2: Pod %s has replicaIndex label %q", pod.Name, lbl))
 		}
+		// With KubeRay's RayMultiHostIndexing labels, KubeRay decides the replica and host.
+		if v, ok := pod.Labels[rayutils.RayWorkerReplicaIndexKey]; ok && v != replicaOf(&slicesList, slice) {
+			errs = append(errs, fmt.Errorf("Pod %s has KubeRay replica index %s but sits in replica %s", pod.Name, v, replicaOf(&slicesList, slice)))
+		}
+		if v, ok := pod.Labels[rayutils.RayHostIndexKey]; ok && v != strconv.Itoa(id) {
+			errs = append(errs, fmt.Errorf("Pod %s has KubeRay host index %s but worker ID %d", pod.Name, v, id))
+		}
 		report.IDs[slice] = append(report.IDs[slice], id)
 	}
 	for slice, ids := range report.IDs {

@@ -49,15 +49,10 @@ func createCluster(rc *rayv1.RayCluster) *rayv1.RayCluster {
 }
 
 func workerPod(rc *rayv1.RayCluster, group string) *testutil.PodWrapper {
-	for _, g := range rc.Spec.WorkerGroupSpecs {
-		if g.GroupName == group {
-			p := testutil.MakeWorkerPod(rc.Namespace, rc.Name, rc.UID, group)
-			p.Spec = *g.Template.Spec.DeepCopy()
-			return p
-		}
-	}
-	Fail("no group " + group)
-	return nil
+	GinkgoHelper()
+	p := testutil.WorkerPodFor(rc, group)
+	Expect(p).NotTo(BeNil(), "group %s", group)
+	return p
 }
 
 func env1(pod *corev1.Pod, name string) string {
@@ -229,4 +224,3 @@ func claimStats() stats {
 	}
 	return s
 }
-

@@ -1,0 +1,85 @@
+/*
+Copyright 2026 The tpu-slice-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package e2e runs KubeRay's own RayCluster controller in-process against a real API server with
+// our operator (three webhook instances, one reconciler) and checks SPEC §9 as KubeRay creates,
+// deletes and recreates Pods at its own pace, with its RayMultiHostIndexing gate off and on.
+package e2e
+
+import (
+	"context"
+	"testing"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/ray-tpu/tpu-slice-operator/controllers"
+	"github.com/ray-tpu/tpu-slice-operator/internal/operator"
+	"github.com/ray-tpu/tpu-slice-operator/test/integration/framework"
+)
+
+const webhookInstances = 3
+
+var (
+	env         *framework.Env
+	k8sClient   client.Client
+	ctx         context.Context
+	cancel      context.CancelFunc
+	instances   []*framework.Instance
+	stopKubeRay func() error
+)
+
+func TestE2E(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "KubeRay end-to-end suite")
+}
+
+var _ = BeforeSuite(func() {
+	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
+	ctx, cancel = context.WithCancel(context.Background())
+	var err error
+	env, err = framework.Start()
+	Expect(err).NotTo(HaveOccurred())
+	k8sClient = env.Client
+	for i := range webhookInstances {
+		inst, err := env.StartInstance(ctx, framework.InstanceOptions{Operator: operator.Options{
+			DisableControllers: i > 0,
+			Controllers:        controllers.Options{PendingTTL: pendingTTL},
+		}})
+		Expect(err).NotTo(HaveOccurred())
+		instances = append(instances, inst)
+	}
+	env.ServeWebhooksFrom(instances...)
+	stopKubeRay, err = env.StartKubeRay(ctx)
+	Expect(err).NotTo(HaveOccurred())
+})
+
+var _ = AfterSuite(func() {
+	if stopKubeRay != nil {
+		Expect(stopKubeRay()).To(Succeed())
+	}
+	for _, inst := range instances {
+		Expect(inst.Stop()).To(Succeed())
+	}
+	cancel()
+	if env != nil {
+		Expect(env.Stop()).To(Succeed())
+	}
+})

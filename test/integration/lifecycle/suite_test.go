@@ -1,0 +1,83 @@
+/*
+Copyright 2026 The tpu-slice-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package lifecycle
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/ray-tpu/tpu-slice-operator/controllers"
+	"github.com/ray-tpu/tpu-slice-operator/internal/operator"
+	"github.com/ray-tpu/tpu-slice-operator/test/integration/framework"
+)
+
+// pendingTTL is short here so that expiry scenarios run fast; I3 must hold within twice of it.
+const pendingTTL = 2 * time.Second
+
+var (
+	env       *framework.Env
+	k8sClient client.Client
+	ctx       context.Context
+	cancel    context.CancelFunc
+	instances []*framework.Instance
+)
+
+func TestLifecycle(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "Claim lifecycle suite")
+}
+
+func instanceOptions(reconciler bool) framework.InstanceOptions {
+	return framework.InstanceOptions{Operator: operator.Options{
+		DisableControllers: !reconciler,
+		Controllers:        controllers.Options{PendingTTL: pendingTTL},
+	}}
+}
+
+var _ = BeforeSuite(func() {
+	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
+	ctx, cancel = context.WithCancel(context.Background())
+	var err error
+	env, err = framework.Start()
+	Expect(err).NotTo(HaveOccurred())
+	k8sClient = env.Client
+	Expect(env.InstallRejectingWebhook(ctx)).To(Succeed())
+	for i := range 3 {
+		inst, err := env.StartInstance(ctx, instanceOptions(i == 0))
+		Expect(err).NotTo(HaveOccurred())
+		instances = append(instances, inst)
+	}
+	env.ServeWebhooksFrom(instances...)
+})
+
+var _ = AfterSuite(func() {
+	for _, inst := range instances {
+		Expect(inst.Stop()).To(Succeed())
+	}
+	cancel()
+	if env != nil {
+		Expect(env.Stop()).To(Succeed())
+	}
+})
