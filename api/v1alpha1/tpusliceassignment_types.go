@@ -145,7 +145,3 @@ type TPUSliceAssignmentList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []TPUSliceAssignment `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&TPUSliceAssignment{}, &TPUSliceAssignmentList{})
-}

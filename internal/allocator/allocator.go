@@ -372,15 +372,19 @@ func (a *Allocator) readSlices(ctx context.Context, req Request, live bool) (cla
 func (a *Allocator) reclaimable(ctx context.Context, namespace string) claims.Reclaimable {
 	return func(_ int32, claim *tpuv1alpha1.WorkerClaim) bool {
 		key := types.NamespacedName{Namespace: namespace, Name: claim.PodName}
-		var pod corev1.Pod
-		if err := a.client.Get(ctx, key, &pod); err == nil && PodHolds(&pod, claim) {
+		var cached corev1.Pod
+		if err := a.client.Get(ctx, key, &cached); err == nil && PodHolds(&cached, claim) {
 			return false
 		}
-		err := a.reader.Get(ctx, key, &pod)
+		// A fresh object for the live read: client-go's JSON decoding fills the object it is given
+		// without zeroing it, so fields the live Pod omits (no deletionTimestamp on a new Pod that
+		// reuses the name) would keep the cached Pod's values.
+		var live corev1.Pod
+		err := a.reader.Get(ctx, key, &live)
 		if apierrors.IsNotFound(err) {
 			return true
 		}
-		return err == nil && !PodHolds(&pod, claim)
+		return err == nil && !PodHolds(&live, claim)
 	}
 }
 

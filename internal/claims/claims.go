@@ -27,6 +27,7 @@ import (
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	rayutils "github.com/ray-project/kuberay/ray-operator/controllers/ray/utils"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 )
@@ -293,10 +294,14 @@ func (p *planner) lowestReclaimable(replica int32) *tpuv1alpha1.WorkerClaim {
 }
 
 // DesiredReplicas returns the replica count of a RayCluster worker group, clamped by min and max
-// (and 0 when suspended) exactly as KubeRay computes it; ok is false when the group does not exist.
+// (and 0 when the group or the whole cluster is suspended) exactly as KubeRay computes it; ok is
+// false when the group does not exist.
 func DesiredReplicas(rc *rayv1.RayCluster, group string) (replicas int32, ok bool) {
 	for _, g := range rc.Spec.WorkerGroupSpecs {
 		if g.GroupName == group {
+			if ptr.Deref(rc.Spec.Suspend, false) {
+				return 0, true
+			}
 			g.NumOfHosts = 1 // KubeRay multiplies by hosts; we want slices.
 			return rayutils.GetWorkerGroupDesiredReplicas(g), true
 		}

@@ -22,6 +22,7 @@ limitations under the License.
 package lifecycle
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strconv"
@@ -137,7 +138,7 @@ func Decide(slice *tpuv1alpha1.TPUSliceAssignment, pods []corev1.Pod, now time.T
 		}
 	}
 	d.repairLatePods(slice, pods, tokens, now)
-	slices.SortFunc(d.Claims, func(a, b tpuv1alpha1.WorkerClaim) int { return int(a.WorkerID - b.WorkerID) })
+	slices.SortFunc(d.Claims, func(a, b tpuv1alpha1.WorkerClaim) int { return cmp.Compare(a.WorkerID, b.WorkerID) })
 	d.Ready = readyCondition(slice, d.Claims)
 	return d
 }

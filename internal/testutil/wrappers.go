@@ -333,12 +333,6 @@ func (s *SliceWrapper) SelectorLabels() *SliceWrapper {
 	return s
 }
 
-// Accelerator sets the slice's accelerator.
-func (s *SliceWrapper) Accelerator(accelerator string) *SliceWrapper {
-	s.Spec.Accelerator = accelerator
-	return s
-}
-
 // Named sets the name (and clears generateName), as the API server does when it creates a
 // generateName Pod. (Not "Name": that would shadow the embedded ObjectMeta.Name field.)
 func (p *PodWrapper) Named(name string) *PodWrapper {

@@ -75,7 +75,7 @@ func TestIsTPUGroup(t *testing.T) {
 			want: true,
 		},
 		"a group whose TPU container is a sidecar is a TPU group": {
-			rc: testutil.MakeRayCluster("rc", ns).CPUGroup("cpu", 1).GroupContainer(0, "tpu-sidecar", 4).Obj(),
+			rc:   testutil.MakeRayCluster("rc", ns).CPUGroup("cpu", 1).GroupContainer(0, "tpu-sidecar", 4).Obj(),
 			want: true,
 		},
 		"a CPU group is not a TPU group": {
@@ -313,11 +313,11 @@ func TestSamples(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var gotFiles []string
+	gotFiles := make([]string, 0, len(files))
 	for _, f := range files {
 		gotFiles = append(gotFiles, filepath.Base(f))
 	}
-	var wantFiles []string
+	wantFiles := make([]string, 0, len(cases))
 	for f := range cases {
 		wantFiles = append(wantFiles, f)
 	}

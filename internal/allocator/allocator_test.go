@@ -1,0 +1,1078 @@
+/*
+Copyright 2026 The tpu-slice-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package allocator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
+	"github.com/ray-tpu/tpu-slice-operator/internal/claims"
+	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
+	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
+	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
+)
+
+const (
+	testNS      = "team-a"
+	clusterName = "rc"
+	groupName   = "tpu"
+	clusterUID  = types.UID("rc-uid-2")
+	// oldUID is the UID of a deleted RayCluster of the same name.
+	oldUID = types.UID("rc-uid-1")
+	// newToken stands, in wanted claims, for the token Claim returned.
+	newToken = "<returned token>"
+	// timeout is the claim timeout of the tests that expect success.
+	timeout = 30 * time.Second
+)
+
+var (
+	// now is the allocator's clock: the time of every claim the tests make.
+	now = time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+	// earlier is the time of the claims a test starts with.
+	earlier = now.Add(-time.Hour)
+
+	sliceGVR = schema.GroupResource{Group: tpuv1alpha1.GroupVersion.Group, Resource: "tpusliceassignments"}
+
+	// cmpSlices compares stored slices, ignoring what the fake API server sets.
+	cmpSlices = cmp.Options{
+		cmpopts.IgnoreFields(metav1.ObjectMeta{}, "ResourceVersion", "CreationTimestamp", "ManagedFields"),
+		cmpopts.IgnoreTypes(metav1.TypeMeta{}),
+		cmpopts.EquateEmpty(),
+	}
+	sortSlices = cmpopts.SortSlices(func(a, b tpuv1alpha1.TPUSliceAssignment) bool { return a.Name < b.Name })
+)
+
+func newScheme(t *testing.T) *runtime.Scheme {
+	t.Helper()
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, tpuv1alpha1.AddToScheme, rayv1.AddToScheme} {
+		if err := add(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s
+}
+
+// newClient returns a fake API server holding objs, enforcing resourceVersions, with faults injected by funcs.
+func newClient(t *testing.T, funcs interceptor.Funcs, objs ...client.Object) client.WithWatch {
+	t.Helper()
+	return fake.NewClientBuilder().
+		WithScheme(newScheme(t)).
+		WithStatusSubresource(&tpuv1alpha1.TPUSliceAssignment{}).
+		WithObjects(objs...).
+		WithInterceptorFuncs(funcs).
+		Build()
+}
+
+// newAllocator returns an Allocator whose clock stands at now.
+func newAllocator(c client.Client, reader client.Reader, timeout time.Duration) *Allocator {
+	a := New(c, reader, timeout)
+	a.now = func() time.Time { return now }
+	return a
+}
+
+// request asks for a worker ID in the v6e group "tpu" of slices of hosts hosts.
+func request(hosts, desiredReplicas int32) Request {
+	return Request{
+		Namespace:       testNS,
+		ClusterName:     clusterName,
+		ClusterUID:      clusterUID,
+		GroupName:       groupName,
+		Hosts:           hosts,
+		Topology:        "4x4",
+		Accelerator:     "tpu-v6e-slice",
+		DesiredReplicas: desiredReplicas,
+	}
+}
+
+func indexed(req Request, replica, host int32, replicaName string) Request {
+	req.Claim = claims.Request{ReplicaIndex: ptr.To(replica), HostIndex: ptr.To(host), ReplicaName: replicaName}
+	return req
+}
+
+func sliceName(replica int32) string { return naming.SliceName(clusterName, groupName, replica) }
+
+// existingSlice is a slice of the group as a webhook left it, findable by its labels.
+func existingSlice(replica int32, uid types.UID) *testutil.SliceWrapper {
+	return testutil.MakeSlice(sliceName(replica), testNS, clusterName, uid, groupName, replica, 4).SelectorLabels()
+}
+
+// fullSlice is a 4-host slice of the current cluster whose IDs are all bound to Pods w-<replica>-<id>.
+func fullSlice(replica int32) *testutil.SliceWrapper {
+	s := existingSlice(replica, clusterUID)
+	for id := range int32(4) {
+		name := podName(replica, id)
+		s.Claim(id, "t-"+name, name, types.UID("uid-"+name), earlier)
+	}
+	return s
+}
+
+func podName(replica, id int32) string { return fmt.Sprintf("w-%d-%d", replica, id) }
+
+// livePod is the running Pod bound to claim id of replica in fullSlice.
+func livePod(replica, id int32) *testutil.PodWrapper {
+	name := podName(replica, id)
+	return testutil.MakePod(name, testNS).UID(types.UID("uid-" + name)).Phase(corev1.PodRunning)
+}
+
+func livePods(replica int32, except ...int32) []client.Object {
+	out := make([]client.Object, 0, 4)
+	for id := range int32(4) {
+		if !slices.Contains(except, id) {
+			out = append(out, livePod(replica, id).Obj())
+		}
+	}
+	return out
+}
+
+// createdSlice is a slice as the allocator creates it, holding claims.
+func createdSlice(replica int32, replicaName string, held ...tpuv1alpha1.WorkerClaim) tpuv1alpha1.TPUSliceAssignment {
+	s := NewSlice(request(4, 1), replica, replicaName)
+	s.Status.Claims = held
+	s.Status.Claimed = int32(len(held)) //nolint:gosec // test data.
+	return *s
+}
+
+func claim(id int32, token string, at time.Time) tpuv1alpha1.WorkerClaim {
+	return tpuv1alpha1.WorkerClaim{WorkerID: id, Token: token, ClaimedAt: metav1.NewTime(at)}
+}
+
+func boundClaim(replica, id int32) tpuv1alpha1.WorkerClaim {
+	name := podName(replica, id)
+	c := claim(id, "t-"+name, earlier)
+	c.PodName, c.PodUID = name, types.UID("uid-"+name)
+	return c
+}
+
+func storedSlices(t *testing.T, c client.Reader) []tpuv1alpha1.TPUSliceAssignment {
+	t.Helper()
+	var list tpuv1alpha1.TPUSliceAssignmentList
+	if err := c.List(context.Background(), &list); err != nil {
+		t.Fatalf("listing slices: %v", err)
+	}
+	slices.SortFunc(list.Items, func(a, b tpuv1alpha1.TPUSliceAssignment) int { return strings.Compare(a.Name, b.Name) })
+	return list.Items
+}
+
+// withToken replaces newToken in the wanted slices by the token Claim returned.
+func withToken(want []tpuv1alpha1.TPUSliceAssignment, token string) []tpuv1alpha1.TPUSliceAssignment {
+	out := make([]tpuv1alpha1.TPUSliceAssignment, len(want))
+	for i := range want {
+		out[i] = *want[i].DeepCopy()
+		for j := range out[i].Status.Claims {
+			if out[i].Status.Claims[j].Token == newToken {
+				out[i].Status.Claims[j].Token = token
+			}
+		}
+	}
+	return out
+}
+
+func objs(groups ...[]client.Object) []client.Object { return slices.Concat(groups...) }
+
+func TestNewSlice(t *testing.T) {
+	req := request(4, 2)
+	got := NewSlice(req, 1, "tpu-xk2p9")
+	want := &tpuv1alpha1.TPUSliceAssignment{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      sliceName(1),
+			Namespace: testNS,
+			Labels:    map[string]string{constants.ClusterLabel: clusterName, constants.GroupLabel: groupName},
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: "ray.io/v1", Kind: "RayCluster", Name: clusterName, UID: clusterUID, Controller: ptr.To(false),
+			}},
+		},
+		Spec: tpuv1alpha1.TPUSliceAssignmentSpec{
+			RayClusterName: clusterName, RayClusterUID: clusterUID, GroupName: groupName, ReplicaIndex: 1,
+			ReplicaName: "tpu-xk2p9", Hosts: 4, Topology: "4x4", Accelerator: "tpu-v6e-slice",
+		},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("NewSlice() (-want,+got):\n%s", diff)
+	}
+}
+
+func TestNewSliceLongNamesGiveValidLabels(t *testing.T) {
+	req := request(4, 1)
+	req.ClusterName, req.GroupName = strings.Repeat("c", 63), strings.Repeat("G_", 40)
+	got := NewSlice(req, 0, "")
+	want := map[string]string{
+		constants.ClusterLabel: naming.LabelValue(req.ClusterName),
+		constants.GroupLabel:   naming.LabelValue(req.GroupName),
+	}
+	if diff := cmp.Diff(want, got.Labels); diff != "" {
+		t.Errorf("NewSlice() labels (-want,+got):\n%s", diff)
+	}
+	if got.Name != naming.SliceName(req.ClusterName, req.GroupName, 0) {
+		t.Errorf("NewSlice() name = %q, want naming.SliceName", got.Name)
+	}
+}
+
+func TestClaim(t *testing.T) {
+	cases := map[string]struct {
+		objs           []client.Object
+		req            Request
+		want           Assignment
+		wantErr        error
+		wantSlices     []tpuv1alpha1.TPUSliceAssignment
+		wantCacheFresh bool
+	}{
+		"the first claim of a group creates its slice and records one claim": {
+			req:        request(4, 1),
+			want:       Assignment{SliceName: sliceName(0), Replica: 0, WorkerID: 0},
+			wantSlices: []tpuv1alpha1.TPUSliceAssignment{createdSlice(0, "", claim(0, newToken, now))},
+		},
+		"a partly claimed slice gives its lowest free ID": {
+			objs: []client.Object{existingSlice(0, clusterUID).Claim(0, "a", "", "", earlier).Claim(2, "b", "", "", earlier).Obj()},
+			req:  request(4, 1),
+			want: Assignment{SliceName: sliceName(0), Replica: 0, WorkerID: 1},
+			wantSlices: []tpuv1alpha1.TPUSliceAssignment{
+				*existingSlice(0, clusterUID).Claim(0, "a", "", "", earlier).Claim(2, "b", "", "", earlier).
+					Claim(1, newToken, "", "", now).Obj(),
+			},
+		},
+		"a full first slice opens replica 1 when the group asks for two": {
+			objs: objs([]client.Object{fullSlice(0).Obj()}, livePods(0)),
+			req:  request(4, 2),
+			want: Assignment{SliceName: sliceName(1), Replica: 1, WorkerID: 0},
+			wantSlices: []tpuv1alpha1.TPUSliceAssignment{
+				*fullSlice(0).Obj(),
+				createdSlice(1, "", claim(0, newToken, now)),
+			},
+		},
+		"a started slice is finished before a missing replica index is refilled": {
+			objs: objs([]client.Object{fullSlice(0).Obj(), existingSlice(2, clusterUID).Claim(0, "a", "", "", earlier).Obj()}, livePods(0)),
+			req:  request(4, 3),
+			want: Assignment{SliceName: sliceName(2), Replica: 2, WorkerID: 1},
+			wantSlices: []tpuv1alpha1.TPUSliceAssignment{
+				*fullSlice(0).Obj(),
+				*existingSlice(2, clusterUID).Claim(0, "a", "", "", earlier).Claim(1, newToken, "", "", now).Obj(),
+			},
+		},
+		"a missing replica index is refilled before a new one is opened": {
+			objs: objs([]client.Object{fullSlice(0).Obj(), fullSlice(2).Obj()}, livePods(0), livePods(2)),
+			req:  request(4, 4),
+			want: Assignment{SliceName: sliceName(1), Replica: 1, WorkerID: 0},
+			wantSlices: []tpuv1alpha1.TPUSliceAssignment{
+				*fullSlice(0).Obj(),
+				createdSlice(1, "", claim(0, newToken, now)),
+				*fullSlice(2).Obj(),
+			},
+		},
+		"every slice full with live Pods is a transient denial": {
+			objs:       objs([]client.Object{fullSlice(0).Obj()}, livePods(0)),
+			req:        request(4, 1),
+			wantErr:    &DeniedError{Transient: true, Message: "all 1 slices of 4 hosts the worker group asks for are fully claimed; a claim of a Pod that was just created or deleted may still be settling; transient, the Pod's creator retries"},
+			wantSlices: []tpuv1alpha1.TPUSliceAssignment{*fullSlice(0).Obj()},
+		},
+		"a suspended group (no replicas) is a transient denial and opens no slice": {
+			req:     request(4, 0),
+			wantErr: &DeniedError{Transient: true, Message: "all 0 slices of 4 hosts the worker group asks for are fully claimed; a claim of a Pod that was just created or deleted may still be settling; transient, the Pod's creator retries"},
+		},
+		"a pending claim whose Pod may still be in flight is not taken over": {
+			objs: objs([]client.Object{existingSlice(0, clusterUID).
+				Claim(0, "t-w-0-0", "w-0-0", "uid-w-0-0", earlier).
+				Claim(1, "t-w-0-1", "w-0-1", "uid-w-0-1", earlier).
+				Claim(2, "t-w-0-2", "w-0-2", "uid-w-0-2", earlier).
+				Claim(3, "pending", "", "", earlier).Obj()}, livePods(0, 3)),
+			req:     request(4, 1),
+			wantErr: &DeniedError{Transient: true, Message: "all 1 slices of 4 hosts the worker group asks for are fully claimed; a claim of a Pod that was just created or deleted may still be settling; transient, the Pod's creator retries"},
+			wantSlices: []tpuv1alpha1.TPUSliceAssignment{*existingSlice(0, clusterUID).
+				Claim(0, "t-w-0-0", "w-0-0", "uid-w-0-0", earlier).
+				Claim(1, "t-w-0-1", "w-0-1", "uid-w-0-1", earlier).
+				Claim(2, "t-w-0-2", "w-0-2", "uid-w-0-2", earlier).
+				Claim(3, "pending", "", "", earlier).Obj()},
+		},
+		"the ID of a bound claim whose Pod is gone is taken over": {
+			objs: objs([]client.Object{fullSlice(0).Obj()}, livePods(0, 2)),
+			req:  request(4, 1),
+			want: Assignment{SliceName: sliceName(0), Replica: 0, WorkerID: 2},
+			wantSlices: []tpuv1alpha1.TPUSliceAssignment{{
+				ObjectMeta: fullSlice(0).Obj().ObjectMeta,
+				Spec:       fullSlice(0).Obj().Spec,
+				Status: tpuv1alpha1.TPUSliceAssignmentStatus{Claimed: 4, Claims: []tpuv1alpha1.WorkerClaim{
+					boundClaim(0, 0), boundClaim(0, 1), boundClaim(0, 3), claim(2, newToken, now),
+				}},
+			}},
+		},
+		"the lowest ID whose Pod is terminating is taken over": {
+			objs: objs([]client.Object{fullSlice(0).Obj()}, livePods(0, 1, 3),
+				[]client.Object{
+					livePod(0, 1).Terminating().Finalizer("example.com/keep").Obj(),
+					livePod(0, 3).Terminating().Finalizer("example.com/keep").Obj(),
+				}),
+			req:  request(4, 1),
+			want: Assignment{SliceName: sliceName(0), Replica: 0, WorkerID: 1},
+			wantSlices: []tpuv1alpha1.TPUSliceAssignment{{
+				ObjectMeta: fullSlice(0).Obj().ObjectMeta,
+				Spec:       fullSlice(0).Obj().Spec,
+				Status: tpuv1alpha1.TPUSliceAssignmentStatus{Claimed: 4, Claims: []tpuv1alpha1.WorkerClaim{
+					boundClaim(0, 0), boundClaim(0, 2), boundClaim(0, 3), claim(1, newToken, now),
+				}},
+			}},
+		},
+		"the ID of a bound claim whose Pod failed is taken over": {
+			objs: objs([]client.Object{fullSlice(0).Obj()}, livePods(0, 0), []client.Object{livePod(0, 0).Phase(corev1.PodFailed).Obj()}),
+			req:  request(4, 1),
+			want: Assignment{SliceName: sliceName(0), Replica: 0, WorkerID: 0},
+			wantSlices: []tpuv1alpha1.TPUSliceAssignment{{
+				ObjectMeta: fullSlice(0).Obj().ObjectMeta,
+				Spec:       fullSlice(0).Obj().Spec,
+				Status: tpuv1alpha1.TPUSliceAssignmentStatus{Claimed: 4, Claims: []tpuv1alpha1.WorkerClaim{
+					boundClaim(0, 1), boundClaim(0, 2), boundClaim(0, 3), claim(0, newToken, now),
+				}},
+			}},
+		},
+		"the ID of a bound claim whose Pod name now belongs to another Pod is taken over": {
+			objs: objs([]client.Object{fullSlice(0).Obj()}, livePods(0, 3), []client.Object{livePod(0, 3).UID("someone-else").Obj()}),
+			req:  request(4, 1),
+			want: Assignment{SliceName: sliceName(0), Replica: 0, WorkerID: 3},
+			wantSlices: []tpuv1alpha1.TPUSliceAssignment{{
+				ObjectMeta: fullSlice(0).Obj().ObjectMeta,
+				Spec:       fullSlice(0).Obj().Spec,
+				Status: tpuv1alpha1.TPUSliceAssignmentStatus{Claimed: 4, Claims: []tpuv1alpha1.WorkerClaim{
+					boundClaim(0, 0), boundClaim(0, 1), boundClaim(0, 2), claim(3, newToken, now),
+				}},
+			}},
+		},
+		"the slice of a deleted RayCluster of the same name is replaced by a new generation": {
+			objs: []client.Object{existingSlice(0, oldUID).
+				Claim(0, "old-0", "old-pod-0", "old-uid-0", earlier).
+				Claim(1, "old-1", "", "", earlier).Obj()},
+			req:        request(4, 1),
+			want:       Assignment{SliceName: sliceName(0), Replica: 0, WorkerID: 0},
+			wantSlices: []tpuv1alpha1.TPUSliceAssignment{createdSlice(0, "", claim(0, newToken, now))},
+		},
+		"slices of other groups and clusters are left alone": {
+			objs: []client.Object{
+				testutil.MakeSlice(naming.SliceName(clusterName, "other", 0), testNS, clusterName, clusterUID, "other", 0, 4).SelectorLabels().
+					Claim(0, "x", "", "", earlier).Obj(),
+				testutil.MakeSlice(naming.SliceName("rc2", groupName, 0), testNS, "rc2", "rc2-uid", groupName, 0, 4).SelectorLabels().
+					Claim(0, "y", "", "", earlier).Obj(),
+			},
+			req:  request(4, 1),
+			want: Assignment{SliceName: sliceName(0), Replica: 0, WorkerID: 0},
+			wantSlices: []tpuv1alpha1.TPUSliceAssignment{
+				createdSlice(0, "", claim(0, newToken, now)),
+				*testutil.MakeSlice(naming.SliceName(clusterName, "other", 0), testNS, clusterName, clusterUID, "other", 0, 4).SelectorLabels().
+					Claim(0, "x", "", "", earlier).Obj(),
+				*testutil.MakeSlice(naming.SliceName("rc2", groupName, 0), testNS, "rc2", "rc2-uid", groupName, 0, 4).SelectorLabels().
+					Claim(0, "y", "", "", earlier).Obj(),
+			},
+		},
+		"KubeRay's indexes place the Pod exactly, beyond the desired replicas too": {
+			req:        indexed(request(4, 1), 1, 3, "tpu-xk2p9"),
+			want:       Assignment{SliceName: sliceName(1), Replica: 1, WorkerID: 3},
+			wantSlices: []tpuv1alpha1.TPUSliceAssignment{createdSlice(1, "tpu-xk2p9", claim(3, newToken, now))},
+		},
+		"KubeRay's indexes join the slice of the same replica name": {
+			objs: []client.Object{existingSlice(1, clusterUID).ReplicaName("tpu-xk2p9").Claim(0, "a", "", "", earlier).Obj()},
+			req:  indexed(request(4, 2), 1, 2, "tpu-xk2p9"),
+			want: Assignment{SliceName: sliceName(1), Replica: 1, WorkerID: 2},
+			wantSlices: []tpuv1alpha1.TPUSliceAssignment{
+				*existingSlice(1, clusterUID).ReplicaName("tpu-xk2p9").Claim(0, "a", "", "", earlier).Claim(2, newToken, "", "", now).Obj(),
+			},
+		},
+		"KubeRay's indexes with another replica name replace the slice's stale generation": {
+			objs: []client.Object{existingSlice(1, clusterUID).ReplicaName("tpu-old").
+				Claim(2, "a", "", "", earlier).Claim(3, "b", "", "", earlier).Obj()},
+			req:        indexed(request(4, 2), 1, 2, "tpu-xk2p9"),
+			want:       Assignment{SliceName: sliceName(1), Replica: 1, WorkerID: 2},
+			wantSlices: []tpuv1alpha1.TPUSliceAssignment{createdSlice(1, "tpu-xk2p9", claim(2, newToken, now))},
+		},
+		"KubeRay's indexes on an ID held by a pending claim are a transient denial": {
+			objs:    []client.Object{existingSlice(0, clusterUID).Claim(1, "a", "", "", earlier).Obj()},
+			req:     indexed(request(4, 1), 0, 1, ""),
+			wantErr: &DeniedError{Transient: true, Message: "worker ID 1 of replica 0 is held by another Pod (a claim whose Pod has not been seen yet); it is released once that Pod is gone; transient, the Pod's creator retries"},
+			wantSlices: []tpuv1alpha1.TPUSliceAssignment{
+				*existingSlice(0, clusterUID).Claim(1, "a", "", "", earlier).Obj(),
+			},
+		},
+		"KubeRay's indexes on an ID whose Pod is gone take it over": {
+			objs: objs([]client.Object{fullSlice(0).Obj()}, livePods(0, 1)),
+			req:  indexed(request(4, 1), 0, 1, ""),
+			want: Assignment{SliceName: sliceName(0), Replica: 0, WorkerID: 1},
+			wantSlices: []tpuv1alpha1.TPUSliceAssignment{{
+				ObjectMeta: fullSlice(0).Obj().ObjectMeta,
+				Spec:       fullSlice(0).Obj().Spec,
+				Status: tpuv1alpha1.TPUSliceAssignmentStatus{Claimed: 4, Claims: []tpuv1alpha1.WorkerClaim{
+					boundClaim(0, 0), boundClaim(0, 2), boundClaim(0, 3), claim(1, newToken, now),
+				}},
+			}},
+		},
+		"KubeRay's host index outside the slice is a permanent denial": {
+			req:     indexed(request(4, 1), 0, 4, "tpu-xk2p9"),
+			wantErr: &DeniedError{Message: "KubeRay labels place the Pod at replica 0, host 4, outside a slice of 4 hosts"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			c := newClient(t, interceptor.Funcs{}, tc.objs...)
+			a := newAllocator(c, c, timeout)
+			got, err := a.Claim(t.Context(), tc.req)
+			if diff := cmp.Diff(tc.wantErr, err); diff != "" {
+				t.Errorf("Claim() error (-want,+got):\n%s", diff)
+			}
+			if err == nil && got.Token == "" {
+				t.Error("Claim() returned no token")
+			}
+			want := tc.want
+			want.Token = got.Token
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("Claim() (-want,+got):\n%s", diff)
+			}
+			if diff := cmp.Diff(withToken(tc.wantSlices, got.Token), storedSlices(t, c), cmpSlices, sortSlices); diff != "" {
+				t.Errorf("stored slices (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestClaimSequentialFillsSlicesInOrder(t *testing.T) {
+	c := newClient(t, interceptor.Funcs{})
+	a := newAllocator(c, c, timeout)
+	type placement struct{ Replica, WorkerID int32 }
+	var got []placement
+	tokens := map[placement]string{}
+	for i, desired := range []int32{1, 1, 1, 1, 2} {
+		asg, err := a.Claim(t.Context(), request(4, desired))
+		if err != nil {
+			t.Fatalf("claim %d: %v", i, err)
+		}
+		p := placement{asg.Replica, asg.WorkerID}
+		got = append(got, p)
+		tokens[p] = asg.Token
+	}
+	want := []placement{{0, 0}, {0, 1}, {0, 2}, {0, 3}, {1, 0}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("placements (-want,+got):\n%s", diff)
+	}
+	wantSlices := []tpuv1alpha1.TPUSliceAssignment{
+		createdSlice(0, "",
+			claim(0, tokens[placement{0, 0}], now), claim(1, tokens[placement{0, 1}], now),
+			claim(2, tokens[placement{0, 2}], now), claim(3, tokens[placement{0, 3}], now)),
+		createdSlice(1, "", claim(0, tokens[placement{1, 0}], now)),
+	}
+	if diff := cmp.Diff(wantSlices, storedSlices(t, c), cmpSlices); diff != "" {
+		t.Errorf("stored slices (-want,+got):\n%s", diff)
+	}
+	if got := a.Stats.Claims.Load(); got != 5 {
+		t.Errorf("Stats.Claims = %d, want 5", got)
+	}
+	// Scaled back to one slice, the group has no free ID left: its pending claims are not taken over.
+	_, err := a.Claim(t.Context(), request(4, 1))
+	var denied *DeniedError
+	if !errors.As(err, &denied) || !denied.Transient {
+		t.Errorf("sixth claim: got error %v, want a transient *DeniedError", err)
+	}
+}
+
+// TestClaimFaults injects API errors and checks that the claim still lands exactly once.
+func TestClaimFaults(t *testing.T) {
+	conflict := apierrors.NewConflict(sliceGVR, sliceName(0), errors.New("the object has been modified"))
+	cases := map[string]struct {
+		// funcs returns the faults; calls counts the intercepted calls.
+		funcs         func(calls *atomic.Int32) interceptor.Funcs
+		want          Assignment
+		wantSlices    func(token string) []tpuv1alpha1.TPUSliceAssignment
+		wantConflicts int64
+	}{
+		"status update conflicts are retried until the claim lands": {
+			funcs: func(calls *atomic.Int32) interceptor.Funcs {
+				return interceptor.Funcs{SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+					if calls.Add(1) <= 3 {
+						return conflict
+					}
+					return c.SubResource(sub).Update(ctx, obj, opts...)
+				}}
+			},
+			want: Assignment{SliceName: sliceName(0), Replica: 0, WorkerID: 0},
+			wantSlices: func(token string) []tpuv1alpha1.TPUSliceAssignment {
+				return []tpuv1alpha1.TPUSliceAssignment{createdSlice(0, "", claim(0, token, now))}
+			},
+			wantConflicts: 3,
+		},
+		"a slice another replica created first is re-read and joined": {
+			funcs: func(calls *atomic.Int32) interceptor.Funcs {
+				return interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+					if calls.Add(1) > 1 {
+						return c.Create(ctx, obj, opts...)
+					}
+					// Another webhook replica wins the race for the slice and claims ID 0.
+					other := obj.DeepCopyObject().(*tpuv1alpha1.TPUSliceAssignment)
+					if err := c.Create(ctx, other); err != nil {
+						return err
+					}
+					other.Status.Claims = []tpuv1alpha1.WorkerClaim{claim(0, "other", earlier)}
+					other.Status.Claimed = 1
+					if err := c.Status().Update(ctx, other); err != nil {
+						return err
+					}
+					return apierrors.NewAlreadyExists(sliceGVR, obj.GetName())
+				}}
+			},
+			want: Assignment{SliceName: sliceName(0), Replica: 0, WorkerID: 1},
+			wantSlices: func(token string) []tpuv1alpha1.TPUSliceAssignment {
+				return []tpuv1alpha1.TPUSliceAssignment{createdSlice(0, "", claim(0, "other", earlier), claim(1, token, now))}
+			},
+			wantConflicts: 1,
+		},
+		"a failed list is retried": {
+			funcs: func(calls *atomic.Int32) interceptor.Funcs {
+				return interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+					if calls.Add(1) == 1 {
+						return apierrors.NewInternalError(errors.New("etcd leader changed"))
+					}
+					return c.List(ctx, list, opts...)
+				}}
+			},
+			want: Assignment{SliceName: sliceName(0), Replica: 0, WorkerID: 0},
+			wantSlices: func(token string) []tpuv1alpha1.TPUSliceAssignment {
+				return []tpuv1alpha1.TPUSliceAssignment{createdSlice(0, "", claim(0, token, now))}
+			},
+		},
+		"a failed create is retried": {
+			funcs: func(calls *atomic.Int32) interceptor.Funcs {
+				return interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+					if calls.Add(1) == 1 {
+						return apierrors.NewServiceUnavailable("apiserver shutting down")
+					}
+					return c.Create(ctx, obj, opts...)
+				}}
+			},
+			want: Assignment{SliceName: sliceName(0), Replica: 0, WorkerID: 0},
+			wantSlices: func(token string) []tpuv1alpha1.TPUSliceAssignment {
+				return []tpuv1alpha1.TPUSliceAssignment{createdSlice(0, "", claim(0, token, now))}
+			},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var calls atomic.Int32
+			c := newClient(t, tc.funcs(&calls))
+			a := newAllocator(c, c, timeout)
+			got, err := a.Claim(t.Context(), request(4, 1))
+			if err != nil {
+				t.Fatalf("Claim() error: %v", err)
+			}
+			want := tc.want
+			want.Token = got.Token
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("Claim() (-want,+got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantSlices(got.Token), storedSlices(t, c), cmpSlices); diff != "" {
+				t.Errorf("stored slices (-want,+got):\n%s", diff)
+			}
+			if got := a.Stats.Conflicts.Load(); got != tc.wantConflicts {
+				t.Errorf("Stats.Conflicts = %d, want %d", got, tc.wantConflicts)
+			}
+			if got := a.Stats.Claims.Load(); got != 1 {
+				t.Errorf("Stats.Claims = %d, want 1", got)
+			}
+		})
+	}
+}
+
+// staleCache returns a client that writes to live but reads from cache, like a manager's client
+// whose informers lag behind the API server.
+func staleCache(live, cache client.WithWatch) client.WithWatch {
+	return interceptor.NewClient(live, interceptor.Funcs{
+		Get: func(ctx context.Context, _ client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			return cache.Get(ctx, key, obj, opts...)
+		},
+		List: func(ctx context.Context, _ client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			return cache.List(ctx, list, opts...)
+		},
+	})
+}
+
+// TestClaimStaleCache checks that uniqueness and takeovers never rest on the cache.
+func TestClaimStaleCache(t *testing.T) {
+	cases := map[string]struct {
+		// cached and live are the objects of the cache and of the API server; updated are then
+		// written to the API server only, so that the cache holds an older resourceVersion.
+		cached, live, updated []client.Object
+		req                   Request
+		want                  Assignment
+		wantErr               error
+		wantSlices            []tpuv1alpha1.TPUSliceAssignment
+		wantConflicts         int64
+	}{
+		"an ID the cache still sees free but another replica took is not claimed twice": {
+			cached:        []client.Object{existingSlice(0, clusterUID).Claim(0, "a", "", "", earlier).Obj()},
+			live:          []client.Object{existingSlice(0, clusterUID).Claim(0, "a", "", "", earlier).Obj()},
+			updated:       []client.Object{existingSlice(0, clusterUID).Claim(0, "a", "", "", earlier).Claim(1, "b", "", "", earlier).Obj()},
+			req:           request(4, 1),
+			want:          Assignment{SliceName: sliceName(0), Replica: 0, WorkerID: 2},
+			wantConflicts: 1,
+			wantSlices: []tpuv1alpha1.TPUSliceAssignment{*existingSlice(0, clusterUID).
+				Claim(0, "a", "", "", earlier).Claim(1, "b", "", "", earlier).Claim(2, newToken, "", "", now).Obj()},
+		},
+		"a slice the cache does not know yet is joined, not created again": {
+			live: []client.Object{existingSlice(0, clusterUID).Claim(0, "a", "", "", earlier).Obj()},
+			req:  request(4, 1),
+			want: Assignment{SliceName: sliceName(0), Replica: 0, WorkerID: 1},
+			// The AlreadyExists of the create counts as a conflict.
+			wantConflicts: 1,
+			wantSlices: []tpuv1alpha1.TPUSliceAssignment{*existingSlice(0, clusterUID).
+				Claim(0, "a", "", "", earlier).Claim(1, newToken, "", "", now).Obj()},
+		},
+		"a slice the cache sees full is checked live before denying": {
+			cached: objs([]client.Object{fullSlice(0).Obj()}, livePods(0)),
+			live:   objs([]client.Object{fullSlice(0).Obj()}, livePods(0)),
+			updated: []client.Object{existingSlice(0, clusterUID).
+				Claim(0, "t-w-0-0", "w-0-0", "uid-w-0-0", earlier).
+				Claim(1, "t-w-0-1", "w-0-1", "uid-w-0-1", earlier).
+				Claim(3, "t-w-0-3", "w-0-3", "uid-w-0-3", earlier).Obj()},
+			req:  request(4, 1),
+			want: Assignment{SliceName: sliceName(0), Replica: 0, WorkerID: 2},
+			wantSlices: []tpuv1alpha1.TPUSliceAssignment{*existingSlice(0, clusterUID).
+				Claim(0, "t-w-0-0", "w-0-0", "uid-w-0-0", earlier).
+				Claim(1, "t-w-0-1", "w-0-1", "uid-w-0-1", earlier).
+				Claim(3, "t-w-0-3", "w-0-3", "uid-w-0-3", earlier).
+				Claim(2, newToken, "", "", now).Obj()},
+		},
+		"a Pod the cache still sees alive is not taken over, even if it is gone": {
+			cached:     objs([]client.Object{fullSlice(0).Obj()}, livePods(0)),
+			live:       objs([]client.Object{fullSlice(0).Obj()}, livePods(0, 1)),
+			req:        request(4, 1),
+			wantErr:    &DeniedError{Transient: true, Message: "all 1 slices of 4 hosts the worker group asks for are fully claimed; a claim of a Pod that was just created or deleted may still be settling; transient, the Pod's creator retries"},
+			wantSlices: []tpuv1alpha1.TPUSliceAssignment{*fullSlice(0).Obj()},
+		},
+		"a Pod the cache sees terminating but that is live is not taken over": {
+			cached: objs([]client.Object{fullSlice(0).Obj()}, livePods(0, 1),
+				[]client.Object{livePod(0, 1).Terminating().Finalizer("example.com/keep").Obj()}),
+			live:       objs([]client.Object{fullSlice(0).Obj()}, livePods(0)),
+			req:        request(4, 1),
+			wantErr:    &DeniedError{Transient: true, Message: "all 1 slices of 4 hosts the worker group asks for are fully claimed; a claim of a Pod that was just created or deleted may still be settling; transient, the Pod's creator retries"},
+			wantSlices: []tpuv1alpha1.TPUSliceAssignment{*fullSlice(0).Obj()},
+		},
+		"a Pod the cache does not know yet but that is live is not taken over": {
+			cached:     []client.Object{fullSlice(0).Obj()},
+			live:       objs([]client.Object{fullSlice(0).Obj()}, livePods(0)),
+			req:        request(4, 1),
+			wantErr:    &DeniedError{Transient: true, Message: "all 1 slices of 4 hosts the worker group asks for are fully claimed; a claim of a Pod that was just created or deleted may still be settling; transient, the Pod's creator retries"},
+			wantSlices: []tpuv1alpha1.TPUSliceAssignment{*fullSlice(0).Obj()},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			live := newClient(t, interceptor.Funcs{}, tc.live...)
+			for _, obj := range tc.updated {
+				s := obj.(*tpuv1alpha1.TPUSliceAssignment)
+				var cur tpuv1alpha1.TPUSliceAssignment
+				if err := live.Get(t.Context(), client.ObjectKeyFromObject(s), &cur); err != nil {
+					t.Fatal(err)
+				}
+				cur.Status = s.Status
+				if err := live.Status().Update(t.Context(), &cur); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cache := newClient(t, interceptor.Funcs{}, tc.cached...)
+			a := newAllocator(staleCache(live, cache), live, timeout)
+			got, err := a.Claim(t.Context(), tc.req)
+			if diff := cmp.Diff(tc.wantErr, err); diff != "" {
+				t.Errorf("Claim() error (-want,+got):\n%s", diff)
+			}
+			want := tc.want
+			want.Token = got.Token
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("Claim() (-want,+got):\n%s", diff)
+			}
+			if diff := cmp.Diff(withToken(tc.wantSlices, got.Token), storedSlices(t, live), cmpSlices); diff != "" {
+				t.Errorf("slices in the API server (-want,+got):\n%s", diff)
+			}
+			if got := a.Stats.Conflicts.Load(); got != tc.wantConflicts {
+				t.Errorf("Stats.Conflicts = %d, want %d", got, tc.wantConflicts)
+			}
+		})
+	}
+}
+
+// restDecoding returns a client whose Gets decode the object's JSON into the caller's object without
+// zeroing it first, as client-go's REST client does: fields the response omits keep their old values.
+func restDecoding(c client.WithWatch) client.WithWatch {
+	return interceptor.NewClient(c, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			fresh := obj.DeepCopyObject().(client.Object)
+			if err := c.Get(ctx, key, fresh, opts...); err != nil {
+				return err
+			}
+			data, err := json.Marshal(fresh)
+			if err != nil {
+				return err
+			}
+			return json.Unmarshal(data, obj)
+		},
+	})
+}
+
+// TestClaimLiveReadIsNotMixedWithTheCache: a Pod name can be reused by a new Pod. When the cache
+// still holds the old, terminating Pod of that name, the live read of the new Pod must not inherit
+// the old one's deletionTimestamp, or the new Pod's ID would be given twice.
+func TestClaimLiveReadIsNotMixedWithTheCache(t *testing.T) {
+	slice := existingSlice(0, clusterUID).
+		Claim(0, "t0", "w-0-0", "uid-w-0-0", earlier).
+		Claim(1, "t1", "w-0-1", "uid-new", earlier).
+		Claim(2, "t2", "w-0-2", "uid-w-0-2", earlier).
+		Claim(3, "t3", "w-0-3", "uid-w-0-3", earlier).Obj()
+	live := newClient(t, interceptor.Funcs{}, slice.DeepCopy(), livePod(0, 0).Obj(), livePod(0, 1).UID("uid-new").Obj(), livePod(0, 2).Obj(), livePod(0, 3).Obj())
+	cache := newClient(t, interceptor.Funcs{}, slice.DeepCopy(), livePod(0, 0).Obj(), livePod(0, 2).Obj(), livePod(0, 3).Obj(),
+		livePod(0, 1).UID("uid-old").Terminating().Finalizer("example.com/keep").Obj())
+	a := newAllocator(staleCache(live, cache), restDecoding(live), timeout)
+	_, err := a.Claim(t.Context(), request(4, 1))
+	var denied *DeniedError
+	if !errors.As(err, &denied) || !denied.Transient {
+		t.Errorf("Claim() error = %v, want a transient denial: every ID is held by a live Pod", err)
+	}
+	if diff := cmp.Diff([]tpuv1alpha1.TPUSliceAssignment{*slice}, storedSlices(t, live), cmpSlices); diff != "" {
+		t.Errorf("slices in the API server (-want,+got):\n%s", diff)
+	}
+}
+
+// writeCounter counts every write through a client.
+func writeCounter(writes *atomic.Int32) interceptor.Funcs {
+	return interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			writes.Add(1)
+			return c.Create(ctx, obj, opts...)
+		},
+		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+			writes.Add(1)
+			return c.Update(ctx, obj, opts...)
+		},
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			writes.Add(1)
+			return c.Patch(ctx, obj, patch, opts...)
+		},
+		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+			writes.Add(1)
+			return c.Delete(ctx, obj, opts...)
+		},
+		DeleteAllOf: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteAllOfOption) error {
+			writes.Add(1)
+			return c.DeleteAllOf(ctx, obj, opts...)
+		},
+		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+			writes.Add(1)
+			return c.SubResource(sub).Update(ctx, obj, opts...)
+		},
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+			writes.Add(1)
+			return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+		},
+	}
+}
+
+// TestPlan checks the dry run (SPEC §5, I4): the placement Claim would make, and no write.
+func TestPlan(t *testing.T) {
+	cases := map[string]struct {
+		objs    []client.Object
+		req     Request
+		want    Assignment
+		wantErr error
+	}{
+		"a new group would go to ID 0 of replica 0": {
+			req:  request(4, 1),
+			want: Assignment{SliceName: sliceName(0), Replica: 0, WorkerID: 0},
+		},
+		"a partly claimed slice would give its lowest free ID": {
+			objs: []client.Object{existingSlice(0, clusterUID).Claim(0, "a", "", "", earlier).Claim(1, "b", "", "", earlier).Obj()},
+			req:  request(4, 1),
+			want: Assignment{SliceName: sliceName(0), Replica: 0, WorkerID: 2},
+		},
+		"a full slice would open the next replica": {
+			objs: objs([]client.Object{fullSlice(0).Obj()}, livePods(0)),
+			req:  request(4, 2),
+			want: Assignment{SliceName: sliceName(1), Replica: 1, WorkerID: 0},
+		},
+		"the slice of a deleted RayCluster would be replaced": {
+			objs: []client.Object{existingSlice(0, oldUID).Claim(0, "old", "", "", earlier).Obj()},
+			req:  request(4, 1),
+			want: Assignment{SliceName: sliceName(0), Replica: 0, WorkerID: 0},
+		},
+		"KubeRay's indexes would place the Pod exactly": {
+			req:  indexed(request(4, 1), 2, 3, "tpu-xk2p9"),
+			want: Assignment{SliceName: sliceName(2), Replica: 2, WorkerID: 3},
+		},
+		"every slice full is a transient denial": {
+			objs:    objs([]client.Object{fullSlice(0).Obj()}, livePods(0)),
+			req:     request(4, 1),
+			wantErr: &DeniedError{Transient: true, Message: "all 1 slices of 4 hosts the worker group asks for are fully claimed; a claim of a Pod that was just created or deleted may still be settling"},
+		},
+		"KubeRay's host index outside the slice is a permanent denial": {
+			req:     indexed(request(4, 1), 0, 7, "tpu-xk2p9"),
+			wantErr: &DeniedError{Message: "KubeRay labels place the Pod at replica 0, host 7, outside a slice of 4 hosts"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var writes atomic.Int32
+			c := newClient(t, writeCounter(&writes), tc.objs...)
+			before := storedSlices(t, c)
+			a := newAllocator(c, c, timeout)
+			got, err := a.Plan(t.Context(), tc.req)
+			if diff := cmp.Diff(tc.wantErr, err); diff != "" {
+				t.Errorf("Plan() error (-want,+got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("Plan() (-want,+got):\n%s", diff)
+			}
+			if n := writes.Load(); n != 0 {
+				t.Errorf("Plan() made %d writes, want none", n)
+			}
+			if diff := cmp.Diff(before, storedSlices(t, c)); diff != "" {
+				t.Errorf("Plan() changed the slices (-before,+after):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestClaimConcurrent checks SPEC §3.3 and I5: concurrent claims through one or several allocators
+// (webhook replicas) sharing one API server never give one ID twice.
+func TestClaimConcurrent(t *testing.T) {
+	cases := map[string]struct {
+		allocators, callers int
+		hosts, replicas     int32
+	}{
+		"64 callers of one allocator fill one 64-host slice": {
+			allocators: 1, callers: 64, hosts: 64, replicas: 1,
+		},
+		"two allocators with 32 callers each fill one 64-host slice": {
+			allocators: 2, callers: 64, hosts: 64, replicas: 1,
+		},
+		"three allocators fill four 16-host slices": {
+			allocators: 3, callers: 64, hosts: 16, replicas: 4,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			c := newClient(t, interceptor.Funcs{})
+			allocators := make([]*Allocator, tc.allocators)
+			for i := range allocators {
+				allocators[i] = newAllocator(c, c, timeout)
+			}
+			type placement struct{ replica, id int32 }
+			results := make([]Assignment, tc.callers)
+			errs := make([]error, tc.callers)
+			var wg sync.WaitGroup
+			for i := range tc.callers {
+				wg.Go(func() {
+					results[i], errs[i] = allocators[i%tc.allocators].Claim(t.Context(), request(tc.hosts, tc.replicas))
+				})
+			}
+			wg.Wait()
+
+			wantTokens := map[placement]string{}
+			for i, r := range results {
+				if errs[i] != nil {
+					t.Errorf("caller %d: %v", i, errs[i])
+					continue
+				}
+				p := placement{r.Replica, r.WorkerID}
+				if other, dup := wantTokens[p]; dup {
+					t.Errorf("replica %d ID %d given twice (tokens %s and %s)", p.replica, p.id, other, r.Token)
+				}
+				wantTokens[p] = r.Token
+				if r.SliceName != sliceName(r.Replica) {
+					t.Errorf("caller %d got slice %q for replica %d", i, r.SliceName, r.Replica)
+				}
+			}
+			gotTokens := map[placement]string{}
+			for _, s := range storedSlices(t, c) {
+				if int(s.Status.Claimed) != len(s.Status.Claims) {
+					t.Errorf("slice %s: claimed = %d with %d claims", s.Name, s.Status.Claimed, len(s.Status.Claims))
+				}
+				for _, cl := range s.Status.Claims {
+					p := placement{s.Spec.ReplicaIndex, cl.WorkerID}
+					if _, dup := gotTokens[p]; dup {
+						t.Errorf("slice %s holds two claims on ID %d", s.Name, cl.WorkerID)
+					}
+					gotTokens[p] = cl.Token
+				}
+			}
+			if diff := cmp.Diff(wantTokens, gotTokens, cmp.AllowUnexported(placement{})); diff != "" {
+				t.Errorf("stored claims differ from the assignments (-assigned,+stored):\n%s", diff)
+			}
+			for r := range tc.replicas {
+				for id := range tc.hosts {
+					if _, ok := gotTokens[placement{r, id}]; !ok {
+						t.Errorf("replica %d ID %d not claimed", r, id)
+					}
+				}
+			}
+			var claimsMade int64
+			for _, a := range allocators {
+				claimsMade += a.Stats.Claims.Load()
+			}
+			if claimsMade != int64(tc.callers) {
+				t.Errorf("Stats.Claims sum = %d, want %d", claimsMade, tc.callers)
+			}
+		})
+	}
+}
+
+// TestClaimTimeout checks SPEC §5: an API server that never lets a claim through gets a retryable
+// denial well inside the webhook timeout, never a hang.
+func TestClaimTimeout(t *testing.T) {
+	const claimTimeout = 200 * time.Millisecond
+	cases := map[string]struct {
+		funcs interceptor.Funcs
+	}{
+		"status updates that always conflict": {
+			funcs: interceptor.Funcs{SubResourceUpdate: func(context.Context, client.Client, string, client.Object, ...client.SubResourceUpdateOption) error {
+				return apierrors.NewConflict(sliceGVR, sliceName(0), errors.New("the object has been modified"))
+			}},
+		},
+		"an API server that always fails listing": {
+			funcs: interceptor.Funcs{List: func(context.Context, client.WithWatch, client.ObjectList, ...client.ListOption) error {
+				return apierrors.NewInternalError(errors.New("etcd unavailable"))
+			}},
+		},
+		"an API server that hangs until the request's deadline": {
+			funcs: interceptor.Funcs{List: func(ctx context.Context, _ client.WithWatch, _ client.ObjectList, _ ...client.ListOption) error {
+				<-ctx.Done()
+				return ctx.Err()
+			}},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			c := newClient(t, tc.funcs)
+			a := newAllocator(c, c, claimTimeout)
+			start := time.Now()
+			_, err := a.Claim(t.Context(), request(4, 1))
+			elapsed := time.Since(start)
+			want := &DeniedError{Transient: true, Message: "timed out after 200ms claiming a worker ID (API server slow or heavily contended); transient, the Pod's creator retries"}
+			if diff := cmp.Diff(want, err); diff != "" {
+				t.Errorf("Claim() error (-want,+got):\n%s", diff)
+			}
+			if elapsed > time.Second {
+				t.Errorf("Claim() took %s, want about %s", elapsed, claimTimeout)
+			}
+			// The group's queue goes away once its last call is given up: no goroutine is left behind.
+			deadline := time.Now().Add(time.Second)
+			for {
+				a.mu.Lock()
+				n := len(a.queues)
+				a.mu.Unlock()
+				if n == 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%d group queues still running a second after the timeout", n)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		})
+	}
+}
+
+func TestPodLive(t *testing.T) {
+	cases := map[string]struct {
+		pod  *corev1.Pod
+		want bool
+	}{
+		"a running Pod is live":            {pod: testutil.MakePod("p", testNS).Phase(corev1.PodRunning).Obj(), want: true},
+		"a pending Pod is live":            {pod: testutil.MakePod("p", testNS).Phase(corev1.PodPending).Obj(), want: true},
+		"a Pod without status yet is live": {pod: testutil.MakePod("p", testNS).Obj(), want: true},
+		"a terminating Pod is not live":    {pod: testutil.MakePod("p", testNS).Phase(corev1.PodRunning).Terminating().Obj()},
+		"a failed Pod is not live":         {pod: testutil.MakePod("p", testNS).Phase(corev1.PodFailed).Obj()},
+		"a succeeded Pod is not live":      {pod: testutil.MakePod("p", testNS).Phase(corev1.PodSucceeded).Obj()},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := PodLive(tc.pod); got != tc.want {
+				t.Errorf("PodLive() = %t, want %t", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestPodHolds(t *testing.T) {
+	bound := &tpuv1alpha1.WorkerClaim{WorkerID: 0, Token: "t", PodName: "p", PodUID: "uid-p"}
+	cases := map[string]struct {
+		pod  *corev1.Pod
+		want bool
+	}{
+		"the live Pod of the claim holds it": {
+			pod: testutil.MakePod("p", testNS).UID("uid-p").Phase(corev1.PodRunning).Obj(), want: true,
+		},
+		"another Pod of the same name does not": {
+			pod: testutil.MakePod("p", testNS).UID("uid-q").Phase(corev1.PodRunning).Obj(),
+		},
+		"the Pod of the claim no longer does once terminating": {
+			pod: testutil.MakePod("p", testNS).UID("uid-p").Terminating().Obj(),
+		},
+		"the Pod of the claim no longer does once finished": {
+			pod: testutil.MakePod("p", testNS).UID("uid-p").Phase(corev1.PodSucceeded).Obj(),
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := PodHolds(tc.pod, bound); got != tc.want {
+				t.Errorf("PodHolds() = %t, want %t", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestDeniedError(t *testing.T) {
+	var err error = &DeniedError{Transient: true, Message: "try again"}
+	if err.Error() != "try again" {
+		t.Errorf("Error() = %q, want the message", err.Error())
+	}
+}
+
+func TestNewToken(t *testing.T) {
+	seen := map[string]bool{}
+	for range 100 {
+		tok := NewToken()
+		if len(tok) != 16 {
+			t.Errorf("NewToken() = %q, want 16 hex characters", tok)
+		}
+		if seen[tok] {
+			t.Errorf("NewToken() repeated %q", tok)
+		}
+		seen[tok] = true
+	}
+}

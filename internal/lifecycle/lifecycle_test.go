@@ -1,0 +1,580 @@
+/*
+Copyright 2026 The tpu-slice-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package lifecycle_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
+	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
+	"github.com/ray-tpu/tpu-slice-operator/internal/lifecycle"
+	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
+)
+
+const (
+	testNamespace = "ml"
+	testCluster   = "rc"
+	testGroup     = "tpu"
+	testSlice     = "rc-tpu-0"
+	testHosts     = 4
+	ttl           = 30 * time.Second
+
+	clusterUID types.UID = "uid-rc"
+)
+
+var (
+	// now is the reconciler's clock in every test.
+	now = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	// longAgo is when the bound claims of these tests were made.
+	longAgo = now.Add(-time.Hour)
+)
+
+// makeSlice starts replica 0 of the test group, four hosts.
+func makeSlice() *testutil.SliceWrapper {
+	return testutil.MakeSlice(testSlice, testNamespace, testCluster, clusterUID, testGroup, 0, testHosts)
+}
+
+// workerPod is a created worker Pod of the test slice carrying the webhook's claim token and worker
+// ID label, Running; its UID is uid-<name>.
+func workerPod(name, token, workerID string) *testutil.PodWrapper {
+	return testutil.MakeWorkerPod(testNamespace, testCluster, clusterUID, testGroup).
+		Named(name).
+		UID(types.UID("uid-"+name)).
+		Annotation(constants.ClaimTokenAnnotation, token).
+		Label(constants.SliceLabel, testSlice).
+		Label(constants.WorkerIDLabel, workerID).
+		Phase(corev1.PodRunning)
+}
+
+// claim is a claim of the test slice, bound to Pod pod (UID uid-<pod>) unless pod is empty.
+func claim(id int32, token, pod string, at time.Time) tpuv1alpha1.WorkerClaim {
+	c := tpuv1alpha1.WorkerClaim{WorkerID: id, Token: token, ClaimedAt: metav1.NewTime(at)}
+	if pod != "" {
+		c.PodName, c.PodUID = pod, types.UID("uid-"+pod)
+	}
+	return c
+}
+
+// notReady is the Ready condition of a slice of generation 0 with a host not bound to a Pod.
+func notReady(msg string) metav1.Condition {
+	return metav1.Condition{Type: lifecycle.ConditionReady, Status: metav1.ConditionFalse, Reason: "HostsMissing", Message: msg}
+}
+
+// pods returns the Pods as Decide receives them, from a List.
+func pods(ps ...*corev1.Pod) []corev1.Pod {
+	out := make([]corev1.Pod, len(ps))
+	for i, p := range ps {
+		out[i] = *p
+	}
+	return out
+}
+
+func TestDecide(t *testing.T) {
+	lateFree := workerPod("late", "t-late", "2").Obj()
+	lateHeld := workerPod("late", "t-late", "1").Obj()
+	badLabel := workerPod("bad-label", "t-bad", "x").Obj()
+	outside := workerPod("outside", "t-outside", "4").Obj()
+	negative := workerPod("negative", "t-negative", "-1").Obj()
+	unlabelled := workerPod("unlabelled", "t-unlabelled", "").Obj()
+	delete(unlabelled.Labels, constants.WorkerIDLabel)
+	firstLate := workerPod("late-1", "t-late-1", "3").Obj()
+	secondLate := workerPod("late-2", "t-late-2", "3").Obj()
+
+	cases := map[string]struct {
+		slice *tpuv1alpha1.TPUSliceAssignment
+		pods  []corev1.Pod
+		want  lifecycle.Decision
+	}{
+		"a pending claim whose Pod is live is bound to it": {
+			slice: makeSlice().Claim(1, "t1", "", "", now.Add(-5*time.Second)).Obj(),
+			pods:  pods(workerPod("w1", "t1", "1").Obj()),
+			want: lifecycle.Decision{
+				Claims:  []tpuv1alpha1.WorkerClaim{claim(1, "t1", "w1", now.Add(-5*time.Second))},
+				Changed: true,
+				Bound:   []tpuv1alpha1.WorkerClaim{claim(1, "t1", "w1", now.Add(-5*time.Second))},
+				Ready:   notReady("1 of 4 hosts bound to a Pod, 1 claimed"),
+			},
+		},
+		"a pending Pod (not yet running) binds its claim too": {
+			slice: makeSlice().Claim(1, "t1", "", "", now.Add(-5*time.Second)).Obj(),
+			pods:  pods(workerPod("w1", "t1", "1").Phase(corev1.PodPending).Obj()),
+			want: lifecycle.Decision{
+				Claims:  []tpuv1alpha1.WorkerClaim{claim(1, "t1", "w1", now.Add(-5*time.Second))},
+				Changed: true,
+				Bound:   []tpuv1alpha1.WorkerClaim{claim(1, "t1", "w1", now.Add(-5*time.Second))},
+				Ready:   notReady("1 of 4 hosts bound to a Pod, 1 claimed"),
+			},
+		},
+		"a bound claim whose Pod is live is kept": {
+			slice: makeSlice().Claim(0, "t0", "w0", "uid-w0", longAgo).Obj(),
+			pods:  pods(workerPod("w0", "t0", "0").Obj()),
+			want: lifecycle.Decision{
+				Claims: []tpuv1alpha1.WorkerClaim{claim(0, "t0", "w0", longAgo)},
+				Ready:  notReady("1 of 4 hosts bound to a Pod, 1 claimed"),
+			},
+		},
+		"a bound claim whose Pod is gone is released": {
+			slice: makeSlice().Claim(0, "t0", "w0", "uid-w0", longAgo).Obj(),
+			want: lifecycle.Decision{
+				Changed:     true,
+				Released:    []lifecycle.Release{{Claim: claim(0, "t0", "w0", longAgo), Reason: lifecycle.ReasonPodGone}},
+				Destructive: true,
+				Ready:       notReady("0 of 4 hosts bound to a Pod, 0 claimed"),
+			},
+		},
+		"a bound claim whose Pod was replaced by one of the same name is released": {
+			slice: makeSlice().Claim(0, "t0", "w0", "uid-w0", longAgo).Obj(),
+			pods:  pods(workerPod("w0", "t0", "0").UID("uid-w0-new").Obj()),
+			want: lifecycle.Decision{
+				Changed:     true,
+				Released:    []lifecycle.Release{{Claim: claim(0, "t0", "w0", longAgo), Reason: lifecycle.ReasonPodGone}},
+				Destructive: true,
+				Ready:       notReady("0 of 4 hosts bound to a Pod, 0 claimed"),
+			},
+		},
+		"a bound claim whose Pod is terminating is released": {
+			slice: makeSlice().Claim(0, "t0", "w0", "uid-w0", longAgo).Obj(),
+			pods:  pods(workerPod("w0", "t0", "0").Terminating().Obj()),
+			want: lifecycle.Decision{
+				Changed:     true,
+				Released:    []lifecycle.Release{{Claim: claim(0, "t0", "w0", longAgo), Reason: lifecycle.ReasonPodTerminating}},
+				Destructive: true,
+				Ready:       notReady("0 of 4 hosts bound to a Pod, 0 claimed"),
+			},
+		},
+		"bound claims whose Pods failed or succeeded are released": {
+			slice: makeSlice().
+				Claim(0, "t0", "w0", "uid-w0", longAgo).
+				Claim(1, "t1", "w1", "uid-w1", longAgo).Obj(),
+			pods: pods(
+				workerPod("w0", "t0", "0").Phase(corev1.PodFailed).Obj(),
+				workerPod("w1", "t1", "1").Phase(corev1.PodSucceeded).Obj()),
+			want: lifecycle.Decision{
+				Changed: true,
+				Released: []lifecycle.Release{
+					{Claim: claim(0, "t0", "w0", longAgo), Reason: lifecycle.ReasonPodFinished},
+					{Claim: claim(1, "t1", "w1", longAgo), Reason: lifecycle.ReasonPodFinished},
+				},
+				Destructive: true,
+				Ready:       notReady("0 of 4 hosts bound to a Pod, 0 claimed"),
+			},
+		},
+		"pending claims younger than the TTL wait for the first TTL to run out": {
+			slice: makeSlice().
+				Claim(2, "t2", "", "", now.Add(-10*time.Second)).
+				Claim(3, "t3", "", "", now.Add(-25*time.Second)).Obj(),
+			want: lifecycle.Decision{
+				Claims: []tpuv1alpha1.WorkerClaim{
+					claim(2, "t2", "", now.Add(-10*time.Second)),
+					claim(3, "t3", "", now.Add(-25*time.Second)),
+				},
+				RequeueAfter: 5 * time.Second,
+				Ready:        notReady("0 of 4 hosts bound to a Pod, 2 claimed"),
+			},
+		},
+		"a pending claim older than the TTL is released": {
+			slice: makeSlice().
+				Claim(2, "t2", "", "", now.Add(-ttl-time.Second)).
+				Claim(3, "t3", "", "", now.Add(-ttl)).Obj(),
+			want: lifecycle.Decision{
+				Changed: true,
+				Released: []lifecycle.Release{
+					{Claim: claim(2, "t2", "", now.Add(-ttl-time.Second)), Reason: lifecycle.ReasonPendingExpired},
+					{Claim: claim(3, "t3", "", now.Add(-ttl)), Reason: lifecycle.ReasonPendingExpired},
+				},
+				Destructive: true,
+				Ready:       notReady("0 of 4 hosts bound to a Pod, 0 claimed"),
+			},
+		},
+		"a pending claim past the TTL whose Pod has appeared is bound, not released": {
+			slice: makeSlice().Claim(2, "t2", "", "", now.Add(-2*ttl)).Obj(),
+			pods:  pods(workerPod("w2", "t2", "2").Obj()),
+			want: lifecycle.Decision{
+				Claims:  []tpuv1alpha1.WorkerClaim{claim(2, "t2", "w2", now.Add(-2*ttl))},
+				Changed: true,
+				Bound:   []tpuv1alpha1.WorkerClaim{claim(2, "t2", "w2", now.Add(-2*ttl))},
+				Ready:   notReady("1 of 4 hosts bound to a Pod, 1 claimed"),
+			},
+		},
+		"a pending claim whose Pod is already terminating is released": {
+			slice: makeSlice().Claim(2, "t2", "", "", now.Add(-time.Second)).Obj(),
+			pods:  pods(workerPod("w2", "t2", "2").Terminating().Obj()),
+			want: lifecycle.Decision{
+				Changed:     true,
+				Released:    []lifecycle.Release{{Claim: claim(2, "t2", "", now.Add(-time.Second)), Reason: lifecycle.ReasonPodTerminating}},
+				Destructive: true,
+				Ready:       notReady("0 of 4 hosts bound to a Pod, 0 claimed"),
+			},
+		},
+		"a pending claim whose Pod already failed is released as finished": {
+			slice: makeSlice().Claim(2, "t2", "", "", now.Add(-time.Second)).Obj(),
+			pods:  pods(workerPod("w2", "t2", "2").Phase(corev1.PodFailed).Obj()),
+			want: lifecycle.Decision{
+				Changed:     true,
+				Released:    []lifecycle.Release{{Claim: claim(2, "t2", "", now.Add(-time.Second)), Reason: lifecycle.ReasonPodFinished}},
+				Destructive: true,
+				Ready:       notReady("0 of 4 hosts bound to a Pod, 0 claimed"),
+			},
+		},
+		"a late Pod whose worker ID is free claims it again": {
+			slice: makeSlice().Claim(0, "t0", "w0", "uid-w0", longAgo).Obj(),
+			pods:  pods(workerPod("w0", "t0", "0").Obj(), lateFree),
+			want: lifecycle.Decision{
+				Claims:      []tpuv1alpha1.WorkerClaim{claim(0, "t0", "w0", longAgo), claim(2, "t-late", "late", now)},
+				Changed:     true,
+				Repaired:    []tpuv1alpha1.WorkerClaim{claim(2, "t-late", "late", now)},
+				Destructive: true,
+				Ready:       notReady("2 of 4 hosts bound to a Pod, 2 claimed"),
+			},
+		},
+		"a late Pod takes the ID of a claim released in the same decision": {
+			slice: makeSlice().Claim(2, "t2", "gone", "uid-gone", longAgo).Obj(),
+			pods:  pods(lateFree),
+			want: lifecycle.Decision{
+				Claims:      []tpuv1alpha1.WorkerClaim{claim(2, "t-late", "late", now)},
+				Changed:     true,
+				Released:    []lifecycle.Release{{Claim: claim(2, "t2", "gone", longAgo), Reason: lifecycle.ReasonPodGone}},
+				Repaired:    []tpuv1alpha1.WorkerClaim{claim(2, "t-late", "late", now)},
+				Destructive: true,
+				Ready:       notReady("1 of 4 hosts bound to a Pod, 1 claimed"),
+			},
+		},
+		"a late Pod whose worker ID another live Pod holds is a duplicate": {
+			slice: makeSlice().Claim(1, "t1", "w1", "uid-w1", longAgo).Obj(),
+			pods:  pods(workerPod("w1", "t1", "1").Obj(), lateHeld),
+			want: lifecycle.Decision{
+				Claims:      []tpuv1alpha1.WorkerClaim{claim(1, "t1", "w1", longAgo)},
+				Duplicates:  []lifecycle.Duplicate{{Pod: lateHeld, WorkerID: 1, Holder: "w1"}},
+				Destructive: true,
+				Ready:       notReady("1 of 4 hosts bound to a Pod, 1 claimed"),
+			},
+		},
+		"a late Pod whose worker ID a claim bound in the same decision holds is a duplicate": {
+			slice: makeSlice().Claim(1, "t1", "", "", now.Add(-time.Second)).Obj(),
+			pods:  pods(workerPod("w1", "t1", "1").Obj(), lateHeld),
+			want: lifecycle.Decision{
+				Claims:      []tpuv1alpha1.WorkerClaim{claim(1, "t1", "w1", now.Add(-time.Second))},
+				Changed:     true,
+				Bound:       []tpuv1alpha1.WorkerClaim{claim(1, "t1", "w1", now.Add(-time.Second))},
+				Duplicates:  []lifecycle.Duplicate{{Pod: lateHeld, WorkerID: 1, Holder: "w1"}},
+				Destructive: true,
+				Ready:       notReady("1 of 4 hosts bound to a Pod, 1 claimed"),
+			},
+		},
+		"a late Pod whose worker ID a pending claim holds is a duplicate": {
+			slice: makeSlice().Claim(1, "t1", "", "", now.Add(-20*time.Second)).Obj(),
+			pods:  pods(lateHeld),
+			want: lifecycle.Decision{
+				Claims:       []tpuv1alpha1.WorkerClaim{claim(1, "t1", "", now.Add(-20*time.Second))},
+				Duplicates:   []lifecycle.Duplicate{{Pod: lateHeld, WorkerID: 1, Holder: "(pending claim t1)"}},
+				Destructive:  true,
+				RequeueAfter: 10 * time.Second,
+				Ready:        notReady("0 of 4 hosts bound to a Pod, 1 claimed"),
+			},
+		},
+		"late Pods without a usable worker ID label are duplicates with ID -1": {
+			slice: makeSlice().Obj(),
+			pods:  pods(badLabel, outside, negative, unlabelled),
+			want: lifecycle.Decision{
+				Duplicates: []lifecycle.Duplicate{
+					{Pod: badLabel, WorkerID: -1},
+					{Pod: outside, WorkerID: -1},
+					{Pod: negative, WorkerID: -1},
+					{Pod: unlabelled, WorkerID: -1},
+				},
+				Destructive: true,
+				Ready:       notReady("0 of 4 hosts bound to a Pod, 0 claimed"),
+			},
+		},
+		"two late Pods with one ID: the first is repaired, the second is its duplicate": {
+			slice: makeSlice().Obj(),
+			pods:  pods(firstLate, secondLate),
+			want: lifecycle.Decision{
+				Claims:      []tpuv1alpha1.WorkerClaim{claim(3, "t-late-1", "late-1", now)},
+				Changed:     true,
+				Repaired:    []tpuv1alpha1.WorkerClaim{claim(3, "t-late-1", "late-1", now)},
+				Duplicates:  []lifecycle.Duplicate{{Pod: secondLate, WorkerID: 3, Holder: "late-1"}},
+				Destructive: true,
+				Ready:       notReady("1 of 4 hosts bound to a Pod, 1 claimed"),
+			},
+		},
+		"terminated late Pods and Pods without a claim token are ignored": {
+			slice: makeSlice().Obj(),
+			pods: pods(
+				workerPod("terminating", "t-a", "0").Terminating().Obj(),
+				workerPod("failed", "t-b", "1").Phase(corev1.PodFailed).Obj(),
+				workerPod("succeeded", "t-c", "2").Phase(corev1.PodSucceeded).Obj(),
+				workerPod("untokened", "", "3").Obj()),
+			want: lifecycle.Decision{
+				Ready: notReady("0 of 4 hosts bound to a Pod, 0 claimed"),
+			},
+		},
+		"every host bound to a live Pod: Ready, claims sorted by worker ID": {
+			slice: func() *tpuv1alpha1.TPUSliceAssignment {
+				s := makeSlice().
+					Claim(3, "t3", "w3", "uid-w3", longAgo).
+					Claim(1, "t1", "w1", "uid-w1", longAgo).
+					Claim(0, "t0", "w0", "uid-w0", longAgo).
+					Claim(2, "t2", "", "", now.Add(-time.Second)).Obj()
+				s.Generation = 7
+				return s
+			}(),
+			pods: pods(
+				workerPod("w0", "t0", "0").Obj(),
+				workerPod("w1", "t1", "1").Obj(),
+				workerPod("w2", "t2", "2").Obj(),
+				workerPod("w3", "t3", "3").Obj()),
+			want: lifecycle.Decision{
+				Claims: []tpuv1alpha1.WorkerClaim{
+					claim(0, "t0", "w0", longAgo),
+					claim(1, "t1", "w1", longAgo),
+					claim(2, "t2", "w2", now.Add(-time.Second)),
+					claim(3, "t3", "w3", longAgo),
+				},
+				Changed: true,
+				Bound:   []tpuv1alpha1.WorkerClaim{claim(2, "t2", "w2", now.Add(-time.Second))},
+				Ready: metav1.Condition{
+					Type:               lifecycle.ConditionReady,
+					Status:             metav1.ConditionTrue,
+					ObservedGeneration: 7,
+					Reason:             "AllHostsBound",
+					Message:            "4 of 4 hosts bound to a Pod, 4 claimed",
+				},
+			},
+		},
+		"every host claimed but one Pod not seen yet: not Ready": {
+			slice: makeSlice().
+				Claim(0, "t0", "w0", "uid-w0", longAgo).
+				Claim(1, "t1", "w1", "uid-w1", longAgo).
+				Claim(2, "t2", "w2", "uid-w2", longAgo).
+				Claim(3, "t3", "", "", now.Add(-time.Second)).Obj(),
+			pods: pods(
+				workerPod("w0", "t0", "0").Obj(),
+				workerPod("w1", "t1", "1").Obj(),
+				workerPod("w2", "t2", "2").Obj()),
+			want: lifecycle.Decision{
+				Claims: []tpuv1alpha1.WorkerClaim{
+					claim(0, "t0", "w0", longAgo),
+					claim(1, "t1", "w1", longAgo),
+					claim(2, "t2", "w2", longAgo),
+					claim(3, "t3", "", now.Add(-time.Second)),
+				},
+				RequeueAfter: ttl - time.Second,
+				Ready:        notReady("3 of 4 hosts bound to a Pod, 4 claimed"),
+			},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			wantSlice := tc.slice.DeepCopy()
+			var wantPods []corev1.Pod
+			for i := range tc.pods {
+				wantPods = append(wantPods, *tc.pods[i].DeepCopy())
+			}
+
+			got := lifecycle.Decide(tc.slice, tc.pods, now, ttl)
+
+			if diff := cmp.Diff(tc.want, got, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("Decide() (-want,+got):\n%s", diff)
+			}
+			if diff := cmp.Diff(wantSlice, tc.slice); diff != "" {
+				t.Errorf("Decide() modified the slice (-want,+got):\n%s", diff)
+			}
+			if diff := cmp.Diff(wantPods, tc.pods); diff != "" {
+				t.Errorf("Decide() modified the Pods (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestApplyStatus(t *testing.T) {
+	// readyTrue and readyFalse are as Decide returns them (no transition time); stored adds the
+	// transition time a condition already in the status has.
+	readyTrue := metav1.Condition{Type: lifecycle.ConditionReady, Status: metav1.ConditionTrue, Reason: "AllHostsBound",
+		Message: "1 of 1 hosts bound to a Pod, 1 claimed"}
+	readyFalse := metav1.Condition{Type: lifecycle.ConditionReady, Status: metav1.ConditionFalse, Reason: "HostsMissing",
+		Message: "0 of 1 hosts bound to a Pod, 1 claimed"}
+	stored := func(c metav1.Condition) []metav1.Condition {
+		c.LastTransitionTime = metav1.NewTime(longAgo)
+		return []metav1.Condition{c}
+	}
+	bound := claim(0, "t0", "w0", longAgo)
+	pendingClaim := claim(0, "t0", "", longAgo)
+
+	cases := map[string]struct {
+		status      tpuv1alpha1.TPUSliceAssignmentStatus
+		decision    lifecycle.Decision
+		wantStatus  tpuv1alpha1.TPUSliceAssignmentStatus
+		wantChanged bool
+		// wantNewTransition: the Ready condition changed status, so its transition time is now.
+		wantNewTransition bool
+	}{
+		"nothing to change": {
+			status:     tpuv1alpha1.TPUSliceAssignmentStatus{Claims: []tpuv1alpha1.WorkerClaim{bound}, Claimed: 1, Conditions: stored(readyTrue)},
+			decision:   lifecycle.Decision{Claims: []tpuv1alpha1.WorkerClaim{bound}, Ready: readyTrue},
+			wantStatus: tpuv1alpha1.TPUSliceAssignmentStatus{Claims: []tpuv1alpha1.WorkerClaim{bound}, Claimed: 1, Conditions: stored(readyTrue)},
+		},
+		"an unchanged decision leaves the claims as they are": {
+			status: tpuv1alpha1.TPUSliceAssignmentStatus{
+				Claims:  []tpuv1alpha1.WorkerClaim{claim(1, "t1", "", longAgo), pendingClaim},
+				Claimed: 2, Conditions: stored(readyFalse)},
+			decision: lifecycle.Decision{Claims: []tpuv1alpha1.WorkerClaim{pendingClaim, claim(1, "t1", "", longAgo)}, Ready: readyFalse},
+			wantStatus: tpuv1alpha1.TPUSliceAssignmentStatus{
+				Claims:  []tpuv1alpha1.WorkerClaim{claim(1, "t1", "", longAgo), pendingClaim},
+				Claimed: 2, Conditions: stored(readyFalse)},
+		},
+		"a stale claimed count is fixed": {
+			status:      tpuv1alpha1.TPUSliceAssignmentStatus{Claims: []tpuv1alpha1.WorkerClaim{bound}, Claimed: 0, Conditions: stored(readyTrue)},
+			decision:    lifecycle.Decision{Claims: []tpuv1alpha1.WorkerClaim{bound}, Ready: readyTrue},
+			wantStatus:  tpuv1alpha1.TPUSliceAssignmentStatus{Claims: []tpuv1alpha1.WorkerClaim{bound}, Claimed: 1, Conditions: stored(readyTrue)},
+			wantChanged: true,
+		},
+		"a changed decision replaces the claims and the count": {
+			status: tpuv1alpha1.TPUSliceAssignmentStatus{
+				Claims:  []tpuv1alpha1.WorkerClaim{bound, claim(1, "t1", "", longAgo)},
+				Claimed: 2, Conditions: stored(readyTrue)},
+			decision:    lifecycle.Decision{Changed: true, Claims: []tpuv1alpha1.WorkerClaim{bound}, Ready: readyTrue},
+			wantStatus:  tpuv1alpha1.TPUSliceAssignmentStatus{Claims: []tpuv1alpha1.WorkerClaim{bound}, Claimed: 1, Conditions: stored(readyTrue)},
+			wantChanged: true,
+		},
+		"a release of the last claim empties the list": {
+			status:            tpuv1alpha1.TPUSliceAssignmentStatus{Claims: []tpuv1alpha1.WorkerClaim{bound}, Claimed: 1, Conditions: stored(readyTrue)},
+			decision:          lifecycle.Decision{Changed: true, Ready: readyFalse},
+			wantStatus:        tpuv1alpha1.TPUSliceAssignmentStatus{Claims: nil, Claimed: 0, Conditions: stored(readyFalse)},
+			wantChanged:       true,
+			wantNewTransition: true,
+		},
+		"the first Ready condition is added": {
+			status:            tpuv1alpha1.TPUSliceAssignmentStatus{Claims: []tpuv1alpha1.WorkerClaim{pendingClaim}, Claimed: 1},
+			decision:          lifecycle.Decision{Claims: []tpuv1alpha1.WorkerClaim{pendingClaim}, Ready: readyFalse},
+			wantStatus:        tpuv1alpha1.TPUSliceAssignmentStatus{Claims: []tpuv1alpha1.WorkerClaim{pendingClaim}, Claimed: 1, Conditions: stored(readyFalse)},
+			wantChanged:       true,
+			wantNewTransition: true,
+		},
+		"binding the last host turns Ready True": {
+			status:            tpuv1alpha1.TPUSliceAssignmentStatus{Claims: []tpuv1alpha1.WorkerClaim{pendingClaim}, Claimed: 1, Conditions: stored(readyFalse)},
+			decision:          lifecycle.Decision{Changed: true, Claims: []tpuv1alpha1.WorkerClaim{bound}, Ready: readyTrue},
+			wantStatus:        tpuv1alpha1.TPUSliceAssignmentStatus{Claims: []tpuv1alpha1.WorkerClaim{bound}, Claimed: 1, Conditions: stored(readyTrue)},
+			wantChanged:       true,
+			wantNewTransition: true,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			status := tc.status
+			status.Conditions = append([]metav1.Condition(nil), tc.status.Conditions...)
+			started := time.Now().Add(-time.Second)
+
+			got := lifecycle.ApplyStatus(&status, tc.decision)
+
+			if got != tc.wantChanged {
+				t.Errorf("ApplyStatus() = %v, want %v", got, tc.wantChanged)
+			}
+			opts := cmp.Options{cmpopts.EquateEmpty()}
+			if tc.wantNewTransition {
+				opts = append(opts, cmpopts.IgnoreFields(metav1.Condition{}, "LastTransitionTime"))
+				if ltt := status.Conditions[0].LastTransitionTime; ltt.Time.Before(started) {
+					t.Errorf("Ready changed status but its LastTransitionTime is %v", ltt)
+				}
+			}
+			if diff := cmp.Diff(tc.wantStatus, status, opts); diff != "" {
+				t.Errorf("ApplyStatus() status (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestDecideApplyStatusConverges runs the reconciler's pure steps twice: the second pass finds
+// nothing to do.
+func TestDecideApplyStatusConverges(t *testing.T) {
+	slice := makeSlice().
+		Claim(0, "t0", "w0", "uid-w0", longAgo).
+		Claim(1, "t1", "", "", now.Add(-5*time.Second)).
+		Claim(2, "t2", "gone", "uid-gone", longAgo).
+		Claim(3, "t3", "", "", now.Add(-time.Minute)).Obj()
+	slice.Status.Claimed = 0
+	livePods := pods(
+		workerPod("w0", "t0", "0").Obj(),
+		workerPod("w1", "t1", "1").Obj(),
+		workerPod("late", "t-late", "2").Obj())
+
+	first := lifecycle.Decide(slice, livePods, now, ttl)
+	if !lifecycle.ApplyStatus(&slice.Status, first) {
+		t.Fatal("first ApplyStatus() = false, want true")
+	}
+	wantStatus := tpuv1alpha1.TPUSliceAssignmentStatus{
+		Claims: []tpuv1alpha1.WorkerClaim{
+			claim(0, "t0", "w0", longAgo),
+			claim(1, "t1", "w1", now.Add(-5*time.Second)),
+			claim(2, "t-late", "late", now),
+		},
+		Claimed: 3,
+		Conditions: []metav1.Condition{{
+			Type: lifecycle.ConditionReady, Status: metav1.ConditionFalse, Reason: "HostsMissing",
+			Message: "3 of 4 hosts bound to a Pod, 3 claimed",
+		}},
+	}
+	if diff := cmp.Diff(wantStatus, slice.Status, cmpopts.IgnoreFields(metav1.Condition{}, "LastTransitionTime")); diff != "" {
+		t.Fatalf("status after the first pass (-want,+got):\n%s", diff)
+	}
+	afterFirst := slice.Status.DeepCopy()
+
+	second := lifecycle.Decide(slice, livePods, now.Add(time.Second), ttl)
+	wantSecond := lifecycle.Decision{
+		Claims: wantStatus.Claims,
+		Ready:  wantStatus.Conditions[0],
+	}
+	if diff := cmp.Diff(wantSecond, second, cmpopts.EquateEmpty(), cmpopts.IgnoreFields(metav1.Condition{}, "LastTransitionTime")); diff != "" {
+		t.Errorf("second Decide() (-want,+got):\n%s", diff)
+	}
+	if lifecycle.ApplyStatus(&slice.Status, second) {
+		t.Error("second ApplyStatus() = true, want false")
+	}
+	if diff := cmp.Diff(afterFirst, &slice.Status); diff != "" {
+		t.Errorf("second ApplyStatus() changed the status (-want,+got):\n%s", diff)
+	}
+}
+
+func TestLive(t *testing.T) {
+	cases := map[string]struct {
+		pod  *corev1.Pod
+		want bool
+	}{
+		"running":               {pod: workerPod("w", "t", "0").Obj(), want: true},
+		"pending":               {pod: workerPod("w", "t", "0").Phase(corev1.PodPending).Obj(), want: true},
+		"no phase yet":          {pod: workerPod("w", "t", "0").Phase("").Obj(), want: true},
+		"unknown":               {pod: workerPod("w", "t", "0").Phase(corev1.PodUnknown).Obj(), want: true},
+		"terminating":           {pod: workerPod("w", "t", "0").Terminating().Obj(), want: false},
+		"failed":                {pod: workerPod("w", "t", "0").Phase(corev1.PodFailed).Obj(), want: false},
+		"succeeded":             {pod: workerPod("w", "t", "0").Phase(corev1.PodSucceeded).Obj(), want: false},
+		"terminating and ready": {pod: workerPod("w", "t", "0").Terminating().Phase(corev1.PodRunning).Obj(), want: false},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := lifecycle.Live(tc.pod); got != tc.want {
+				t.Errorf("Live() = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
