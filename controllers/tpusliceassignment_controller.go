@@ -46,6 +46,9 @@ import (
 // +kubebuilder:rbac:groups=ray.io,resources=rayclusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
+// conflictRequeueDelay is how soon a slice is reconciled again after a write lost a conflict.
+const conflictRequeueDelay = 50 * time.Millisecond
+
 // SliceReconciler keeps one TPUSliceAssignment's claims equal to its live Pods.
 type SliceReconciler struct {
 	client     client.Client
@@ -142,7 +145,7 @@ func (r *SliceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		if err := r.client.Status().Update(ctx, updated); err != nil {
 			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 				// A claim or release landed since the read: decide again on fresh data.
-				return ctrl.Result{Requeue: true}, nil
+				return ctrl.Result{RequeueAfter: conflictRequeueDelay}, nil
 			}
 			return ctrl.Result{}, fmt.Errorf("updating claims of slice %s: %w", slice.Name, err)
 		}
@@ -204,7 +207,7 @@ func (r *SliceReconciler) rayCluster(ctx context.Context, slice *tpuv1alpha1.TPU
 	return rc, nil
 }
 
-// slicePods lists the Pods labelled with the slice.
+// slicePods lists the Pods labeled with the slice.
 func (r *SliceReconciler) slicePods(ctx context.Context, reader client.Reader, slice *tpuv1alpha1.TPUSliceAssignment) ([]corev1.Pod, error) {
 	var pods corev1.PodList
 	if err := reader.List(ctx, &pods, client.InNamespace(slice.Namespace), client.MatchingLabels{constants.SliceLabel: slice.Name}); err != nil {

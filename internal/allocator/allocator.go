@@ -158,6 +158,13 @@ func (a *Allocator) Claim(ctx context.Context, req Request) (Assignment, error) 
 	case r := <-c.result:
 		return r.assignment, r.err
 	case <-ctx.Done():
+		// A commit may have landed just as the deadline passed: take it rather than leave a
+		// claim behind for the TTL to clean up.
+		select {
+		case r := <-c.result:
+			return r.assignment, r.err
+		default:
+		}
 		return Assignment{}, a.deny(true, "timed out after %s claiming a worker ID (API server slow or heavily contended); transient, the Pod's creator retries", a.timeout)
 	}
 }
@@ -209,13 +216,7 @@ func (a *Allocator) commit(batch []*call) {
 		if len(pending) == 0 {
 			return
 		}
-		// The deadline of the batch is the latest of its calls'.
-		ctx := pending[0].ctx
-		for _, c := range pending[1:] {
-			if d1, _ := c.ctx.Deadline(); d0(ctx).Before(d1) {
-				ctx = c.ctx
-			}
-		}
+		ctx := latestDeadline(pending)
 		req := pending[len(pending)-1].req
 		current, err := a.readSlices(ctx, req, live)
 		if err != nil {
@@ -253,9 +254,17 @@ func (a *Allocator) commit(batch []*call) {
 				}
 			}
 			if err := a.writeSlice(ctx, req, replica, replicaName, current[replica], list); err != nil {
-				if isConflict(err) {
+				switch {
+				case isConflict(err):
 					a.Stats.Conflicts.Add(int64(len(placed)))
-				} else {
+				case isPermanent(err):
+					// The API server refuses the write itself (invalid, forbidden): retrying
+					// cannot help, and the Pod must not wait for the deadline to learn that.
+					for _, i := range placed {
+						pending[i].result <- result{err: a.deny(false, "the API server refused the TPUSliceAssignment write: %v", err)}
+					}
+					continue
+				default:
 					log.Info("Writing TPUSliceAssignment failed, retrying", "err", err, "replica", replica)
 				}
 				for _, i := range placed {
@@ -299,7 +308,19 @@ func transientSuffix(o claims.Outcome) string {
 	return o.Message
 }
 
-func d0(ctx context.Context) time.Time {
+// latestDeadline returns the context of the call whose deadline is the latest: the batch works
+// until then.
+func latestDeadline(calls []*call) context.Context {
+	latest := calls[0]
+	for _, c := range calls[1:] {
+		if d, _ := c.ctx.Deadline(); d.After(deadline(latest.ctx)) {
+			latest = c
+		}
+	}
+	return latest.ctx
+}
+
+func deadline(ctx context.Context) time.Time {
 	d, _ := ctx.Deadline()
 	return d
 }
@@ -405,7 +426,7 @@ func PodLive(pod *corev1.Pod) bool {
 func (a *Allocator) writeSlice(ctx context.Context, req Request, replica int32, replicaName string,
 	current *tpuv1alpha1.TPUSliceAssignment, list []tpuv1alpha1.WorkerClaim) error {
 	slice := current
-	if slice != nil && !claims.Live(slice, req.ClusterUID, replicaName) {
+	if slice != nil && !claims.Current(slice, group(req), replicaName) {
 		a.Stats.Writes.Add(1)
 		if err := a.client.Delete(ctx, slice, client.Preconditions{UID: &slice.UID, ResourceVersion: &slice.ResourceVersion}); err != nil {
 			return fmt.Errorf("removing dead generation of slice %s: %w", slice.Name, err)
@@ -462,6 +483,10 @@ func NewSlice(req Request, replica int32, replicaName string) *tpuv1alpha1.TPUSl
 			Accelerator:    req.Accelerator,
 		},
 	}
+}
+
+func isPermanent(err error) bool {
+	return apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err)
 }
 
 func isConflict(err error) bool {

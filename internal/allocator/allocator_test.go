@@ -175,8 +175,8 @@ func claim(id int32, token string, at time.Time) tpuv1alpha1.WorkerClaim {
 	return tpuv1alpha1.WorkerClaim{WorkerID: id, Token: token, ClaimedAt: metav1.NewTime(at)}
 }
 
-func boundClaim(replica, id int32) tpuv1alpha1.WorkerClaim {
-	name := podName(replica, id)
+func boundClaim(id int32) tpuv1alpha1.WorkerClaim {
+	name := podName(0, id)
 	c := claim(id, "t-"+name, earlier)
 	c.PodName, c.PodUID = name, types.UID("uid-"+name)
 	return c
@@ -329,7 +329,7 @@ func TestClaim(t *testing.T) {
 				ObjectMeta: fullSlice(0).Obj().ObjectMeta,
 				Spec:       fullSlice(0).Obj().Spec,
 				Status: tpuv1alpha1.TPUSliceAssignmentStatus{Claimed: 4, Claims: []tpuv1alpha1.WorkerClaim{
-					boundClaim(0, 0), boundClaim(0, 1), boundClaim(0, 3), claim(2, newToken, now),
+					boundClaim(0), boundClaim(1), boundClaim(3), claim(2, newToken, now),
 				}},
 			}},
 		},
@@ -345,7 +345,7 @@ func TestClaim(t *testing.T) {
 				ObjectMeta: fullSlice(0).Obj().ObjectMeta,
 				Spec:       fullSlice(0).Obj().Spec,
 				Status: tpuv1alpha1.TPUSliceAssignmentStatus{Claimed: 4, Claims: []tpuv1alpha1.WorkerClaim{
-					boundClaim(0, 0), boundClaim(0, 2), boundClaim(0, 3), claim(1, newToken, now),
+					boundClaim(0), boundClaim(2), boundClaim(3), claim(1, newToken, now),
 				}},
 			}},
 		},
@@ -357,7 +357,7 @@ func TestClaim(t *testing.T) {
 				ObjectMeta: fullSlice(0).Obj().ObjectMeta,
 				Spec:       fullSlice(0).Obj().Spec,
 				Status: tpuv1alpha1.TPUSliceAssignmentStatus{Claimed: 4, Claims: []tpuv1alpha1.WorkerClaim{
-					boundClaim(0, 1), boundClaim(0, 2), boundClaim(0, 3), claim(0, newToken, now),
+					boundClaim(1), boundClaim(2), boundClaim(3), claim(0, newToken, now),
 				}},
 			}},
 		},
@@ -369,7 +369,7 @@ func TestClaim(t *testing.T) {
 				ObjectMeta: fullSlice(0).Obj().ObjectMeta,
 				Spec:       fullSlice(0).Obj().Spec,
 				Status: tpuv1alpha1.TPUSliceAssignmentStatus{Claimed: 4, Claims: []tpuv1alpha1.WorkerClaim{
-					boundClaim(0, 0), boundClaim(0, 1), boundClaim(0, 2), claim(3, newToken, now),
+					boundClaim(0), boundClaim(1), boundClaim(2), claim(3, newToken, now),
 				}},
 			}},
 		},
@@ -434,7 +434,7 @@ func TestClaim(t *testing.T) {
 				ObjectMeta: fullSlice(0).Obj().ObjectMeta,
 				Spec:       fullSlice(0).Obj().Spec,
 				Status: tpuv1alpha1.TPUSliceAssignmentStatus{Claimed: 4, Claims: []tpuv1alpha1.WorkerClaim{
-					boundClaim(0, 0), boundClaim(0, 2), boundClaim(0, 3), claim(1, newToken, now),
+					boundClaim(0), boundClaim(2), boundClaim(3), claim(1, newToken, now),
 				}},
 			}},
 		},

@@ -66,11 +66,11 @@ type Placement struct {
 type Reason string
 
 const (
-	// ReasonFull: every slice the group asks for is full, or the requested ID is held. Transient:
+	// ReasonFull means every slice the group asks for is full, or the requested ID is held. Transient:
 	// a live check may find claims to take over, the reconciler releases stale ones, and the
 	// Pod's creator retries.
 	ReasonFull Reason = "Full"
-	// ReasonInvalid: the request can never be placed (an index outside the slice).
+	// ReasonInvalid means the request can never be placed (an index outside the slice).
 	ReasonInvalid Reason = "Invalid"
 )
 
@@ -102,6 +102,13 @@ func Live(slice *tpuv1alpha1.TPUSliceAssignment, clusterUID types.UID, replicaNa
 	return replicaName == "" || slice.Spec.ReplicaName == "" || slice.Spec.ReplicaName == replicaName
 }
 
+// Current reports whether a slice belongs to the group's current generation: Live, and recorded
+// with the group's host count. A slice recorded with another host count (the group's topology or
+// chips changed) is a dead generation too: its IDs would not number the new slices' hosts.
+func Current(slice *tpuv1alpha1.TPUSliceAssignment, g Group, replicaName string) bool {
+	return Live(slice, g.ClusterUID, replicaName) && slice.Spec.Hosts == g.Hosts
+}
+
 // Plan places every request, in order, as if they were committed one after the other: a later
 // request sees the IDs given to earlier ones. It does not modify slices. The returned state holds,
 // for each replica it touched, the claims the slice must hold after the commit (dead generations
@@ -109,7 +116,7 @@ func Live(slice *tpuv1alpha1.TPUSliceAssignment, clusterUID types.UID, replicaNa
 func Plan(g Group, current Slices, reqs []Request, reclaimable Reclaimable) ([]Outcome, map[int32][]tpuv1alpha1.WorkerClaim) {
 	p := planner{group: g, reclaimable: reclaimable, claims: map[int32][]tpuv1alpha1.WorkerClaim{}, live: map[int32]bool{}}
 	for replica, s := range current {
-		if Live(s, g.ClusterUID, "") {
+		if Current(s, g, "") {
 			p.live[replica] = true
 			p.claims[replica] = s.Status.Claims
 		}
@@ -120,7 +127,7 @@ func Plan(g Group, current Slices, reqs []Request, reclaimable Reclaimable) ([]O
 		req := &reqs[i]
 		if req.ReplicaIndex != nil && req.ReplicaName != "" {
 			// KubeRay replaced the replica: a slice recorded under another name is dead.
-			if s := current[*req.ReplicaIndex]; s != nil && p.live[*req.ReplicaIndex] && !Live(s, g.ClusterUID, req.ReplicaName) {
+			if s := current[*req.ReplicaIndex]; s != nil && p.live[*req.ReplicaIndex] && !Current(s, g, req.ReplicaName) {
 				if _, seen := touched[*req.ReplicaIndex]; !seen {
 					p.live[*req.ReplicaIndex] = false
 					p.claims[*req.ReplicaIndex] = nil

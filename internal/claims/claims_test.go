@@ -73,16 +73,6 @@ func full(replica, hosts int32, prefix string) *tpuv1alpha1.TPUSliceAssignment {
 	return s.Obj()
 }
 
-// fullClaims is the claim list of full(replica, hosts, prefix).
-func fullClaims(hosts int32, prefix string) []tpuv1alpha1.WorkerClaim {
-	var out []tpuv1alpha1.WorkerClaim
-	for id := range hosts {
-		name := fmt.Sprintf("%s-%d", prefix, id)
-		out = append(out, existing(id, name, "pod-"+name, types.UID("uid-"+name)))
-	}
-	return out
-}
-
 func placed(replica, id int32) claims.Outcome {
 	return claims.Outcome{Placement: claims.Placement{Replica: replica, WorkerID: id}}
 }
@@ -328,7 +318,7 @@ func TestPlanWithKubeRayIndexes(t *testing.T) {
 			wantOutcomes: []claims.Outcome{placed(3, 0)},
 			wantTouched:  map[int32][]tpuv1alpha1.WorkerClaim{3: {pending(0, "t1")}},
 		},
-		"a replica index beyond the desired replica count is honoured": {
+		"a replica index beyond the desired replica count is honored": {
 			group:        group,
 			reqs:         []claims.Request{indexed("t1", 5, 1, "rs-f")},
 			wantOutcomes: []claims.Outcome{placed(5, 1)},

@@ -41,10 +41,10 @@ const (
 	// UID, so the claim records this random token instead until the reconciler binds it.
 	ClaimTokenAnnotation = "tpu.ray.io/claim-token"
 
-	// ClusterLabel and GroupLabel label every TPUSliceAssignment so the slices of one worker group
-	// can be listed with a selector.
+	// ClusterLabel holds the RayCluster name on every TPUSliceAssignment, for listing by selector.
 	ClusterLabel = "tpu.ray.io/cluster"
-	GroupLabel   = "tpu.ray.io/group"
+	// GroupLabel holds the worker group name on every TPUSliceAssignment, for listing by selector.
+	GroupLabel = "tpu.ray.io/group"
 
 	// FieldManager is the field manager of every write this operator makes.
 	FieldManager = "tpu-slice-operator"

@@ -86,7 +86,7 @@ func Live(pod *corev1.Pod) bool {
 	return pod.DeletionTimestamp == nil && pod.Status.Phase != corev1.PodFailed && pod.Status.Phase != corev1.PodSucceeded
 }
 
-// Decide computes the decision for slice given every Pod labelled with it.
+// Decide computes the decision for slice given every Pod labeled with it.
 func Decide(slice *tpuv1alpha1.TPUSliceAssignment, pods []corev1.Pod, now time.Time, ttl time.Duration) Decision {
 	var d Decision
 	byUID := make(map[string]*corev1.Pod, len(pods))

@@ -40,8 +40,8 @@ func SliceName(cluster, group string, replica int32) string {
 	sum := sha256.Sum256([]byte(cluster + "/" + group))
 	suffix := "-" + hex.EncodeToString(sum[:])[:hashLen] + "-" + strconv.Itoa(int(replica))
 	prefix := sanitize(cluster + "-" + group)
-	if max := validation.DNS1123LabelMaxLength - len(suffix); len(prefix) > max {
-		prefix = strings.TrimRight(prefix[:max], "-")
+	if maxLen := validation.DNS1123LabelMaxLength - len(suffix); len(prefix) > maxLen {
+		prefix = strings.TrimRight(prefix[:maxLen], "-")
 	}
 	if prefix == "" {
 		return "slice" + suffix
@@ -74,7 +74,7 @@ func sanitize(s string) string {
 }
 
 // LabelValue returns s when it is a valid label value, else a deterministic shortened form ending
-// in a hash of s, so that a selector on it matches exactly the objects labelled from s.
+// in a hash of s, so that a selector on it matches exactly the objects labeled from s.
 func LabelValue(s string) string {
 	if len(validation.IsValidLabelValue(s)) == 0 {
 		return s
@@ -82,8 +82,8 @@ func LabelValue(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	suffix := "-" + hex.EncodeToString(sum[:])[:hashLen]
 	prefix := sanitize(s)
-	if max := validation.LabelValueMaxLength - len(suffix); len(prefix) > max {
-		prefix = strings.TrimRight(prefix[:max], "-")
+	if maxLen := validation.LabelValueMaxLength - len(suffix); len(prefix) > maxLen {
+		prefix = strings.TrimRight(prefix[:maxLen], "-")
 	}
 	if prefix == "" {
 		prefix = "x"

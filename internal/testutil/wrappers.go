@@ -336,7 +336,7 @@ func (s *SliceWrapper) SelectorLabels() *SliceWrapper {
 // Named sets the name (and clears generateName), as the API server does when it creates a
 // generateName Pod. (Not "Name": that would shadow the embedded ObjectMeta.Name field.)
 func (p *PodWrapper) Named(name string) *PodWrapper {
-	p.ObjectMeta.Name, p.ObjectMeta.GenerateName = name, ""
+	p.Name, p.ObjectMeta.GenerateName = name, ""
 	return p
 }
 

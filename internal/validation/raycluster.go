@@ -45,9 +45,12 @@ func IsTPUGroup(group *rayv1.WorkerGroupSpec) bool {
 
 // ValidateRayCluster returns the field errors of every TPU worker group of rc.
 func ValidateRayCluster(rc *rayv1.RayCluster) field.ErrorList {
-	var errs field.ErrorList
+	errs := make(field.ErrorList, 0, len(rc.Spec.WorkerGroupSpecs))
 	for i := range rc.Spec.WorkerGroupSpecs {
 		errs = append(errs, validateWorkerGroup(rc.Name, &rc.Spec.WorkerGroupSpecs[i], workerGroupsPath.Index(i))...)
+	}
+	if len(errs) == 0 {
+		return nil
 	}
 	return errs
 }

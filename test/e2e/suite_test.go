@@ -25,10 +25,9 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-
-	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/ray-tpu/tpu-slice-operator/controllers"
 	"github.com/ray-tpu/tpu-slice-operator/internal/operator"
@@ -37,11 +36,12 @@ import (
 
 const webhookInstances = 3
 
+// ctx lives as long as the suite; AfterSuite cancels it.
+var ctx, cancel = context.WithCancel(context.Background())
+
 var (
 	env         *framework.Env
 	k8sClient   client.Client
-	ctx         context.Context
-	cancel      context.CancelFunc
 	instances   []*framework.Instance
 	stopKubeRay func() error
 )
@@ -53,7 +53,6 @@ func TestE2E(t *testing.T) {
 
 var _ = BeforeSuite(func() {
 	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
-	ctx, cancel = context.WithCancel(context.Background())
 	var err error
 	env, err = framework.Start()
 	Expect(err).NotTo(HaveOccurred())

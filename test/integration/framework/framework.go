@@ -31,6 +31,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"path/filepath"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -102,7 +103,7 @@ func (e *Env) startProxy() error {
 	if err != nil {
 		return fmt.Errorf("loading webhook serving certificate: %w", err)
 	}
-	ln, err := tls.Listen("tcp", net.JoinHostPort(wio.LocalServingHost, fmt.Sprint(wio.LocalServingPort)),
+	ln, err := tls.Listen("tcp", net.JoinHostPort(wio.LocalServingHost, strconv.Itoa(wio.LocalServingPort)),
 		&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
 	if err != nil {
 		return fmt.Errorf("listening on the webhook endpoint: %w", err)
@@ -170,7 +171,7 @@ func (e *Env) StartInstance(ctx context.Context, opts InstanceOptions) (*Instanc
 	if err != nil {
 		return nil, err
 	}
-	inst := &Instance{Manager: mgr, Addr: net.JoinHostPort(wio.LocalServingHost, fmt.Sprint(port)), done: make(chan error, 1)}
+	inst := &Instance{Manager: mgr, Addr: net.JoinHostPort(wio.LocalServingHost, strconv.Itoa(port)), done: make(chan error, 1)}
 	if !opts.Operator.DisableWebhooks && opts.Operator.Webhooks.Allocator == nil {
 		timeout := opts.Operator.Webhooks.ClaimTimeout
 		if timeout == 0 {
@@ -248,10 +249,10 @@ const RejectLabel = "test.tpu.ray.io/reject"
 const rejectPath = "/reject"
 
 // InstallRejectingWebhook registers a validating Pod webhook that runs after our mutating one and
-// refuses every Pod labelled RejectLabel=true: the Pod's claim is made, but the Pod never appears.
+// refuses every Pod labeled RejectLabel=true: the Pod's claim is made, but the Pod never appears.
 func (e *Env) InstallRejectingWebhook(ctx context.Context) error {
 	wio := &e.Env.WebhookInstallOptions
-	url := "https://" + net.JoinHostPort(wio.LocalServingHost, fmt.Sprint(wio.LocalServingPort)) + rejectPath
+	url := "https://" + net.JoinHostPort(wio.LocalServingHost, strconv.Itoa(wio.LocalServingPort)) + rejectPath
 	return e.Client.Create(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: "test-reject-pods"},
 		Webhooks: []admissionregistrationv1.ValidatingWebhook{{

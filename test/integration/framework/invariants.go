@@ -36,18 +36,19 @@ import (
 
 // WorkerEnv returns the value of an environment variable of the Pod's first TPU container.
 func WorkerEnv(pod *corev1.Pod, name string) (string, bool) {
-	for _, i := range topology.TPUContainers(&pod.Spec) {
-		for _, e := range pod.Spec.Containers[i].Env {
-			if e.Name == name {
-				return e.Value, true
-			}
-		}
+	tpu := topology.TPUContainers(&pod.Spec)
+	if len(tpu) == 0 {
 		return "", false
+	}
+	for _, e := range pod.Spec.Containers[tpu[0]].Env {
+		if e.Name == name {
+			return e.Value, true
+		}
 	}
 	return "", false
 }
 
-// Report summarises the TPU worker Pods of a namespace by slice.
+// Report summarizes the TPU worker Pods of a namespace by slice.
 type Report struct {
 	// LivePods is the number of live TPU worker Pods checked.
 	LivePods int
@@ -111,10 +112,10 @@ func CheckAdmitted(ctx context.Context, c client.Reader, namespace string) (Repo
 		}
 		// With KubeRay's RayMultiHostIndexing labels, KubeRay decides the replica and host.
 		if v, ok := pod.Labels[rayutils.RayWorkerReplicaIndexKey]; ok && v != replicaOf(&slicesList, slice) {
-			errs = append(errs, fmt.Errorf("Pod %s has KubeRay replica index %s but sits in replica %s", pod.Name, v, replicaOf(&slicesList, slice)))
+			errs = append(errs, fmt.Errorf("KubeRay labels: Pod %s has replica index %s but sits in replica %s", pod.Name, v, replicaOf(&slicesList, slice)))
 		}
 		if v, ok := pod.Labels[rayutils.RayHostIndexKey]; ok && v != strconv.Itoa(id) {
-			errs = append(errs, fmt.Errorf("Pod %s has KubeRay host index %s but worker ID %d", pod.Name, v, id))
+			errs = append(errs, fmt.Errorf("KubeRay labels: Pod %s has host index %s but worker ID %d", pod.Name, v, id))
 		}
 		report.IDs[slice] = append(report.IDs[slice], id)
 	}

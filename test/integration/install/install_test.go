@@ -34,11 +34,10 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-
-	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/ray-tpu/tpu-slice-operator/internal/localenv"
 	"github.com/ray-tpu/tpu-slice-operator/internal/operator"
@@ -89,8 +88,7 @@ func render(dir string) []*unstructured.Unstructured {
 		Fail("kustomize not found at " + kustomize + ": run the tests with `make test` (it installs kustomize into bin/)")
 	}
 	out, err := exec.Command(kustomize, "build", filepath.Join(localenv.RootDir(), "config", dir)).Output()
-	var exitErr *exec.ExitError
-	if errors.As(err, &exitErr) {
+	if exitErr, ok := errors.AsType[*exec.ExitError](err); ok {
 		Fail("kustomize build config/" + dir + ": " + string(exitErr.Stderr))
 	}
 	Expect(err).NotTo(HaveOccurred())

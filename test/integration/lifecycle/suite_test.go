@@ -23,10 +23,9 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-
-	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/ray-tpu/tpu-slice-operator/controllers"
 	"github.com/ray-tpu/tpu-slice-operator/internal/operator"
@@ -36,11 +35,12 @@ import (
 // pendingTTL is short here so that expiry scenarios run fast; I3 must hold within twice of it.
 const pendingTTL = 2 * time.Second
 
+// ctx lives as long as the suite; AfterSuite cancels it.
+var ctx, cancel = context.WithCancel(context.Background())
+
 var (
 	env       *framework.Env
 	k8sClient client.Client
-	ctx       context.Context
-	cancel    context.CancelFunc
 	instances []*framework.Instance
 )
 
@@ -58,7 +58,6 @@ func instanceOptions(reconciler bool) framework.InstanceOptions {
 
 var _ = BeforeSuite(func() {
 	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
-	ctx, cancel = context.WithCancel(context.Background())
 	var err error
 	env, err = framework.Start()
 	Expect(err).NotTo(HaveOccurred())

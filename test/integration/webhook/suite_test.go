@@ -22,10 +22,9 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-
-	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/ray-tpu/tpu-slice-operator/internal/operator"
 	"github.com/ray-tpu/tpu-slice-operator/test/integration/framework"
@@ -34,11 +33,12 @@ import (
 // webhookInstances is the number of independent operator instances serving the webhooks (SPEC I5).
 const webhookInstances = 3
 
+// ctx lives as long as the suite; AfterSuite cancels it.
+var ctx, cancel = context.WithCancel(context.Background())
+
 var (
 	env       *framework.Env
 	k8sClient client.Client
-	ctx       context.Context
-	cancel    context.CancelFunc
 	instances []*framework.Instance
 )
 
@@ -49,7 +49,6 @@ func TestWebhooks(t *testing.T) {
 
 var _ = BeforeSuite(func() {
 	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
-	ctx, cancel = context.WithCancel(context.Background())
 	var err error
 	env, err = framework.Start()
 	Expect(err).NotTo(HaveOccurred())

@@ -141,7 +141,7 @@ var _ = Describe("TPU worker Pod admission", func() {
 		expectNoSlices(ns)
 	})
 
-	It("honours KubeRay's multi-host index labels", func() {
+	It("honors KubeRay's multi-host index labels", func() {
 		rc := createCluster(testutil.MakeRayCluster("rc", ns).TPUGroup("tpu", "tpu-v4-podslice", "2x2x4", 4, 4, 3).ManagedByMultiKueue().Obj())
 		pod := workerPod(rc, "tpu").KubeRayIndexes(2, "tpu-abcde", 3).Obj()
 		Expect(k8sClient.Create(ctx, pod)).To(Succeed())
