@@ -1076,3 +1076,43 @@ func TestNewToken(t *testing.T) {
 		seen[tok] = true
 	}
 }
+
+func TestClaimDeniesAtOnceWhenTheAPIServerRefusesTheWrite(t *testing.T) {
+	invalid := apierrors.NewInvalid(schema.GroupKind{Group: tpuv1alpha1.GroupVersion.Group, Kind: "TPUSliceAssignment"}, sliceName(0), nil)
+	c := newClient(t, interceptor.Funcs{
+		SubResourceUpdate: func(context.Context, client.Client, string, client.Object, ...client.SubResourceUpdateOption) error {
+			return invalid
+		},
+	})
+	start := time.Now()
+	_, err := newAllocator(c, c, timeout).Claim(context.Background(), request(4, 1))
+	var denied *DeniedError
+	if !errors.As(err, &denied) {
+		t.Fatalf("Claim() error = %v, want a *DeniedError", err)
+	}
+	if denied.Transient {
+		t.Errorf("Claim() denial is transient, want permanent: %s", denied.Message)
+	}
+	if !strings.Contains(denied.Message, "the API server refused the TPUSliceAssignment write") {
+		t.Errorf("Claim() denial message = %q", denied.Message)
+	}
+	if elapsed := time.Since(start); elapsed > timeout/10 {
+		t.Errorf("Claim() took %s: a refused write must not be retried until the deadline", elapsed)
+	}
+}
+
+func TestClaimReplacesASliceOfAnotherHostCount(t *testing.T) {
+	// The group now has 8 hosts per slice; the stored slice was made for 4.
+	c := newClient(t, interceptor.Funcs{}, fullSlice(0).Obj())
+	got, err := newAllocator(c, c, timeout).Claim(context.Background(), request(8, 1))
+	if err != nil {
+		t.Fatalf("Claim() error = %v", err)
+	}
+	if got.Replica != 0 || got.WorkerID != 0 {
+		t.Errorf("Claim() = replica %d ID %d, want replica 0 ID 0", got.Replica, got.WorkerID)
+	}
+	stored := storedSlices(t, c)
+	if len(stored) != 1 || stored[0].Spec.Hosts != 8 || len(stored[0].Status.Claims) != 1 || stored[0].Status.Claims[0].Token != got.Token {
+		t.Errorf("stored slices = %+v, want one 8-host slice holding only the new claim", stored)
+	}
+}

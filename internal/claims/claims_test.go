@@ -732,3 +732,41 @@ func freeIDs(g claims.Group, current claims.Slices) int {
 	}
 	return free
 }
+
+func TestPlanTreatsAnotherHostCountAsADeadGeneration(t *testing.T) {
+	// The group's topology changed from 4 to 8 hosts per slice: the old slice's IDs would not
+	// number the new slice's hosts, so its claims are not honoured.
+	g := claims.Group{ClusterUID: clusterUID, Hosts: 8, DesiredReplicas: 1}
+	old := full(0, 4, "old")
+	outcomes, touched := claims.Plan(g, claims.Slices{0: old}, tokens(1), nil)
+	if diff := cmp.Diff([]claims.Outcome{placed(0, 0)}, outcomes); diff != "" {
+		t.Errorf("Plan() outcomes (-want,+got):\n%s", diff)
+	}
+	want := map[int32][]tpuv1alpha1.WorkerClaim{0: {pending(0, "t1")}}
+	if diff := cmp.Diff(want, touched); diff != "" {
+		t.Errorf("Plan() touched (-want,+got):\n%s", diff)
+	}
+}
+
+func TestCurrent(t *testing.T) {
+	g := claims.Group{ClusterUID: clusterUID, Hosts: 4, DesiredReplicas: 1}
+	cases := map[string]struct {
+		slice       *tpuv1alpha1.TPUSliceAssignment
+		replicaName string
+		want        bool
+	}{
+		"same UID and host count":       {slice: makeSlice(0, 4).Obj(), want: true},
+		"another host count":            {slice: makeSlice(0, 8).Obj(), want: false},
+		"another cluster generation":    {slice: testutil.MakeSlice("s", testNamespace, testCluster, oldUID, testGroup, 0, 4).Obj(), want: false},
+		"another KubeRay replica name":  {slice: makeSlice(0, 4).ReplicaName("tpu-aaaaa").Obj(), replicaName: "tpu-bbbbb", want: false},
+		"the same KubeRay replica name": {slice: makeSlice(0, 4).ReplicaName("tpu-aaaaa").Obj(), replicaName: "tpu-aaaaa", want: true},
+		"no slice":                      {slice: nil, want: false},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := claims.Current(tc.slice, g, tc.replicaName); got != tc.want {
+				t.Errorf("Current() = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
