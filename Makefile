@@ -37,6 +37,8 @@ help: ## Display this help.
 .PHONY: manifests
 manifests: controller-gen ## Generate CRD, RBAC and webhook manifests from the markers.
 	$(CONTROLLER_GEN) rbac:roleName=manager-role crd webhook paths="./api/...;./controllers/...;./webhooks/..." output:crd:artifacts:config=config/crd/bases
+	# The certificate rotator's own role: only the self-signed install (config/default) carries it.
+	$(CONTROLLER_GEN) rbac:roleName=cert-rotator-role paths="./internal/certs/..." output:rbac:artifacts:config=config/selfsigned
 
 .PHONY: generate
 generate: controller-gen ## Generate DeepCopy methods.
@@ -73,6 +75,10 @@ test: envtest kustomize ## Run unit, integration and end-to-end tests (envtest, 
 .PHONY: test-unit
 test-unit: ## Run the unit tests only (no control plane).
 	go test ./api/... ./internal/... ./webhooks/... ./controllers/... -count=1 $(TEST_ARGS)
+
+.PHONY: bench
+bench: envtest ## Benchmark Pod admission against a same-run no-webhook baseline (S1-S4; BENCH_ARGS=-scenarios=S1,S3).
+	KUBEBUILDER_ASSETS="$(KUBEBUILDER_ASSETS)" go run ./test/bench $(BENCH_ARGS)
 
 .PHONY: fuzz
 fuzz: ## Run each fuzz target for FUZZTIME (default 30s).
@@ -112,6 +118,17 @@ build-installer: manifests generate kustomize ## Render every manifest into dist
 	cd config/manager && $(KUSTOMIZE) edit set image controller=$(IMG)
 	$(KUSTOMIZE) build config/default > dist/install.yaml
 
+GOVULNCHECK_VERSION ?= v1.9.0
+# The golang.org/x/vulndb module version (from the Go module proxy) the local database is built from.
+VULNDB_VERSION ?= v0.0.0-20261105234957-e22db6528018
+GOVULNCHECK ?= $(LOCALBIN)/govulncheck
+
+.PHONY: govulncheck
+govulncheck: ## Check code and dependencies for known vulnerabilities (database built from golang.org/x/vulndb, cached per user).
+	@mkdir -p "$(LOCALBIN)"
+	$(call go-install-tool,$(GOVULNCHECK),golang.org/x/vuln/cmd/govulncheck,$(GOVULNCHECK_VERSION))
+	hack/govulncheck.sh "$(GOVULNCHECK)" $(VULNDB_VERSION) ./...
+
 ##@ Deployment
 
 ifndef ignore-not-found
@@ -126,14 +143,40 @@ install: manifests kustomize ## Install the CRD into the cluster in ~/.kube/conf
 uninstall: manifests kustomize ## Uninstall the CRD from the cluster in ~/.kube/config.
 	$(KUSTOMIZE) build config/crd | $(KUBECTL) delete --ignore-not-found=$(ignore-not-found) -f -
 
+# What deploy and undeploy install: config/default (built-in certificates, nothing to install
+# first) or config/certmanager-overlay (certificates from cert-manager, which must be running).
+DEPLOY_CONFIG ?= config/default
+
 .PHONY: deploy
-deploy: manifests kustomize ## Deploy the operator to the cluster in ~/.kube/config.
+deploy: manifests kustomize ## Deploy the operator to the cluster in ~/.kube/config (DEPLOY_CONFIG=config/certmanager-overlay for cert-manager).
 	cd config/manager && $(KUSTOMIZE) edit set image controller=$(IMG)
-	$(KUSTOMIZE) build config/default | $(KUBECTL) apply --server-side -f -
+	$(KUSTOMIZE) build $(DEPLOY_CONFIG) | $(KUBECTL) apply --server-side -f -
 
 .PHONY: undeploy
 undeploy: kustomize ## Remove the operator from the cluster in ~/.kube/config.
-	$(KUSTOMIZE) build config/default | $(KUBECTL) delete --ignore-not-found=$(ignore-not-found) -f -
+	$(KUSTOMIZE) build $(DEPLOY_CONFIG) | $(KUBECTL) delete --ignore-not-found=$(ignore-not-found) -f -
+
+HELM_VERSION ?= v3.22.0
+HELM ?= $(LOCALBIN)/helm
+CHART_DIR ?= charts/tpu-slice-operator
+
+.PHONY: helm
+helm: ## Install helm into bin/ (built from source).
+	@mkdir -p "$(LOCALBIN)"
+	$(call go-install-tool,$(HELM),helm.sh/helm/v3/cmd/helm,$(HELM_VERSION))
+
+.PHONY: helm-chart
+helm-chart: manifests kustomize ## Generate the Helm chart in charts/ from config/default (hack/helm).
+	$(KUSTOMIZE) build config/default | go run ./hack/helm -out $(CHART_DIR)
+
+.PHONY: helm-verify
+helm-verify: helm-chart helm ## Fail if the chart is out of sync with config/default; lint and render it.
+	@if [ -n "$$(git status --porcelain -- charts/)" ]; then \
+		echo "charts/ is out of date with config/default (run 'make helm-chart'):"; \
+		git status --porcelain -- charts/; git --no-pager diff --stat -- charts/; exit 1; \
+	fi
+	$(HELM) lint --strict $(CHART_DIR)
+	$(HELM) template tpu-slice-operator $(CHART_DIR) --namespace tpu-slice-operator-system > /dev/null
 
 ##@ Dependencies
 

@@ -22,6 +22,7 @@ import (
 	"crypto/tls"
 	"flag"
 	"os"
+	"slices"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -31,6 +32,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	"github.com/ray-tpu/tpu-slice-operator/internal/certs"
 	"github.com/ray-tpu/tpu-slice-operator/internal/operator"
 )
 
@@ -40,16 +42,17 @@ func main() {
 		secureMetrics, enableHTTP2, leaderElect bool
 		webhookPort                             int
 		opts                                    operator.Options
+		certOpts                                certs.Options
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", "0", "Address the metrics endpoint binds to, e.g. :8443 (https) or :8080 (http); 0 disables it.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address the health and readiness probes bind to.")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader for the reconciler, so that several replicas can serve the webhooks.")
 	flag.BoolVar(&secureMetrics, "metrics-secure", true, "Serve metrics over HTTPS with authentication and authorization.")
 	flag.BoolVar(&enableHTTP2, "enable-http2", false, "Enable HTTP/2 on the webhook and metrics servers (off by default: CVE-2023-44487, CVE-2023-39325).")
-	flag.StringVar(&webhookCertPath, "webhook-cert-path", "", "Directory holding the webhook serving certificate (tls.crt, tls.key); empty uses controller-runtime's default.")
+	flag.StringVar(&webhookCertPath, "webhook-cert-path", "", "Directory holding the webhook serving certificate (tls.crt, tls.key) in --cert-mode=external; empty uses controller-runtime's default.")
 	flag.IntVar(&webhookPort, "webhook-port", webhook.DefaultPort, "Port the admission webhooks listen on.")
-	opts.Webhooks.BindFlags(flag.CommandLine)
-	opts.Controllers.BindFlags(flag.CommandLine)
+	opts.BindFlags(flag.CommandLine)
+	certOpts.BindFlags(flag.CommandLine)
 	zapOpts := zap.Options{Development: false}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -61,6 +64,21 @@ func main() {
 	if !enableHTTP2 {
 		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
 	}
+	// In self-signed mode the webhook server presents the rotator's certificate from memory, so a
+	// renewal takes effect at once; in external mode it watches the files in webhookCertPath.
+	webhookTLSOpts := slices.Clone(tlsOpts)
+	var rotator *certs.Rotator
+	if certOpts.Mode == certs.ModeSelfSigned {
+		var err error
+		if rotator, err = certs.New(certOpts); err != nil {
+			log.Error(err, "Invalid certificate options")
+			os.Exit(1)
+		}
+		webhookTLSOpts = append(webhookTLSOpts, rotator.ConfigureTLS)
+	} else if err := certOpts.Validate(); err != nil {
+		log.Error(err, "Invalid certificate options")
+		os.Exit(1)
+	}
 	metricsOpts := metricsserver.Options{BindAddress: metricsAddr, SecureServing: secureMetrics, TLSOpts: tlsOpts}
 	if secureMetrics {
 		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
@@ -68,7 +86,7 @@ func main() {
 
 	mgr, err := operator.New(ctrl.GetConfigOrDie(), manager.Options{
 		Metrics:                metricsOpts,
-		WebhookServer:          webhook.NewServer(webhook.Options{Port: webhookPort, CertDir: webhookCertPath, TLSOpts: tlsOpts}),
+		WebhookServer:          webhook.NewServer(webhook.Options{Port: webhookPort, CertDir: webhookCertPath, TLSOpts: webhookTLSOpts}),
 		HealthProbeBindAddress: probeAddr,
 		LeaderElection:         leaderElect,
 		LeaderElectionID:       "tpu-slice-operator.tpu.ray.io",
@@ -78,6 +96,17 @@ func main() {
 	if err != nil {
 		log.Error(err, "Unable to create manager")
 		os.Exit(1)
+	}
+	if rotator != nil {
+		if err := rotator.SetupWithManager(mgr); err != nil {
+			log.Error(err, "Unable to set up the certificate rotator")
+			os.Exit(1)
+		}
+		// Ready only once this replica serves a certificate the webhook configurations trust.
+		if err := mgr.AddReadyzCheck("certificates", rotator.ReadyCheck); err != nil {
+			log.Error(err, "Unable to set up readiness check")
+			os.Exit(1)
+		}
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		log.Error(err, "Unable to set up health check")
@@ -89,7 +118,7 @@ func main() {
 		os.Exit(1)
 	}
 
-	log.Info("Starting manager", "leaderElection", leaderElect, "metricsAddress", metricsAddr, "webhookPort", webhookPort)
+	log.Info("Starting manager", "leaderElection", leaderElect, "metricsAddress", metricsAddr, "webhookPort", webhookPort, "certMode", certOpts.Mode)
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		log.Error(err, "Manager exited with an error")
 		os.Exit(1)

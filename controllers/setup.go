@@ -19,11 +19,18 @@ limitations under the License.
 package controllers
 
 import (
+	"errors"
 	"flag"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
 )
+
+// DefaultBindSettle is the default BindSettle.
+const DefaultBindSettle = time.Second
 
 // DefaultPendingTTL is how long a claim may wait for its Pod before it is released.
 const DefaultPendingTTL = 30 * time.Second
@@ -34,6 +41,10 @@ type Options struct {
 	PendingTTL time.Duration
 	// MaxConcurrentReconciles is the number of slices reconciled at once.
 	MaxConcurrentReconciles int
+	// BindSettle is how long a slice must go without new claims before the reconciler binds them,
+	// so that binding does not race the admissions of a burst. Zero means DefaultBindSettle; a
+	// negative value binds at once.
+	BindSettle time.Duration
 }
 
 // BindFlags registers the options' command-line flags.
@@ -41,6 +52,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.PendingTTL, "pending-claim-ttl", DefaultPendingTTL,
 		"How long a claim may wait for its Pod to appear before it is released (confirmed by a live read).")
 	fs.IntVar(&o.MaxConcurrentReconciles, "max-concurrent-reconciles", 4, "Slices reconciled at once.")
+	fs.DurationVar(&o.BindSettle, "bind-settle", DefaultBindSettle,
+		"How long a slice must go without new claims before its claims are bound to their Pods (binding is bookkeeping: it waits for a burst of admissions to end).")
 }
 
 // Setup registers the reconcilers with the manager.
@@ -48,8 +61,14 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if opts.PendingTTL <= 0 {
 		opts.PendingTTL = DefaultPendingTTL
 	}
+	if opts.BindSettle == 0 {
+		opts.BindSettle = DefaultBindSettle
+	}
 	if opts.MaxConcurrentReconciles <= 0 {
 		opts.MaxConcurrentReconciles = 4
+	}
+	if err := metrics.RegisterSliceCollector(mgr.GetClient()); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
+		return err
 	}
 	return NewSliceReconciler(mgr, opts).SetupWithManager(mgr, opts.MaxConcurrentReconciles)
 }

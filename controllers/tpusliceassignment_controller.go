@@ -37,6 +37,7 @@ import (
 	"github.com/ray-tpu/tpu-slice-operator/internal/claims"
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
 	"github.com/ray-tpu/tpu-slice-operator/internal/lifecycle"
+	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
 	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
 )
 
@@ -55,18 +56,21 @@ type SliceReconciler struct {
 	reader     client.Reader
 	recorder   recorder.EventRecorder
 	pendingTTL time.Duration
-	now        func() time.Time
+	// bindSettleTime is how long a slice must go without new claims before its claims are bound.
+	bindSettleTime time.Duration
+	now            func() time.Time
 }
 
 // NewSliceReconciler returns a reconciler reading through mgr's cache and, to confirm a release,
 // its API reader.
 func NewSliceReconciler(mgr ctrl.Manager, opts Options) *SliceReconciler {
 	return &SliceReconciler{
-		client:     mgr.GetClient(),
-		reader:     mgr.GetAPIReader(),
-		recorder:   mgr.GetEventRecorder("tpu-slice-operator"),
-		pendingTTL: opts.PendingTTL,
-		now:        time.Now,
+		client:         mgr.GetClient(),
+		reader:         mgr.GetAPIReader(),
+		recorder:       mgr.GetEventRecorder("tpu-slice-operator"),
+		pendingTTL:     opts.PendingTTL,
+		bindSettleTime: opts.BindSettle,
+		now:            time.Now,
 	}
 }
 
@@ -140,6 +144,11 @@ func (r *SliceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		d = lifecycle.Decide(slice, pods, r.now(), r.pendingTTL)
 	}
 
+	if wait := r.bindSettle(slice, d); wait > 0 {
+		// Claims are still arriving: binding now would make the next claim's write conflict.
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
+
 	updated := slice.DeepCopy()
 	if lifecycle.ApplyStatus(&updated.Status, d) {
 		if err := r.client.Status().Update(ctx, updated); err != nil {
@@ -167,6 +176,27 @@ func (r *SliceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	return ctrl.Result{RequeueAfter: d.RequeueAfter}, nil
 }
 
+// bindSettle returns how long to wait before a write that only binds claims: while a slice is
+// still receiving claims (its newest claim is younger than BindSettle), every bind would land
+// between two admissions and make the next claim conflict. Binding is bookkeeping, so it waits for
+// the burst to end and binds every claim in one write. Releases and repairs never wait.
+func (r *SliceReconciler) bindSettle(slice *tpuv1alpha1.TPUSliceAssignment, d lifecycle.Decision) time.Duration {
+	if r.bindSettleTime <= 0 || d.Destructive || len(d.Bound) == 0 {
+		return 0
+	}
+	var newest time.Time
+	for _, c := range slice.Status.Claims {
+		if c.ClaimedAt.After(newest) {
+			newest = c.ClaimedAt.Time
+		}
+	}
+	// claimedAt has second precision: count from the end of its second.
+	if wait := newest.Add(time.Second + r.bindSettleTime).Sub(r.now()); wait > 0 {
+		return wait
+	}
+	return 0
+}
+
 func (r *SliceReconciler) recordChanges(rc *rayv1.RayCluster, slice *tpuv1alpha1.TPUSliceAssignment, d lifecycle.Decision) {
 	for _, c := range d.Bound {
 		pod := &corev1.Pod{}
@@ -181,6 +211,7 @@ func (r *SliceReconciler) recordChanges(rc *rayv1.RayCluster, slice *tpuv1alpha1
 			noteClaimRepaired, c.WorkerID, slice.Name)
 	}
 	for _, rel := range d.Released {
+		metrics.ClaimsReleased.WithLabelValues(rel.Reason).Inc()
 		r.recorder.Eventf(rc, slice, corev1.EventTypeNormal, ReasonClaimReleased, "Release",
 			noteClaimReleased, rel.Claim.WorkerID, slice.Name, rel.Reason)
 	}

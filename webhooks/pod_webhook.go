@@ -38,6 +38,7 @@ import (
 
 	"github.com/ray-tpu/tpu-slice-operator/internal/allocator"
 	"github.com/ray-tpu/tpu-slice-operator/internal/claims"
+	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
 	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
 	"github.com/ray-tpu/tpu-slice-operator/internal/topology"
 	"github.com/ray-tpu/tpu-slice-operator/internal/tpuenv"
@@ -70,9 +71,39 @@ func (w *podWebhook) Default(ctx context.Context, pod *corev1.Pod) error {
 	if err != nil {
 		return fmt.Errorf("reading admission request: %w", err)
 	}
-	if req.Operation != admissionv1.Create || !IsTPUWorker(pod) || tpuenv.Applied(pod) {
+	if req.Operation != admissionv1.Create {
+		metrics.Admissions.WithLabelValues(metrics.ResultNotCreate).Inc()
 		return nil
 	}
+	if !IsTPUWorker(pod) {
+		metrics.Admissions.WithLabelValues(metrics.ResultNotTPUWorker).Inc()
+		return nil
+	}
+	if tpuenv.Applied(pod) {
+		metrics.Admissions.WithLabelValues(metrics.ResultAlreadyAssigned).Inc()
+		return nil
+	}
+	err = w.assign(ctx, req, pod)
+	metrics.Admissions.WithLabelValues(admissionResult(err, ptr.Deref(req.DryRun, false))).Inc()
+	return err
+}
+
+// admissionResult is the metrics label of an admission's outcome.
+func admissionResult(err error, dryRun bool) string {
+	switch {
+	case err == nil && dryRun:
+		return metrics.ResultDryRun
+	case err == nil:
+		return metrics.ResultAssigned
+	case apierrors.IsTooManyRequests(err):
+		return metrics.ResultDeniedTransient
+	default:
+		return metrics.ResultDeniedPermanent
+	}
+}
+
+// assign claims a worker ID for a TPU worker Pod and applies the identity to it.
+func (w *podWebhook) assign(ctx context.Context, req admission.Request, pod *corev1.Pod) error {
 	cluster, group := pod.Labels[rayutils.RayClusterLabelKey], pod.Labels[rayutils.RayNodeGroupLabelKey]
 	log := ctrl.LoggerFrom(ctx).WithValues("namespace", req.Namespace, "generateName", pod.GenerateName,
 		"rayCluster", cluster, "group", group)
@@ -142,10 +173,14 @@ func (w *podWebhook) Default(ctx context.Context, pod *corev1.Pod) error {
 // from the API server. A Pod owned by a RayCluster generation that no longer exists is denied.
 func (w *podWebhook) rayCluster(ctx context.Context, namespace, name string, owner types.UID) (*rayv1.RayCluster, error) {
 	key := types.NamespacedName{Namespace: namespace, Name: name}
-	rc := &rayv1.RayCluster{}
-	if err := w.client.Get(ctx, key, rc); err == nil && (owner == "" || rc.UID == owner) {
-		return rc, nil
+	cached := &rayv1.RayCluster{}
+	if err := w.client.Get(ctx, key, cached); err == nil && (owner == "" || cached.UID == owner) {
+		return cached, nil
 	}
+	// A fresh object for the live read: client-go decodes into the object it is given without
+	// zeroing it, so fields the live RayCluster omits (a re-created cluster without spec.suspend)
+	// would keep the cached old generation's values.
+	rc := &rayv1.RayCluster{}
 	if err := w.reader.Get(ctx, key, rc); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, deny("RayCluster %s/%s of this TPU worker Pod does not exist", namespace, name)

@@ -48,8 +48,7 @@ func main() {
 	flag.StringVar(&kubeconfigOut, "kubeconfig-out", "bin/local/kubeconfig", "Where to write the kubeconfig of the local API server.")
 	flag.BoolVar(&indexing, "multihost-indexing", true,
 		"KubeRay's RayMultiHostIndexing feature gate (on by default in KubeRay 1.6): KubeRay labels replica and host indexes itself.")
-	opts.Webhooks.BindFlags(flag.CommandLine)
-	opts.Controllers.BindFlags(flag.CommandLine)
+	opts.BindFlags(flag.CommandLine)
 	zapOpts := zap.Options{Development: true}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()

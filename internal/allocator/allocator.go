@@ -46,6 +46,7 @@ import (
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/claims"
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
+	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
 	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
 )
 
@@ -84,6 +85,8 @@ func (e *DeniedError) Error() string { return e.Message }
 type Stats struct {
 	// Claims committed, attempts (plans committed or tried), conflicts and API writes.
 	Claims, Attempts, Conflicts, Writes, Denials atomic.Int64
+	// ClaimNanos is the total time Claim calls took.
+	ClaimNanos atomic.Int64
 }
 
 // Allocator claims worker IDs. The zero value is not usable: use New.
@@ -115,6 +118,17 @@ type call struct {
 	token  string
 	ctx    context.Context
 	result chan result
+	// start, attempts and conflicts feed the claim metrics.
+	start               time.Time
+	attempts, conflicts int
+}
+
+// finish answers a call and records its metrics.
+func (c *call) finish(r result) {
+	metrics.ClaimAttempts.Observe(float64(c.attempts))
+	metrics.ClaimConflicts.Observe(float64(c.conflicts))
+	metrics.ClaimDuration.Observe(time.Since(c.start).Seconds())
+	c.result <- r
 }
 
 type result struct {
@@ -138,7 +152,9 @@ func NewToken() string {
 func (a *Allocator) Claim(ctx context.Context, req Request) (Assignment, error) {
 	ctx, cancel := context.WithTimeout(ctx, a.timeout)
 	defer cancel()
-	c := &call{req: req, token: NewToken(), ctx: ctx, result: make(chan result, 1)}
+	start := a.now()
+	defer func() { a.Stats.ClaimNanos.Add(int64(time.Since(start))) }()
+	c := &call{req: req, token: NewToken(), ctx: ctx, result: make(chan result, 1), start: time.Now()}
 	key := groupKey{namespace: req.Namespace, uid: req.ClusterUID, group: req.GroupName}
 
 	a.mu.Lock()
@@ -240,6 +256,9 @@ func (a *Allocator) commit(batch []*call) {
 			outcomes, touched = claims.Plan(group(req), current, reqs, a.reclaimable(ctx, req.Namespace))
 		}
 		a.Stats.Attempts.Add(int64(len(pending)))
+		for _, c := range pending {
+			c.attempts++
+		}
 
 		var retry []*call
 		for replica, list := range touched {
@@ -257,11 +276,14 @@ func (a *Allocator) commit(batch []*call) {
 				switch {
 				case isConflict(err):
 					a.Stats.Conflicts.Add(int64(len(placed)))
+					for _, i := range placed {
+						pending[i].conflicts++
+					}
 				case isPermanent(err):
 					// The API server refuses the write itself (invalid, forbidden): retrying
 					// cannot help, and the Pod must not wait for the deadline to learn that.
 					for _, i := range placed {
-						pending[i].result <- result{err: a.deny(false, "the API server refused the TPUSliceAssignment write: %v", err)}
+						pending[i].finish(result{err: a.deny(false, "the API server refused the TPUSliceAssignment write: %v", err)})
 					}
 					continue
 				default:
@@ -274,12 +296,12 @@ func (a *Allocator) commit(batch []*call) {
 			}
 			for _, i := range placed {
 				a.Stats.Claims.Add(1)
-				pending[i].result <- result{assignment: Assignment{
+				pending[i].finish(result{assignment: Assignment{
 					SliceName: naming.SliceName(req.ClusterName, req.GroupName, replica),
 					Replica:   replica,
 					WorkerID:  outcomes[i].Placement.WorkerID,
 					Token:     pending[i].token,
-				}}
+				}})
 			}
 		}
 		for i, o := range outcomes {
@@ -289,7 +311,7 @@ func (a *Allocator) commit(batch []*call) {
 				// IDs planned for calls whose write failed may be free after all: plan again.
 				retry = append(retry, pending[i])
 			default:
-				pending[i].result <- result{err: a.deny(o.Reason == claims.ReasonFull, "%s", transientSuffix(o))}
+				pending[i].finish(result{err: a.deny(o.Reason == claims.ReasonFull, "%s", transientSuffix(o))})
 			}
 		}
 		if len(retry) == 0 {
@@ -427,7 +449,7 @@ func (a *Allocator) writeSlice(ctx context.Context, req Request, replica int32, 
 	current *tpuv1alpha1.TPUSliceAssignment, list []tpuv1alpha1.WorkerClaim) error {
 	slice := current
 	if slice != nil && !claims.Current(slice, group(req), replicaName) {
-		a.Stats.Writes.Add(1)
+		a.countWrite()
 		if err := a.client.Delete(ctx, slice, client.Preconditions{UID: &slice.UID, ResourceVersion: &slice.ResourceVersion}); err != nil {
 			return fmt.Errorf("removing dead generation of slice %s: %w", slice.Name, err)
 		}
@@ -435,7 +457,7 @@ func (a *Allocator) writeSlice(ctx context.Context, req Request, replica int32, 
 	}
 	if slice == nil {
 		slice = NewSlice(req, replica, replicaName)
-		a.Stats.Writes.Add(1)
+		a.countWrite()
 		if err := a.client.Create(ctx, slice); err != nil {
 			return fmt.Errorf("creating slice: %w", err)
 		}
@@ -450,7 +472,7 @@ func (a *Allocator) writeSlice(ctx context.Context, req Request, replica int32, 
 	}
 	slice.Status.Claims = list
 	slice.Status.Claimed = int32(len(list)) //nolint:gosec // at most Hosts claims.
-	a.Stats.Writes.Add(1)
+	a.countWrite()
 	return a.client.Status().Update(ctx, slice)
 }
 
@@ -483,6 +505,11 @@ func NewSlice(req Request, replica int32, replicaName string) *tpuv1alpha1.TPUSl
 			Accelerator:    req.Accelerator,
 		},
 	}
+}
+
+func (a *Allocator) countWrite() {
+	a.Stats.Writes.Add(1)
+	metrics.ClaimWrites.Inc()
 }
 
 func isPermanent(err error) bool {

@@ -305,7 +305,7 @@ func TestClaim(t *testing.T) {
 		},
 		"a suspended group (no replicas) is a transient denial and opens no slice": {
 			req:     request(4, 0),
-			wantErr: &DeniedError{Transient: true, Message: "all 0 slices of 4 hosts the worker group asks for are fully claimed; a claim of a Pod that was just created or deleted may still be settling; transient, the Pod's creator retries"},
+			wantErr: &DeniedError{Transient: true, Message: "the worker group asks for no replicas (suspended or scaled to zero), so no slice may be opened; transient, the Pod's creator retries"},
 		},
 		"a pending claim whose Pod may still be in flight is not taken over": {
 			objs: objs([]client.Object{existingSlice(0, clusterUID).

@@ -197,6 +197,9 @@ func (p *planner) place(req *Request) Outcome {
 			return Outcome{Placement: Placement{Replica: r, WorkerID: c.WorkerID}, Takeover: c}
 		}
 	}
+	if p.group.DesiredReplicas == 0 {
+		return Outcome{Reason: ReasonFull, Message: "the worker group asks for no replicas (suspended or scaled to zero), so no slice may be opened"}
+	}
 	return Outcome{Reason: ReasonFull, Message: fmt.Sprintf(
 		"all %d slices of %d hosts the worker group asks for are fully claimed; a claim of a Pod that was just created or deleted may still be settling",
 		p.group.DesiredReplicas, p.group.Hosts)}

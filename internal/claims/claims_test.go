@@ -81,7 +81,8 @@ func takeover(replica, id int32, claim tpuv1alpha1.WorkerClaim) claims.Outcome {
 	return claims.Outcome{Placement: claims.Placement{Replica: replica, WorkerID: id}, Takeover: &claim}
 }
 
-func fullOutcome(desired, hosts int32) claims.Outcome {
+func fullOutcome(desired int32) claims.Outcome {
+	const hosts = 2
 	return claims.Outcome{Reason: claims.ReasonFull, Message: fmt.Sprintf(
 		"all %d slices of %d hosts the worker group asks for are fully claimed; a claim of a Pod that was just created or deleted may still be settling",
 		desired, hosts)}
@@ -181,21 +182,21 @@ func TestPlanWithoutKubeRayIndexes(t *testing.T) {
 			current: sliceMap(full(0, 2, "r0"),
 				makeSlice(2, 2).Claim(0, "a", "pod-a", "uid-a", claimedAt).Obj()),
 			reqs:         tokens(3),
-			wantOutcomes: []claims.Outcome{placed(1, 0), placed(1, 1), fullOutcome(2, 2)},
+			wantOutcomes: []claims.Outcome{placed(1, 0), placed(1, 1), fullOutcome(2)},
 			wantTouched:  map[int32][]tpuv1alpha1.WorkerClaim{1: {pending(0, "t1"), pending(1, "t2")}},
 		},
 		"every desired slice is full and a free slice beyond them exists: Full": {
 			group:        claims.Group{ClusterUID: clusterUID, Hosts: 2, DesiredReplicas: 1},
 			current:      sliceMap(full(0, 2, "r0"), makeSlice(1, 2).Obj()),
 			reqs:         tokens(1),
-			wantOutcomes: []claims.Outcome{fullOutcome(1, 2)},
+			wantOutcomes: []claims.Outcome{fullOutcome(1)},
 			wantTouched:  map[int32][]tpuv1alpha1.WorkerClaim{},
 		},
 		"every slice full and nothing reclaimable: Full": {
 			group:        claims.Group{ClusterUID: clusterUID, Hosts: 2, DesiredReplicas: 2},
 			current:      sliceMap(full(0, 2, "r0"), full(1, 2, "r1")),
 			reqs:         tokens(1),
-			wantOutcomes: []claims.Outcome{fullOutcome(2, 2)},
+			wantOutcomes: []claims.Outcome{fullOutcome(2)},
 			wantTouched:  map[int32][]tpuv1alpha1.WorkerClaim{},
 		},
 		"every slice full: the lowest reclaimable bound claim of the lowest slice is taken over": {
@@ -227,7 +228,7 @@ func TestPlanWithoutKubeRayIndexes(t *testing.T) {
 			wantOutcomes: []claims.Outcome{
 				takeover(0, 0, existing(0, "r0-0", "pod-r0-0", "uid-r0-0")),
 				takeover(1, 1, existing(1, "r1-1", "pod-r1-1", "uid-r1-1")),
-				fullOutcome(2, 2),
+				fullOutcome(2),
 			},
 			wantTouched: map[int32][]tpuv1alpha1.WorkerClaim{
 				0: {existing(1, "r0-1", "pod-r0-1", "uid-r0-1"), pending(0, "t1")},
@@ -241,7 +242,7 @@ func TestPlanWithoutKubeRayIndexes(t *testing.T) {
 				Claim(1, "p1", "", "", claimedAt).Obj()),
 			reqs:          tokens(1),
 			reclaimTokens: []string{"p0", "p1"},
-			wantOutcomes:  []claims.Outcome{fullOutcome(1, 2)},
+			wantOutcomes:  []claims.Outcome{fullOutcome(1)},
 			wantTouched:   map[int32][]tpuv1alpha1.WorkerClaim{},
 		},
 		"a slice of a deleted RayCluster generation counts as empty": {
@@ -254,10 +255,11 @@ func TestPlanWithoutKubeRayIndexes(t *testing.T) {
 			wantTouched:  map[int32][]tpuv1alpha1.WorkerClaim{0: {pending(0, "t1")}},
 		},
 		"a group that asks for no replicas: Full": {
-			group:        claims.Group{ClusterUID: clusterUID, Hosts: 4, DesiredReplicas: 0},
-			reqs:         tokens(1),
-			wantOutcomes: []claims.Outcome{fullOutcome(0, 4)},
-			wantTouched:  map[int32][]tpuv1alpha1.WorkerClaim{},
+			group: claims.Group{ClusterUID: clusterUID, Hosts: 4, DesiredReplicas: 0},
+			reqs:  tokens(1),
+			wantOutcomes: []claims.Outcome{{Reason: claims.ReasonFull,
+				Message: "the worker group asks for no replicas (suspended or scaled to zero), so no slice may be opened"}},
+			wantTouched: map[int32][]tpuv1alpha1.WorkerClaim{},
 		},
 		"a retried request whose claim was committed gets the same ID back, not a second one": {
 			group: claims.Group{ClusterUID: clusterUID, Hosts: 4, DesiredReplicas: 1},
@@ -735,7 +737,7 @@ func freeIDs(g claims.Group, current claims.Slices) int {
 
 func TestPlanTreatsAnotherHostCountAsADeadGeneration(t *testing.T) {
 	// The group's topology changed from 4 to 8 hosts per slice: the old slice's IDs would not
-	// number the new slice's hosts, so its claims are not honoured.
+	// number the new slice's hosts, so its claims are not honored.
 	g := claims.Group{ClusterUID: clusterUID, Hosts: 8, DesiredReplicas: 1}
 	old := full(0, 4, "old")
 	outcomes, touched := claims.Plan(g, claims.Slices{0: old}, tokens(1), nil)

@@ -20,6 +20,7 @@ limitations under the License.
 package operator
 
 import (
+	"flag"
 	"fmt"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
@@ -51,14 +52,28 @@ func init() {
 	utilruntime.Must(tpuv1alpha1.AddToScheme(Scheme))
 }
 
+// Default client-side limits of the operator's API client. controller-runtime's own default (20
+// QPS, burst 30) throttles the admission path: every TPU Pod admission makes one or two API calls,
+// and KubeRay creates a 64-host slice in one burst. The API server's priority and fairness still
+// protect it.
+const (
+	DefaultKubeAPIQPS   = 500
+	DefaultKubeAPIBurst = 1000
+)
+
 // Options configure the operator's webhooks and reconcilers.
 type Options struct {
-	Webhooks    webhooks.Options
-	Controllers controllers.Options
+	// KubeAPIQPS and KubeAPIBurst limit the operator's API client (zero: the defaults above).
+	KubeAPIQPS   float32
+	KubeAPIBurst int
+	Webhooks     webhooks.Options
+	Controllers  controllers.Options
 	// DisableWebhooks skips registering the admission webhooks (the reconciler alone).
 	DisableWebhooks bool
 	// DisableControllers skips the reconcilers (a webhook-only replica, as in tests with many instances).
 	DisableControllers bool
+
+	qps float64 // flag target for KubeAPIQPS (flag has no float32)
 }
 
 // CacheOptions limits what the manager caches: only KubeRay worker Pods, trimmed to the fields the
@@ -113,8 +128,33 @@ func TrimPod(obj any) (any, error) {
 	}, nil
 }
 
+// BindFlags registers the client flags; the webhook and controller options bind their own.
+func (o *Options) BindFlags(fs *flag.FlagSet) {
+	fs.Float64Var(&o.qps, "kube-api-qps", DefaultKubeAPIQPS, "Client-side QPS limit of the operator's API client.")
+	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", DefaultKubeAPIBurst, "Client-side burst limit of the operator's API client.")
+	o.Webhooks.BindFlags(fs)
+	o.Controllers.BindFlags(fs)
+}
+
+// RESTConfig returns a copy of cfg with the operator's client limits.
+func RESTConfig(cfg *rest.Config, opts Options) *rest.Config {
+	out := rest.CopyConfig(cfg)
+	out.QPS, out.Burst = opts.KubeAPIQPS, opts.KubeAPIBurst
+	if opts.qps != 0 {
+		out.QPS = float32(opts.qps)
+	}
+	if out.QPS == 0 {
+		out.QPS = DefaultKubeAPIQPS
+	}
+	if out.Burst == 0 {
+		out.Burst = DefaultKubeAPIBurst
+	}
+	return out
+}
+
 // New builds a manager with the operator's webhooks and reconcilers registered.
 func New(cfg *rest.Config, mgrOpts manager.Options, opts Options) (manager.Manager, error) {
+	cfg = RESTConfig(cfg, opts)
 	if mgrOpts.Scheme == nil {
 		mgrOpts.Scheme = Scheme
 	}

@@ -352,3 +352,25 @@ func WorkerPodFor(rc *rayv1.RayCluster, group string) *PodWrapper {
 	}
 	return nil
 }
+
+// EnvFieldRef appends to container i an environment variable whose value comes from a Pod field
+// (valueFrom.fieldRef), as users set TPU_WORKER_ID from a downward API field.
+func (p *PodWrapper) EnvFieldRef(i int, name, fieldPath string) *PodWrapper {
+	p.Spec.Containers[i].Env = append(p.Spec.Containers[i].Env, corev1.EnvVar{
+		Name:      name,
+		ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: fieldPath}},
+	})
+	return p
+}
+
+// Affinity sets the Pod's affinity (a deep copy of a).
+func (p *PodWrapper) Affinity(a *corev1.Affinity) *PodWrapper {
+	p.Spec.Affinity = a.DeepCopy()
+	return p
+}
+
+// WithoutLabel removes a label.
+func (p *PodWrapper) WithoutLabel(k string) *PodWrapper {
+	delete(p.Labels, k)
+	return p
+}

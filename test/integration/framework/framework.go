@@ -123,7 +123,13 @@ func (e *Env) startProxy() error {
 	empty := []string{}
 	e.backends.Store(&empty)
 	mux := http.NewServeMux()
-	mux.Handle("/", rp)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if len(*e.backends.Load()) == 0 {
+			http.Error(w, "no webhook instance is serving", http.StatusServiceUnavailable)
+			return
+		}
+		rp.ServeHTTP(w, r)
+	})
 	mux.HandleFunc(rejectPath, rejectAll)
 	e.proxy = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = e.proxy.Serve(ln) }()
@@ -150,8 +156,9 @@ type InstanceOptions struct {
 func (e *Env) StartInstance(ctx context.Context, opts InstanceOptions) (*Instance, error) {
 	cfg := opts.Config
 	if cfg == nil {
-		cfg = rest.CopyConfig(e.Config)
+		cfg = e.Config
 	}
+	cfg = operator.RESTConfig(cfg, opts.Operator)
 	port, err := freePort()
 	if err != nil {
 		return nil, err

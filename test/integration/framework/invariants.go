@@ -60,9 +60,18 @@ type Report struct {
 // slice share TPU_WORKER_ID; every admitted TPU worker Pod has an ID in [0, hosts), a TPU_NAME that
 // names its slice, and every full slice has exactly one host with ID 0.
 func CheckAdmitted(ctx context.Context, c client.Reader, namespace string) (Report, error) {
+	return CheckAdmittedPods(ctx, c, namespace, nil)
+}
+
+// CheckAdmittedPods is CheckAdmitted over the Pods keep accepts (all when keep is nil), e.g. to
+// leave out Pods of a deleted RayCluster that the garbage collector envtest lacks would remove.
+func CheckAdmittedPods(ctx context.Context, c client.Reader, namespace string, keep func(*corev1.Pod) bool) (Report, error) {
 	var pods corev1.PodList
 	if err := c.List(ctx, &pods, client.InNamespace(namespace)); err != nil {
 		return Report{}, err
+	}
+	if keep != nil {
+		pods.Items = slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool { return !keep(&p) })
 	}
 	var slicesList tpuv1alpha1.TPUSliceAssignmentList
 	if err := c.List(ctx, &slicesList, client.InNamespace(namespace)); err != nil {

@@ -1,0 +1,121 @@
+/*
+Copyright 2026 The tpu-slice-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package metrics defines the operator's Prometheus metrics, registered with controller-runtime's
+// registry and served on the manager's metrics endpoint.
+package metrics
+
+import (
+	"context"
+
+	"github.com/prometheus/client_golang/prometheus"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
+)
+
+const namespace = "tpu_slice_operator"
+
+// Admission results.
+const (
+	ResultAssigned        = "assigned"
+	ResultDryRun          = "dry_run"
+	ResultDeniedTransient = "denied_transient"
+	ResultDeniedPermanent = "denied_permanent"
+	ResultAlreadyAssigned = "already_assigned"
+	ResultNotTPUWorker    = "not_tpu_worker"
+	ResultNotCreate       = "not_create"
+)
+
+var (
+	// Admissions counts Pod admissions by result.
+	Admissions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "pod_admissions_total",
+		Help: "Pod admissions handled by the webhook, by result.",
+	}, []string{"result"})
+
+	// ClaimAttempts observes, per committed or denied claim, how many plans it took.
+	ClaimAttempts = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: namespace, Name: "claim_attempts",
+		Help:    "Plans (attempts) one claim took before it was committed or denied.",
+		Buckets: []float64{1, 2, 3, 4, 6, 8, 12, 16},
+	})
+
+	// ClaimConflicts observes, per claim, how many of its writes lost a resourceVersion conflict.
+	ClaimConflicts = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: namespace, Name: "claim_conflicts",
+		Help:    "Writes of one claim that lost a resourceVersion conflict.",
+		Buckets: []float64{0, 1, 2, 3, 4, 6, 8, 12},
+	})
+
+	// ClaimDuration observes how long a claim took, from admission to commit or denial.
+	ClaimDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: namespace, Name: "claim_duration_seconds",
+		Help:    "Time one claim took, from the webhook asking to the commit or denial.",
+		Buckets: prometheus.ExponentialBuckets(0.002, 2, 13), // 2 ms .. 8 s
+	})
+
+	// ClaimWrites counts the API writes claims made (creates, deletes of dead generations, status updates).
+	ClaimWrites = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: namespace, Name: "claim_writes_total",
+		Help: "API writes made to commit claims, including writes that lost a conflict.",
+	})
+
+	// ClaimsReleased counts claims the reconciler released, by reason.
+	ClaimsReleased = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "claims_released_total",
+		Help: "Claims released by the reconciler, by reason (PodGone, PodTerminating, PodFinished, PendingExpired).",
+	}, []string{"reason"})
+)
+
+func init() {
+	crmetrics.Registry.MustRegister(Admissions, ClaimAttempts, ClaimConflicts, ClaimDuration, ClaimWrites, ClaimsReleased)
+}
+
+// sliceCollector reports the slices in the cache by state when scraped.
+type sliceCollector struct {
+	reader client.Reader
+	desc   *prometheus.Desc
+}
+
+// RegisterSliceCollector registers a collector of the number of slices by state (ready: every
+// host bound; incomplete) read from reader, normally the manager's cache.
+func RegisterSliceCollector(reader client.Reader) error {
+	return crmetrics.Registry.Register(&sliceCollector{
+		reader: reader,
+		desc: prometheus.NewDesc(namespace+"_slices", "TPUSliceAssignments by state (ready: every host ID bound to a Pod).",
+			[]string{"state"}, nil),
+	})
+}
+
+func (c *sliceCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *sliceCollector) Collect(ch chan<- prometheus.Metric) {
+	var list tpuv1alpha1.TPUSliceAssignmentList
+	if err := c.reader.List(context.Background(), &list); err != nil {
+		return
+	}
+	ready := 0
+	for i := range list.Items {
+		if apimeta.IsStatusConditionTrue(list.Items[i].Status.Conditions, "Ready") {
+			ready++
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(ready), "ready")
+	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(len(list.Items)-ready), "incomplete")
+}

@@ -1,0 +1,338 @@
+/*
+Copyright 2026 The tpu-slice-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package chaos
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	rayutils "github.com/ray-project/kuberay/ray-operator/controllers/ray/utils"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
+	"github.com/ray-tpu/tpu-slice-operator/controllers"
+	"github.com/ray-tpu/tpu-slice-operator/internal/lifecycle"
+	"github.com/ray-tpu/tpu-slice-operator/internal/localenv"
+	"github.com/ray-tpu/tpu-slice-operator/internal/operator"
+	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
+	"github.com/ray-tpu/tpu-slice-operator/test/integration/framework"
+)
+
+const (
+	pendingTTL = 3 * time.Second
+	instances  = 3
+)
+
+var _ = Describe("Chaos", Ordered, Serial, func() {
+	runSeed := *seed
+	if runSeed == 0 {
+		runSeed = uint64(time.Now().UnixNano()) //nolint:gosec // a seed, printed for reruns.
+	}
+	for i, gate := range []bool{false, true} {
+		It(fmt.Sprintf("keeps SPEC §9 with KubeRay's RayMultiHostIndexing=%t", gate), func() {
+			run(runSeed, uint64(i), gate, *duration/2)
+		})
+	}
+})
+
+// run is one chaos run for one gate setting.
+type runner struct {
+	ns        string
+	rng       *rand.Rand
+	gate      bool
+	clusters  []*rayv1.RayCluster
+	instances []*framework.Instance
+	retired   []*framework.Instance
+	faults    *faults
+	ops       int
+	errs      []error
+	settled   bool
+}
+
+func run(seed, stream uint64, gate bool, d time.Duration) {
+	was, err := localenv.SetMultiHostIndexing(gate)
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func() { _, _ = localenv.SetMultiHostIndexing(was) })
+
+	r := &runner{
+		rng:  rand.New(rand.NewPCG(seed, stream)), //nolint:gosec // reproducible chaos, not security.
+		gate: gate,
+		faults: &faults{
+			rng:          rand.New(rand.NewPCG(seed, stream+100)), //nolint:gosec // reproducible faults.
+			conflictRate: 0.05, serverErrorRate: 0.02, ghostRate: 0.02, slowRate: 0.03, slowDelay: 150 * time.Millisecond,
+		},
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "chaos-"}}
+	Expect(k8sClient.Create(ctx, ns)).To(Succeed())
+	r.ns = ns.Name
+	for i := range instances {
+		r.instances = append(r.instances, r.startInstance(i == 0))
+	}
+	env.ServeWebhooksFrom(r.instances...)
+	DeferCleanup(func() {
+		for _, inst := range r.instances {
+			Expect(inst.Stop()).To(Succeed())
+		}
+	})
+	r.clusters = []*rayv1.RayCluster{
+		r.createCluster(testutil.MakeRayCluster("v6e", r.ns).TPUGroup("tpu", "tpu-v6e-slice", "4x4", 4, 4, 2).Obj()),
+		r.createCluster(testutil.MakeRayCluster("v4", r.ns).TPUGroup("tpu", "tpu-v4-podslice", "2x2x4", 4, 4, 2).Obj()),
+		r.createCluster(testutil.MakeRayCluster("v5e", r.ns).TPUGroup("tpu", "tpu-v5-lite-podslice", "2x4", 8, 1, 3).Obj()),
+		// KubeRay leaves this one alone: the test fills it in concurrent bursts, as admissions of one
+		// slice arrive at once through several API servers.
+		r.createCluster(testutil.MakeRayCluster("burst", r.ns).TPUGroup("tpu", "tpu-v6e-slice", "8x8", 4, 16, 2).ManagedByMultiKueue().Obj()),
+	}
+
+	start := time.Now()
+	for time.Since(start) < d {
+		r.step()
+		r.ops++
+		time.Sleep(time.Duration(100+r.rng.IntN(500)) * time.Millisecond)
+		r.check(false)
+	}
+
+	By("letting activity stop, then checking every invariant")
+	r.settle()
+	r.check(true)
+	r.checkDryRun()
+
+	var admitted, denials, attempts int64
+	for _, inst := range append(r.retired, r.instances...) {
+		admitted += inst.Allocator.Stats.Claims.Load()
+		denials += inst.Allocator.Stats.Denials.Load()
+		attempts += inst.Allocator.Stats.Attempts.Load()
+	}
+	gateName := map[bool]string{false: "off", true: "on"}[gate]
+	line := fmt.Sprintf("CHAOS seed=%d duration=%.0f gate=%s ops=%d admitted=%d denials=%d retries=%d violations=%d",
+		seed, d.Seconds(), gateName, r.ops, admitted, denials, max(attempts-admitted-denials, 0), len(r.errs))
+	fmt.Fprintln(os.Stdout, line)
+	GinkgoWriter.Println(line, "faults_injected:", r.faults.injected.Load())
+	Expect(errors.Join(r.errs...)).NotTo(HaveOccurred(), "SPEC §9 violations (rerun with -chaos.seed=%d)", seed)
+	// A run that admits nothing, or never settles, would pass the invariants vacuously.
+	Expect(admitted).To(BeNumerically(">", 0), "no Pod was admitted")
+	Expect(r.settled).To(BeTrue(), "KubeRay did not get every Pod the RayClusters ask for within a minute of the chaos ending")
+}
+
+func (r *runner) startInstance(reconciler bool) *framework.Instance {
+	GinkgoHelper()
+	inst, err := env.StartInstance(ctx, framework.InstanceOptions{
+		Operator: operator.Options{
+			DisableControllers: !reconciler,
+			Controllers:        controllers.Options{PendingTTL: pendingTTL},
+		},
+		Config: r.faults.wrap(env.Config),
+	})
+	Expect(err).NotTo(HaveOccurred())
+	return inst
+}
+
+func (r *runner) createCluster(rc *rayv1.RayCluster) *rayv1.RayCluster {
+	GinkgoHelper()
+	Expect(k8sClient.Create(ctx, rc)).To(Succeed())
+	return rc
+}
+
+// step performs one random operation.
+func (r *runner) step() {
+	switch op := r.rng.IntN(100); {
+	case op < 40:
+		pods := r.workerPods(nil)
+		if len(pods) > 0 {
+			p := pods[r.rng.IntN(len(pods))]
+			_ = client.IgnoreNotFound(k8sClient.Delete(ctx, &p))
+		}
+	case op < 60:
+		rc := r.clusters[r.rng.IntN(len(r.clusters))]
+		n := int32(1 + r.rng.IntN(3))
+		_ = r.update(rc, func(rc *rayv1.RayCluster) { rc.Spec.WorkerGroupSpecs[0].Replicas = ptr.To(n) })
+	case op < 72:
+		i := r.rng.IntN(len(r.clusters))
+		r.recreate(i)
+	case op < 80:
+		r.restartInstance(r.rng.IntN(len(r.instances)))
+	case op < 92:
+		r.burst()
+	default:
+		// Let KubeRay and the operator run undisturbed for this step.
+	}
+}
+
+func (r *runner) update(rc *rayv1.RayCluster, mutate func(*rayv1.RayCluster)) error {
+	for range 5 {
+		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(rc), rc); err != nil {
+			return err
+		}
+		mutate(rc)
+		if err := k8sClient.Update(ctx, rc); !apierrors.IsConflict(err) {
+			return err
+		}
+	}
+	return nil
+}
+
+// recreate deletes a RayCluster and, standing in for the garbage collector, its Pods, then creates
+// it again at once under the same name (a new UID).
+func (r *runner) recreate(i int) {
+	old := r.clusters[i]
+	_ = k8sClient.Delete(ctx, old)
+	_ = k8sClient.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(r.ns), client.MatchingLabels{rayutils.RayClusterLabelKey: old.Name})
+	fresh := old.DeepCopy()
+	fresh.ObjectMeta = metav1.ObjectMeta{Name: old.Name, Namespace: old.Namespace}
+	for range 50 {
+		if err := k8sClient.Create(ctx, fresh); err == nil {
+			r.clusters[i] = fresh
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	r.errs = append(r.errs, fmt.Errorf("could not re-create RayCluster %s", old.Name))
+}
+
+// burst creates, all at once, the Pods the burst cluster is missing, then checks I1 and I2 at once,
+// before the reconciler could clean anything up.
+func (r *runner) burst() {
+	rc := r.clusters[len(r.clusters)-1]
+	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(rc), rc); err != nil {
+		return
+	}
+	uid := rc.UID
+	missing := int(rayutils.GetWorkerGroupDesiredReplicas(rc.Spec.WorkerGroupSpecs[0])) -
+		len(r.workerPods(func(p *corev1.Pod) bool { return metav1.GetControllerOfNoCopy(p).UID == uid }))
+	var wg sync.WaitGroup
+	for range missing {
+		wg.Go(func() { _ = k8sClient.Create(ctx, testutil.WorkerPodFor(rc, "tpu").Obj()) })
+	}
+	wg.Wait()
+	r.check(false)
+}
+
+// restartInstance stops one webhook instance and starts a fresh one in its place. Half the time the
+// instance is stopped while the proxy still sends it admissions (a crash), else it is drained first.
+func (r *runner) restartInstance(i int) {
+	GinkgoHelper()
+	old := r.instances[i]
+	if r.rng.IntN(2) == 0 {
+		rest := append(append([]*framework.Instance{}, r.instances[:i]...), r.instances[i+1:]...)
+		env.ServeWebhooksFrom(rest...)
+	}
+	Expect(old.Stop()).To(Succeed())
+	r.retired = append(r.retired, old)
+	r.instances[i] = r.startInstance(i == 0)
+	env.ServeWebhooksFrom(r.instances...)
+}
+
+// workerPods returns the live TPU worker Pods of current RayCluster generations.
+func (r *runner) workerPods(keep func(*corev1.Pod) bool) []corev1.Pod {
+	var pods corev1.PodList
+	if err := k8sClient.List(ctx, &pods, client.InNamespace(r.ns), client.MatchingLabels{rayutils.RayNodeTypeLabelKey: "worker"}); err != nil {
+		return nil
+	}
+	var out []corev1.Pod
+	for i := range pods.Items {
+		if p := &pods.Items[i]; lifecycle.Live(p) && r.current(p) && (keep == nil || keep(p)) {
+			out = append(out, *p)
+		}
+	}
+	return out
+}
+
+// current reports whether a Pod belongs to a RayCluster generation that still exists.
+func (r *runner) current(p *corev1.Pod) bool {
+	ref := metav1.GetControllerOfNoCopy(p)
+	for _, rc := range r.clusters {
+		if ref != nil && ref.UID == rc.UID {
+			return true
+		}
+	}
+	return false
+}
+
+// check verifies I1 and I2 now and, at the end, I3.
+func (r *runner) check(final bool) {
+	if _, err := framework.CheckAdmittedPods(ctx, k8sClient, r.ns, r.current); err != nil {
+		r.errs = append(r.errs, fmt.Errorf("after op %d: %w", r.ops, err))
+	}
+	if final {
+		var last error
+		deadline := time.Now().Add(2*pendingTTL + 30*time.Second)
+		for time.Now().Before(deadline) {
+			if last = framework.CheckClaimsMatchPods(ctx, k8sClient, r.ns); last == nil {
+				return
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		r.errs = append(r.errs, fmt.Errorf("at the end: %w", last))
+	}
+}
+
+// settle waits until KubeRay has the Pods every RayCluster asks for, or a minute has passed (a
+// RayCluster whose creates were refused many times may be backing off; I3 holds either way).
+func (r *runner) settle() {
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		done := true
+		for _, rc := range r.clusters {
+			if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(rc), rc); err != nil {
+				done = false
+				continue
+			}
+			want := int(rayutils.GetWorkerGroupDesiredReplicas(rc.Spec.WorkerGroupSpecs[0]))
+			uid := rc.UID
+			got := len(r.workerPods(func(p *corev1.Pod) bool { return metav1.GetControllerOfNoCopy(p).UID == uid }))
+			done = done && got == want
+		}
+		if done {
+			r.settled = true
+			return
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// checkDryRun verifies I4 while nothing else runs: a dry-run create changes no slice.
+func (r *runner) checkDryRun() {
+	before := r.sliceVersions()
+	pod := testutil.WorkerPodFor(r.clusters[0], "tpu").Obj()
+	if err := k8sClient.Create(ctx, pod, client.DryRunAll); err != nil && !strings.Contains(err.Error(), "transient") {
+		r.errs = append(r.errs, fmt.Errorf("I4: dry run refused: %w", err))
+	}
+	if after := r.sliceVersions(); fmt.Sprint(after) != fmt.Sprint(before) {
+		r.errs = append(r.errs, fmt.Errorf("I4: a dry run changed TPUSliceAssignments: %v -> %v", before, after))
+	}
+}
+
+func (r *runner) sliceVersions() map[string]string {
+	var list tpuv1alpha1.TPUSliceAssignmentList
+	Expect(k8sClient.List(ctx, &list, client.InNamespace(r.ns))).To(Succeed())
+	out := map[string]string{}
+	for _, s := range list.Items {
+		out[s.Name] = s.ResourceVersion
+	}
+	return out
+}

@@ -1,0 +1,78 @@
+/*
+Copyright 2026 The tpu-slice-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package chaos runs a seeded random mix of Pod deletions, replica changes, RayCluster delete and
+// re-create, webhook instance restarts and injected API faults against real KubeRay and three
+// operator instances, and checks SPEC §9 after every step. Each gate setting ends with one line:
+//
+//	CHAOS seed=<n> duration=<s> gate=<on|off> ops=<n> admitted=<n> denials=<n> retries=<n> violations=<n>
+//
+// `make test` runs it for about two minutes; `make test-chaos SEED=... DURATION=...` runs longer.
+package chaos
+
+import (
+	"context"
+	"flag"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/ray-tpu/tpu-slice-operator/test/integration/framework"
+)
+
+var (
+	seed     = flag.Uint64("chaos.seed", 0, "Seed of the random run (0: derived from the time, and printed).")
+	duration = flag.Duration("chaos.duration", 2*time.Minute, "Total chaos time, split evenly between the two KubeRay gate settings.")
+)
+
+// ctx lives as long as the suite; AfterSuite cancels it.
+var ctx, cancel = context.WithCancel(context.Background())
+
+var (
+	env         *framework.Env
+	k8sClient   client.Client
+	stopKubeRay func() error
+)
+
+func TestChaos(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "Chaos suite")
+}
+
+var _ = BeforeSuite(func() {
+	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(false)))
+	var err error
+	env, err = framework.Start()
+	Expect(err).NotTo(HaveOccurred())
+	k8sClient = env.Client
+	stopKubeRay, err = env.StartKubeRay(ctx)
+	Expect(err).NotTo(HaveOccurred())
+})
+
+var _ = AfterSuite(func() {
+	if stopKubeRay != nil {
+		Expect(stopKubeRay()).To(Succeed())
+	}
+	cancel()
+	if env != nil {
+		Expect(env.Stop()).To(Succeed())
+	}
+})
