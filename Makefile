@@ -68,9 +68,16 @@ verify: manifests generate fmt ## Regenerate everything and fail if the tree cha
 		git status --porcelain; git --no-pager diff --stat; exit 1; \
 	fi
 
+CHAOS_DURATION ?= 2m
+
 .PHONY: test
-test: envtest kustomize ## Run unit, integration and end-to-end tests (envtest, KubeRay in-process).
-	KUBEBUILDER_ASSETS="$(KUBEBUILDER_ASSETS)" KUSTOMIZE="$(KUSTOMIZE)" go test ./... -count=1 -timeout 45m $(TEST_ARGS)
+test: envtest kustomize ## Run unit, integration, end-to-end and a short chaos run (envtest, KubeRay in-process).
+	KUBEBUILDER_ASSETS="$(KUBEBUILDER_ASSETS)" KUSTOMIZE="$(KUSTOMIZE)" go test $$(go list ./... | grep -v /test/chaos) -count=1 -timeout 45m $(TEST_ARGS)
+	KUBEBUILDER_ASSETS="$(KUBEBUILDER_ASSETS)" go test ./test/chaos -count=1 -timeout 30m -v -args -chaos.duration=$(CHAOS_DURATION)
+
+.PHONY: test-chaos
+test-chaos: envtest ## Run the chaos suite (SEED=<n> DURATION=<total, split between both KubeRay gate settings>).
+	KUBEBUILDER_ASSETS="$(KUBEBUILDER_ASSETS)" go test ./test/chaos -count=1 -timeout 0 -v -args -chaos.seed=$(or $(SEED),0) -chaos.duration=$(or $(DURATION),20m)
 
 .PHONY: test-unit
 test-unit: ## Run the unit tests only (no control plane).
