@@ -61,7 +61,7 @@ lint-fix: golangci-lint ## Run golangci-lint and apply its fixes.
 	$(GOLANGCI_LINT) run --fix ./...
 
 .PHONY: verify
-verify: manifests generate fmt ## Regenerate everything and fail if the tree changed.
+verify: manifests generate fmt helm-chart ## Regenerate everything (CRD, RBAC, webhooks, DeepCopy, Helm chart) and fail if the tree changed.
 	go mod tidy
 	@if [ -n "$$(git status --porcelain)" ]; then \
 		echo "Generated files are out of date (run 'make manifests generate fmt' and 'go mod tidy'):"; \
@@ -71,8 +71,8 @@ verify: manifests generate fmt ## Regenerate everything and fail if the tree cha
 CHAOS_DURATION ?= 2m
 
 .PHONY: test
-test: envtest kustomize ## Run unit, integration, end-to-end and a short chaos run (envtest, KubeRay in-process).
-	KUBEBUILDER_ASSETS="$(KUBEBUILDER_ASSETS)" KUSTOMIZE="$(KUSTOMIZE)" go test $$(go list ./... | grep -v /test/chaos) -count=1 -timeout 45m $(TEST_ARGS)
+test: envtest kustomize helm ## Run unit, integration, end-to-end and a short chaos run (envtest, KubeRay in-process).
+	KUBEBUILDER_ASSETS="$(KUBEBUILDER_ASSETS)" KUSTOMIZE="$(KUSTOMIZE)" HELM="$(HELM)" go test $$(go list ./... | grep -v /test/chaos) -count=1 -timeout 45m $(TEST_ARGS)
 	KUBEBUILDER_ASSETS="$(KUBEBUILDER_ASSETS)" go test ./test/chaos -count=1 -timeout 30m -v -args -chaos.duration=$(CHAOS_DURATION)
 
 .PHONY: test-chaos
