@@ -217,13 +217,13 @@ func (a *Allocator) drain(key groupKey, q *queue) {
 			return
 		}
 		a.mu.Unlock()
-		a.commit(batch)
+		a.commit(q, batch)
 	}
 }
 
 // commit places and writes a batch of calls for one worker group, retrying conflicts until each
 // call is answered or its deadline passes.
-func (a *Allocator) commit(batch []*call) {
+func (a *Allocator) commit(q *queue, batch []*call) {
 	log := ctrl.FromContext(batch[0].ctx)
 	pending := batch
 	live := false
@@ -317,7 +317,11 @@ func (a *Allocator) commit(batch []*call) {
 		if len(retry) == 0 {
 			return
 		}
-		pending = retry
+		// Claims that queued while this batch was writing join its retry: one write carries them all.
+		a.mu.Lock()
+		pending = append(retry, q.pending...)
+		q.pending = nil
+		a.mu.Unlock()
 		live = true
 		a.backoff(ctx, attempt)
 	}

@@ -154,7 +154,7 @@ func (d *Decision) repairLatePods(slice *tpuv1alpha1.TPUSliceAssignment, pods []
 	for i := range pods {
 		p := &pods[i]
 		token := p.Annotations[constants.ClaimTokenAnnotation]
-		if token == "" || tokens[token] || !Live(p) {
+		if token == "" || tokens[token] || !Live(p) || !sameGeneration(p, slice) {
 			continue
 		}
 		d.Destructive = true
@@ -177,6 +177,14 @@ func (d *Decision) repairLatePods(slice *tpuv1alpha1.TPUSliceAssignment, pods []
 		}
 		d.Duplicates = append(d.Duplicates, Duplicate{Pod: p, WorkerID: int32(id), Holder: name})
 	}
+}
+
+// sameGeneration reports whether pod belongs to the RayCluster generation the slice records. A Pod
+// of a deleted generation (same cluster name, other UID) carries the same slice label but awaits
+// the garbage collector: it must never take an ID of the new generation.
+func sameGeneration(pod *corev1.Pod, slice *tpuv1alpha1.TPUSliceAssignment) bool {
+	ref := metav1.GetControllerOfNoCopy(pod)
+	return ref == nil || ref.Kind != "RayCluster" || ref.UID == slice.Spec.RayClusterUID
 }
 
 func readyCondition(slice *tpuv1alpha1.TPUSliceAssignment, claims []tpuv1alpha1.WorkerClaim) metav1.Condition {

@@ -92,6 +92,9 @@ func pods(ps ...*corev1.Pod) []corev1.Pod {
 
 func TestDecide(t *testing.T) {
 	lateFree := workerPod("late", "t-late", "2").Obj()
+	// A Pod of a deleted RayCluster of the same name: same slice label, another owner UID.
+	oldGeneration := workerPod("old", "t-old", "2").Obj()
+	oldGeneration.OwnerReferences[0].UID = "uid-deleted-generation"
 	lateHeld := workerPod("late", "t-late", "1").Obj()
 	badLabel := workerPod("bad-label", "t-bad", "x").Obj()
 	outside := workerPod("outside", "t-outside", "4").Obj()
@@ -246,6 +249,14 @@ func TestDecide(t *testing.T) {
 				Repaired:    []tpuv1alpha1.WorkerClaim{claim(2, "t-late", "late", now)},
 				Destructive: true,
 				Ready:       notReady("2 of 4 hosts bound to a Pod, 2 claimed"),
+			},
+		},
+		"a Pod of a deleted RayCluster generation never takes an ID of the new one": {
+			slice: makeSlice().Claim(0, "t0", "w0", "uid-w0", longAgo).Obj(),
+			pods:  pods(workerPod("w0", "t0", "0").Obj(), oldGeneration),
+			want: lifecycle.Decision{
+				Claims: []tpuv1alpha1.WorkerClaim{claim(0, "t0", "w0", longAgo)},
+				Ready:  notReady("1 of 4 hosts bound to a Pod, 1 claimed"),
 			},
 		},
 		"a late Pod takes the ID of a claim released in the same decision": {

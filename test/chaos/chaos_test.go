@@ -136,7 +136,7 @@ func run(seed, stream uint64, gate bool, d time.Duration) {
 	Expect(errors.Join(r.errs...)).NotTo(HaveOccurred(), "SPEC §9 violations (rerun with -chaos.seed=%d)", seed)
 	// A run that admits nothing, or never settles, would pass the invariants vacuously.
 	Expect(admitted).To(BeNumerically(">", 0), "no Pod was admitted")
-	Expect(r.settled).To(BeTrue(), "KubeRay did not get every Pod the RayClusters ask for within a minute of the chaos ending")
+	Expect(r.settled).To(BeTrue(), "KubeRay did not get every Pod the RayClusters ask for within two minutes of the chaos ending")
 }
 
 func (r *runner) startInstance(reconciler bool) *framework.Instance {
@@ -273,8 +273,24 @@ func (r *runner) current(p *corev1.Pod) bool {
 	return false
 }
 
+// collectGarbage deletes the worker Pods whose RayCluster generation is gone, as the garbage
+// collector envtest lacks would (the ownerReference points at a deleted UID). A re-create that
+// races KubeRay can leave such a Pod behind after recreate's own clean-up.
+func (r *runner) collectGarbage() {
+	var pods corev1.PodList
+	if err := k8sClient.List(ctx, &pods, client.InNamespace(r.ns), client.MatchingLabels{rayutils.RayNodeTypeLabelKey: "worker"}); err != nil {
+		return
+	}
+	for i := range pods.Items {
+		if p := &pods.Items[i]; !r.current(p) {
+			_ = client.IgnoreNotFound(k8sClient.Delete(ctx, p))
+		}
+	}
+}
+
 // check verifies I1 and I2 now and, at the end, I3.
 func (r *runner) check(final bool) {
+	r.collectGarbage()
 	if _, err := framework.CheckAdmittedPods(ctx, k8sClient, r.ns, r.current); err != nil {
 		r.errs = append(r.errs, fmt.Errorf("after op %d: %w", r.ops, err))
 	}
@@ -282,6 +298,7 @@ func (r *runner) check(final bool) {
 		var last error
 		deadline := time.Now().Add(2*pendingTTL + 30*time.Second)
 		for time.Now().Before(deadline) {
+			r.collectGarbage()
 			if last = framework.CheckClaimsMatchPods(ctx, k8sClient, r.ns); last == nil {
 				return
 			}
@@ -291,11 +308,12 @@ func (r *runner) check(final bool) {
 	}
 }
 
-// settle waits until KubeRay has the Pods every RayCluster asks for, or a minute has passed (a
-// RayCluster whose creates were refused many times may be backing off; I3 holds either way).
+// settle waits until KubeRay has the Pods every RayCluster asks for, for at most two minutes
+// (KubeRay may be backing off after refused creates).
 func (r *runner) settle() {
-	deadline := time.Now().Add(time.Minute)
+	deadline := time.Now().Add(2 * time.Minute)
 	for time.Now().Before(deadline) {
+		r.collectGarbage()
 		done := true
 		for _, rc := range r.clusters {
 			if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(rc), rc); err != nil {
@@ -313,6 +331,7 @@ func (r *runner) settle() {
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+	r.dumpState()
 }
 
 // checkDryRun verifies I4 while nothing else runs: a dry-run create changes no slice.
@@ -335,4 +354,34 @@ func (r *runner) sliceVersions() map[string]string {
 		out[s.Name] = s.ResourceVersion
 	}
 	return out
+}
+
+// dumpState writes what a failed settle needs for diagnosis: per RayCluster the Pods it asks for and
+// has, and every slice's claims with the state of the Pod holding each.
+func (r *runner) dumpState() {
+	var pods corev1.PodList
+	_ = k8sClient.List(ctx, &pods, client.InNamespace(r.ns))
+	byUID := map[string]*corev1.Pod{}
+	for i := range pods.Items {
+		byUID[string(pods.Items[i].UID)] = &pods.Items[i]
+	}
+	for _, rc := range r.clusters {
+		uid := rc.UID
+		got := len(r.workerPods(func(p *corev1.Pod) bool { return metav1.GetControllerOfNoCopy(p).UID == uid }))
+		GinkgoWriter.Printf("STATE cluster=%s uid=%s replicas=%d want=%d have=%d\n", rc.Name, rc.UID,
+			ptr.Deref(rc.Spec.WorkerGroupSpecs[0].Replicas, 0), rayutils.GetWorkerGroupDesiredReplicas(rc.Spec.WorkerGroupSpecs[0]), got)
+	}
+	var list tpuv1alpha1.TPUSliceAssignmentList
+	_ = k8sClient.List(ctx, &list, client.InNamespace(r.ns))
+	for _, s := range list.Items {
+		for _, c := range s.Status.Claims {
+			state := "pending"
+			if p := byUID[string(c.PodUID)]; p != nil {
+				state = fmt.Sprintf("pod=%s live=%t current=%t", p.Name, lifecycle.Live(p), r.current(p))
+			} else if c.PodUID != "" {
+				state = "pod gone"
+			}
+			GinkgoWriter.Printf("STATE slice=%s uid=%s replica=%d id=%d %s\n", s.Name, s.Spec.RayClusterUID, s.Spec.ReplicaIndex, c.WorkerID, state)
+		}
+	}
 }

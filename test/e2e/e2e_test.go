@@ -19,6 +19,7 @@ package e2e
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -126,8 +127,29 @@ func scenarios(gate bool) {
 		rc := create(testutil.MakeRayCluster("del", ns).TPUGroup("tpu", "tpu-v6e-slice", "4x4", 4, 4, 2).Obj())
 		expectSettled(rc, map[string]int{"tpu": 8})
 		victim := workerPods(rc, "tpu")[0]
+		victimSlice := victim.Labels[constants.SliceLabel]
 		Expect(k8sClient.Delete(ctx, &victim)).To(Succeed())
-		if !gate {
+		if gate {
+			// KubeRay deletes the whole replica and recreates it with the same index and a new
+			// replica name; the slice follows the new generation.
+			oldName := victim.Labels[rayutils.RayWorkerReplicaNameKey]
+			Expect(oldName).NotTo(BeEmpty())
+			Eventually(func(g Gomega) {
+				var slice tpuv1alpha1.TPUSliceAssignment
+				g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: victimSlice}, &slice)).To(Succeed())
+				g.Expect(slice.Spec.ReplicaName).NotTo(BeEmpty())
+				g.Expect(slice.Spec.ReplicaName).NotTo(Equal(oldName))
+				g.Expect(slice.Spec.ReplicaIndex).To(BeEquivalentTo(mustAtoi(victim.Labels[rayutils.RayWorkerReplicaIndexKey])))
+				var replaced int
+				for _, p := range workerPods(rc, "tpu") {
+					if p.Labels[constants.SliceLabel] == victimSlice {
+						g.Expect(p.Labels[rayutils.RayWorkerReplicaNameKey]).To(Equal(slice.Spec.ReplicaName))
+						replaced++
+					}
+				}
+				g.Expect(replaced).To(Equal(4))
+			}, testutil.LongTimeout, testutil.Interval).Should(Succeed())
+		} else {
 			// KubeRay creates one anonymous replacement; it must take the freed ID.
 			Eventually(func(g Gomega) {
 				pods := workerPods(rc, "tpu")
@@ -248,6 +270,13 @@ func expectSettled(rc *rayv1.RayCluster, want map[string]int) {
 	}, testutil.Timeout, testutil.Interval).Should(Succeed())
 	Eventually(func() error { return framework.CheckClaimsMatchPods(ctx, k8sClient, rc.Namespace) },
 		2*pendingTTL+testutil.Timeout, testutil.Interval).Should(Succeed())
+}
+
+func mustAtoi(s string) int {
+	GinkgoHelper()
+	n, err := strconv.Atoi(s)
+	Expect(err).NotTo(HaveOccurred())
+	return n
 }
 
 func env1(p *corev1.Pod, name string) string {
