@@ -168,7 +168,8 @@ func (r *runner) step() {
 			_ = client.IgnoreNotFound(k8sClient.Delete(ctx, &p))
 		}
 	case op < 60:
-		rc := r.clusters[r.rng.IntN(len(r.clusters))]
+		// Only KubeRay-managed clusters: nobody would remove the burst cluster's extra Pods.
+		rc := r.clusters[r.rng.IntN(len(r.clusters)-1)]
 		n := int32(1 + r.rng.IntN(3))
 		_ = r.update(rc, func(rc *rayv1.RayCluster) { rc.Spec.WorkerGroupSpecs[0].Replicas = ptr.To(n) })
 	case op < 72:
@@ -311,6 +312,8 @@ func (r *runner) check(final bool) {
 // settle waits until KubeRay has the Pods every RayCluster asks for, for at most two minutes
 // (KubeRay may be backing off after refused creates).
 func (r *runner) settle() {
+	// The burst cluster has no KubeRay to replace its deleted Pods: refill it once.
+	r.burst()
 	deadline := time.Now().Add(2 * time.Minute)
 	for time.Now().Before(deadline) {
 		r.collectGarbage()
