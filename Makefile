@@ -12,7 +12,6 @@ ENVTEST_ETCD_VERSION ?= 3.6.16
 CONTROLLER_TOOLS_VERSION ?= v0.23.0
 KUSTOMIZE_VERSION ?= v5.7.1
 GOLANGCI_LINT_VERSION ?= v2.15.0
-GINKGO_VERSION ?= $(shell go list -m -f '{{.Version}}' github.com/onsi/ginkgo/v2 2>/dev/null)
 
 GOOS ?= $(shell go env GOOS)
 GOARCH ?= $(shell go env GOARCH)
@@ -102,6 +101,7 @@ build: generate fmt vet ## Build the manager binary.
 # engine is available there.
 .PHONY: build-platforms
 build-platforms: ## Build the manager exactly as the Dockerfile does, for each of PLATFORMS, into dist/.
+	@mkdir -p dist
 	@for p in $$(echo "$(PLATFORMS)" | tr ',' ' '); do \
 		os=$${p%/*}; arch=$${p#*/}; \
 		echo "building dist/manager-$$os-$$arch"; \
@@ -207,7 +207,6 @@ KUBECTL ?= $(KUBEBUILDER_ASSETS)/kubectl
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen
 KUSTOMIZE ?= $(LOCALBIN)/kustomize
 GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint
-GINKGO ?= $(LOCALBIN)/ginkgo
 
 .PHONY: envtest
 envtest: ## Build kube-apiserver, etcd and kubectl from source (cached per user) and link them into bin/.
@@ -224,10 +223,6 @@ kustomize: $(LOCALBIN) ## Install kustomize into bin/.
 .PHONY: golangci-lint
 golangci-lint: $(LOCALBIN) ## Install golangci-lint into bin/.
 	$(call go-install-tool,$(GOLANGCI_LINT),github.com/golangci/golangci-lint/v2/cmd/golangci-lint,$(GOLANGCI_LINT_VERSION))
-
-.PHONY: ginkgo
-ginkgo: $(LOCALBIN) ## Install the ginkgo CLI matching go.mod into bin/.
-	$(call go-install-tool,$(GINKGO),github.com/onsi/ginkgo/v2/ginkgo,$(GINKGO_VERSION))
 
 # go-install-tool installs a Go tool at a pinned version into bin/ as <name>-<version>, linked as <name>.
 # $1 - target path, $2 - package, $3 - version

@@ -139,7 +139,14 @@ type result struct {
 type queue struct {
 	pending []*call
 	running bool
+	// contended is when a write of this group last lost a conflict (guarded by Allocator.mu).
+	contended time.Time
 }
+
+// contentionWindow is how long after a lost conflict a group's batches plan from a live read: while
+// other writers are active on the group the cache is nearly always one write behind, and a live
+// read costs less than a write that is bound to lose.
+const contentionWindow = time.Second
 
 // NewToken returns a random claim token.
 func NewToken() string {
@@ -212,7 +219,9 @@ func (a *Allocator) drain(key groupKey, q *queue) {
 		q.pending = nil
 		if len(batch) == 0 {
 			q.running = false
-			delete(a.queues, key)
+			if time.Since(q.contended) >= contentionWindow {
+				delete(a.queues, key)
+			}
 			a.mu.Unlock()
 			return
 		}
@@ -226,7 +235,9 @@ func (a *Allocator) drain(key groupKey, q *queue) {
 func (a *Allocator) commit(q *queue, batch []*call) {
 	log := ctrl.FromContext(batch[0].ctx)
 	pending := batch
-	live := false
+	a.mu.Lock()
+	live := time.Since(q.contended) < contentionWindow
+	a.mu.Unlock()
 	for attempt := 0; ; attempt++ {
 		pending = a.dropExpired(pending)
 		if len(pending) == 0 {
@@ -276,6 +287,9 @@ func (a *Allocator) commit(q *queue, batch []*call) {
 				switch {
 				case isConflict(err):
 					a.Stats.Conflicts.Add(int64(len(placed)))
+					a.mu.Lock()
+					q.contended = time.Now()
+					a.mu.Unlock()
 					for _, i := range placed {
 						pending[i].conflicts++
 					}

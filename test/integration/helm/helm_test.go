@@ -20,12 +20,9 @@ limitations under the License.
 package helm
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -41,7 +38,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -49,6 +45,7 @@ import (
 
 	"github.com/ray-tpu/tpu-slice-operator/internal/localenv"
 	"github.com/ray-tpu/tpu-slice-operator/internal/operator"
+	"github.com/ray-tpu/tpu-slice-operator/test/integration/framework"
 )
 
 const (
@@ -102,7 +99,9 @@ var _ = Describe("The Helm chart", func() {
 	It("renders, with its defaults, exactly the objects of config/default (run `make helm-chart` if not)", func() {
 		want := map[string]*unstructured.Unstructured{}
 		namespace := ""
-		for _, u := range parse(run(kustomize(), "build", filepath.Join(localenv.RootDir(), "config", "default"))) {
+		fromKustomize, err := framework.Kustomize("config/default")
+		Expect(err).NotTo(HaveOccurred())
+		for _, u := range fromKustomize {
 			if u.GetKind() == "Namespace" { // Helm installs into the release namespace instead.
 				namespace = u.GetName()
 				continue
@@ -219,18 +218,6 @@ func helm() string {
 	return h
 }
 
-func kustomize() string {
-	GinkgoHelper()
-	k := os.Getenv("KUSTOMIZE")
-	if k == "" {
-		k = filepath.Join(localenv.RootDir(), "bin", "kustomize")
-	}
-	if _, err := os.Stat(k); err != nil {
-		Fail("kustomize not found at " + k + ": run the tests with `make test` (it installs kustomize into bin/)")
-	}
-	return k
-}
-
 // run runs a command and returns its standard output, failing with its standard error.
 func run(name string, args ...string) []byte {
 	GinkgoHelper()
@@ -242,21 +229,10 @@ func run(name string, args ...string) []byte {
 	return out
 }
 
-// parse splits a multi-document YAML stream into objects.
+// parse splits helm's output into objects.
 func parse(out []byte) []*unstructured.Unstructured {
 	GinkgoHelper()
-	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(out)))
-	var objs []*unstructured.Unstructured
-	for {
-		doc, err := reader.Read()
-		if errors.Is(err, io.EOF) {
-			return objs
-		}
-		Expect(err).NotTo(HaveOccurred())
-		u := &unstructured.Unstructured{}
-		Expect(utilyaml.Unmarshal(doc, &u.Object)).To(Succeed())
-		if len(u.Object) > 0 {
-			objs = append(objs, u)
-		}
-	}
+	objs, err := framework.ParseYAML(out)
+	Expect(err).NotTo(HaveOccurred())
+	return objs
 }

@@ -21,15 +21,11 @@ limitations under the License.
 package install
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
-	"errors"
 	"flag"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -53,7 +49,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -69,6 +64,7 @@ import (
 	"github.com/ray-tpu/tpu-slice-operator/internal/localenv"
 	"github.com/ray-tpu/tpu-slice-operator/internal/operator"
 	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
+	"github.com/ray-tpu/tpu-slice-operator/test/integration/framework"
 )
 
 // The names `make deploy` gives the objects (namespace and namePrefix of config/default).
@@ -117,33 +113,8 @@ type rendered []*unstructured.Unstructured
 // render runs kustomize on a directory of config/ and returns its objects.
 func render(dir string) rendered {
 	GinkgoHelper()
-	kustomize := os.Getenv("KUSTOMIZE")
-	if kustomize == "" {
-		kustomize = filepath.Join(localenv.RootDir(), "bin", "kustomize")
-	}
-	if _, err := os.Stat(kustomize); err != nil {
-		Fail("kustomize not found at " + kustomize + ": run the tests with `make test` (it installs kustomize into bin/)")
-	}
-	out, err := exec.Command(kustomize, "build", filepath.Join(localenv.RootDir(), "config", dir)).Output()
-	if exitErr, ok := errors.AsType[*exec.ExitError](err); ok {
-		Fail("kustomize build config/" + dir + ": " + string(exitErr.Stderr))
-	}
+	objs, err := framework.Kustomize(filepath.Join("config", dir))
 	Expect(err).NotTo(HaveOccurred())
-	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(out)))
-	var objs rendered
-	for {
-		doc, err := reader.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		Expect(err).NotTo(HaveOccurred())
-		if len(bytes.TrimSpace(doc)) == 0 {
-			continue
-		}
-		u := &unstructured.Unstructured{}
-		Expect(utilyaml.Unmarshal(doc, &u.Object)).To(Succeed())
-		objs = append(objs, u)
-	}
 	return objs
 }
 

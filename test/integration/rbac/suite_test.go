@@ -21,15 +21,9 @@ limitations under the License.
 package rbac
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -40,7 +34,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -234,32 +227,7 @@ func ensureNamespace(name string) {
 // render runs kustomize on a directory of config/ and returns its objects.
 func render(dir string) []*unstructured.Unstructured {
 	GinkgoHelper()
-	kustomize := os.Getenv("KUSTOMIZE")
-	if kustomize == "" {
-		kustomize = filepath.Join(localenv.RootDir(), "bin", "kustomize")
-	}
-	if _, err := os.Stat(kustomize); err != nil {
-		Fail("kustomize not found at " + kustomize + ": run the tests with `make test` (it installs kustomize into bin/)")
-	}
-	out, err := exec.Command(kustomize, "build", filepath.Join(localenv.RootDir(), "config", dir)).Output()
-	if exitErr, ok := errors.AsType[*exec.ExitError](err); ok {
-		Fail("kustomize build config/" + dir + ": " + string(exitErr.Stderr))
-	}
+	objs, err := framework.Kustomize(filepath.Join("config", dir))
 	Expect(err).NotTo(HaveOccurred())
-	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(out)))
-	var objs []*unstructured.Unstructured
-	for {
-		doc, err := reader.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		Expect(err).NotTo(HaveOccurred())
-		if len(bytes.TrimSpace(doc)) == 0 {
-			continue
-		}
-		u := &unstructured.Unstructured{}
-		Expect(utilyaml.Unmarshal(doc, &u.Object)).To(Succeed())
-		objs = append(objs, u)
-	}
 	return objs
 }
