@@ -315,8 +315,13 @@ func (r *runner) settle() {
 	// The burst cluster has no KubeRay to replace its deleted Pods: refill it once.
 	r.burst()
 	deadline := time.Now().Add(2 * time.Minute)
+	var nudged time.Time
 	for time.Now().Before(deadline) {
 		r.collectGarbage()
+		if time.Since(nudged) > 10*time.Second {
+			r.nudgeKubeRay()
+			nudged = time.Now()
+		}
 		done := true
 		for _, rc := range r.clusters {
 			if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(rc), rc); err != nil {
@@ -335,6 +340,21 @@ func (r *runner) settle() {
 		time.Sleep(500 * time.Millisecond)
 	}
 	r.dumpState()
+}
+
+// nudgeKubeRay touches every KubeRay-managed RayCluster so that KubeRay reconciles it now. After a
+// run of refused creates KubeRay's controller backs off exponentially (minutes); in a cluster it
+// would retry when the backoff expires. The settle check is about the operator not blocking
+// KubeRay, not about KubeRay's backoff, so it does not wait for it.
+func (r *runner) nudgeKubeRay() {
+	for _, rc := range r.clusters[:len(r.clusters)-1] {
+		_ = r.update(rc, func(rc *rayv1.RayCluster) {
+			if rc.Annotations == nil {
+				rc.Annotations = map[string]string{}
+			}
+			rc.Annotations["chaos.test.tpu.ray.io/nudge"] = time.Now().Format(time.RFC3339Nano)
+		})
+	}
 }
 
 // checkDryRun verifies I4 while nothing else runs: a dry-run create changes no slice.
