@@ -46,6 +46,7 @@ import (
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/claims"
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
+	"github.com/ray-tpu/tpu-slice-operator/internal/lifecycle"
 	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
 	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
 )
@@ -449,15 +450,11 @@ func (a *Allocator) reclaimable(ctx context.Context, namespace string) claims.Re
 	}
 }
 
-// PodHolds reports whether pod is the live holder of a bound claim: same UID, not terminating, not
-// finished.
+// PodHolds reports whether pod is the live holder of a bound claim: same UID and live as the
+// reconciler counts it (lifecycle.Live), so that the webhook takes over exactly the claims the
+// reconciler would release.
 func PodHolds(pod *corev1.Pod, claim *tpuv1alpha1.WorkerClaim) bool {
-	return pod.UID == claim.PodUID && PodLive(pod)
-}
-
-// PodLive reports whether a Pod counts as live for SPEC §9: not terminating, not Failed/Succeeded.
-func PodLive(pod *corev1.Pod) bool {
-	return pod.DeletionTimestamp == nil && pod.Status.Phase != corev1.PodFailed && pod.Status.Phase != corev1.PodSucceeded
+	return pod.UID == claim.PodUID && lifecycle.Live(pod)
 }
 
 // writeSlice makes the slice of replica hold exactly list, conditional on the state it was planned

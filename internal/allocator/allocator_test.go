@@ -1013,27 +1013,6 @@ func TestClaimTimeout(t *testing.T) {
 	}
 }
 
-func TestPodLive(t *testing.T) {
-	cases := map[string]struct {
-		pod  *corev1.Pod
-		want bool
-	}{
-		"a running Pod is live":            {pod: testutil.MakePod("p", testNS).Phase(corev1.PodRunning).Obj(), want: true},
-		"a pending Pod is live":            {pod: testutil.MakePod("p", testNS).Phase(corev1.PodPending).Obj(), want: true},
-		"a Pod without status yet is live": {pod: testutil.MakePod("p", testNS).Obj(), want: true},
-		"a terminating Pod is not live":    {pod: testutil.MakePod("p", testNS).Phase(corev1.PodRunning).Terminating().Obj()},
-		"a failed Pod is not live":         {pod: testutil.MakePod("p", testNS).Phase(corev1.PodFailed).Obj()},
-		"a succeeded Pod is not live":      {pod: testutil.MakePod("p", testNS).Phase(corev1.PodSucceeded).Obj()},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			if got := PodLive(tc.pod); got != tc.want {
-				t.Errorf("PodLive() = %t, want %t", got, tc.want)
-			}
-		})
-	}
-}
-
 func TestPodHolds(t *testing.T) {
 	bound := &tpuv1alpha1.WorkerClaim{WorkerID: 0, Token: "t", PodName: "p", PodUID: "uid-p"}
 	cases := map[string]struct {
