@@ -86,6 +86,8 @@ func (e *DeniedError) Error() string { return e.Message }
 type Stats struct {
 	// Claims committed, attempts (plans committed or tried), conflicts and API writes.
 	Claims, Attempts, Conflicts, Writes, Denials atomic.Int64
+	// LostWrites counts the writes (included in Writes) that lost a conflict to another writer.
+	LostWrites atomic.Int64
 	// ClaimNanos is the total time Claim calls took.
 	ClaimNanos atomic.Int64
 }
@@ -287,6 +289,7 @@ func (a *Allocator) commit(q *queue, batch []*call) {
 			if err := a.writeSlice(ctx, req, replica, replicaName, current[replica], list); err != nil {
 				switch {
 				case isConflict(err):
+					a.Stats.LostWrites.Add(1)
 					a.Stats.Conflicts.Add(int64(len(placed)))
 					a.mu.Lock()
 					q.contended = time.Now()

@@ -604,6 +604,10 @@ func TestClaimFaults(t *testing.T) {
 			if got := a.Stats.Conflicts.Load(); got != tc.wantConflicts {
 				t.Errorf("Stats.Conflicts = %d, want %d", got, tc.wantConflicts)
 			}
+			// One claim per write: every conflict is one lost write.
+			if got := a.Stats.LostWrites.Load(); got != tc.wantConflicts {
+				t.Errorf("Stats.LostWrites = %d, want %d", got, tc.wantConflicts)
+			}
 			if got := a.Stats.Claims.Load(); got != 1 {
 				t.Errorf("Stats.Claims = %d, want 1", got)
 			}
