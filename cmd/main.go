@@ -118,6 +118,13 @@ func main() {
 		os.Exit(1)
 	}
 
+	// Ready only once the informers the webhook reads through have synced: until then an admission
+	// would wait for a full list.
+	if err := mgr.AddReadyzCheck("informers", operator.CachesSynced(mgr.GetCache())); err != nil {
+		log.Error(err, "Unable to set up readiness check")
+		os.Exit(1)
+	}
+
 	log.Info("Starting manager", "leaderElection", leaderElect, "metricsAddress", metricsAddr, "webhookPort", webhookPort, "certMode", certOpts.Mode)
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		log.Error(err, "Manager exited with an error")

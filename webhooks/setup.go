@@ -20,12 +20,18 @@ limitations under the License.
 package webhooks
 
 import (
+	"context"
 	"flag"
+	"fmt"
 	"time"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 
 	"github.com/ray-tpu/tpu-slice-operator/internal/allocator"
 )
@@ -59,6 +65,14 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 func Setup(mgr ctrl.Manager, opts Options) error {
 	if opts.ClaimTimeout <= 0 {
 		opts.ClaimTimeout = DefaultClaimTimeout
+	}
+	// Start the informers the Pod webhook reads through with the manager, rather than on the first
+	// admission, which would otherwise wait for a full list. Until the leader's controllers start
+	// them, nothing else does on the other replicas.
+	for _, obj := range []client.Object{&tpuv1alpha1.TPUSliceAssignment{}, &rayv1.RayCluster{}, &corev1.Pod{}} {
+		if _, err := mgr.GetCache().GetInformer(context.Background(), obj, cache.BlockUntilSynced(false)); err != nil {
+			return fmt.Errorf("starting the informer for %T: %w", obj, err)
+		}
 	}
 	alloc := opts.Allocator
 	if alloc == nil {
