@@ -15,10 +15,13 @@ limitations under the License.
 */
 
 // Command bench measures what the Pod webhook costs on the Pod creation path, against a real
-// kube-apiserver (envtest). Each scenario creates the same Pods twice in one run: once with no
-// webhook registered (the baseline) and once through three independent operator instances, and
-// reports latency, wall time, their ratios to the baseline, claim attempts and API writes per Pod.
-// S4 runs the manager binary as its own process and reads its memory with many Pods around.
+// kube-apiserver (envtest). Each scenario creates the same Pods several times in one run: with no
+// webhook registered (the baseline), through three independent operator instances, and as floors
+// that bound what any design can reach here (one claim write per Pod without a webhook, group
+// commit by a single in-process writer, the webhook called without claiming, and the webhook run
+// through one instance). It reports latency, wall time, their ratios to the baseline, claim
+// attempts, conflicts and API writes per Pod. S4 runs the manager binary as its own process and
+// reads its memory with many Pods around.
 //
 // Run it with `make bench`; each scenario ends with one machine-readable BENCH line.
 package main
@@ -35,6 +38,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -46,6 +50,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -55,12 +60,16 @@ import (
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/allocator"
 	"github.com/ray-tpu/tpu-slice-operator/internal/localenv"
+	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
 	"github.com/ray-tpu/tpu-slice-operator/internal/operator"
 	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
+	"github.com/ray-tpu/tpu-slice-operator/internal/topology"
+	"github.com/ray-tpu/tpu-slice-operator/internal/tpuenv"
 	"github.com/ray-tpu/tpu-slice-operator/test/integration/framework"
 )
 
 var (
+	profileDir     string
 	instanceCount  int
 	withReconciler bool
 )
@@ -75,23 +84,16 @@ type scenario struct {
 }
 
 type result struct {
-	pods      int
-	wall      time.Duration
-	p50, p99  time.Duration
-	denials   int
-	attempts  int64
-	conflicts int64
-	writes    int64
-	// admissionFloorWall and admissionFloorP99 time the same creates of Pods the webhook is called
-	// for but does not claim for.
-	admissionFloorWall, admissionFloorP99 time.Duration
-	floorWall                             time.Duration
-	claimNanos                            int64
-	duplicates                            int
-	baselineWall                          time.Duration
-	baselineP50                           time.Duration
-	baselineP99                           time.Duration
-	baselineErrors                        int
+	pods     int
+	wall     time.Duration
+	p50, p99 time.Duration
+	denials  int
+	allocStats
+	duplicates     int
+	baselineWall   time.Duration
+	baselineP50    time.Duration
+	baselineP99    time.Duration
+	baselineErrors int
 }
 
 func main() {
@@ -100,6 +102,7 @@ func main() {
 	s4Other := flag.Int("s4-other-pods", 10000, "Non-TPU Pods in S4.")
 	flag.IntVar(&instanceCount, "instances", 3, "Webhook instances serving S1-S3.")
 	flag.BoolVar(&withReconciler, "reconciler", true, "Run the reconciler in the first instance, as in production.")
+	flag.StringVar(&profileDir, "profile-dir", "", "Write CPU profiles of the bench process and the API server during each scenario's webhook run here.")
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.WriteTo(io.Discard)))
 	if err := run(strings.Split(*only, ","), *s4TPU, *s4Other); err != nil {
@@ -136,8 +139,8 @@ func run(only []string, s4TPU, s4Other int) error {
 		{name: "S2", description: "concurrent: 16 clients, 1024 Pods across 16 slices, 3 webhook instances", clients: 16, slices: 16, hosts: 64, topology: "16x16"},
 		{name: "S3", description: "hot slice: 64 concurrent creates into one 64-host slice, 3 webhook instances", clients: 64, slices: 1, hosts: 64, topology: "16x16"},
 	}
-	fmt.Printf("%-3s %6s %10s %10s %8s %9s %9s %7s %9s %9s %8s %6s %5s\n",
-		"", "pods", "wall_ms", "base_ms", "ratio", "p50_ms", "p99_ms", "p99_r", "att/pod", "conf/pod", "wr/pod", "deny", "dup")
+	fmt.Printf("%-3s %6s %10s %10s %8s %9s %9s %7s %9s %9s %8s %9s %6s %5s\n",
+		"", "pods", "wall_ms", "base_ms", "ratio", "p50_ms", "p99_ms", "p99_r", "att/pod", "conf/pod", "wr/pod", "lost/pod", "deny", "dup")
 	var lines []string
 	for _, s := range scenarios {
 		if !slices.Contains(only, s.name) {
@@ -148,10 +151,10 @@ func run(only []string, s4TPU, s4Other int) error {
 			return fmt.Errorf("%s: %w", s.name, err)
 		}
 		n := float64(r.pods)
-		fmt.Printf("%-3s %6d %10.0f %10.0f %8.2f %9.1f %9.1f %7.2f %9.2f %9.2f %8.2f %6d %5d   %s\n",
+		fmt.Printf("%-3s %6d %10.0f %10.0f %8.2f %9.1f %9.1f %7.2f %9.2f %9.2f %8.2f %9.2f %6d %5d   %s\n",
 			s.name, r.pods, ms(r.wall), ms(r.baselineWall), ratio(r.wall, r.baselineWall), ms(r.p50), ms(r.p99),
 			ratio(r.p99, r.baselineP99), float64(r.attempts)/n, float64(r.conflicts)/n, float64(r.writes)/n,
-			r.denials, r.duplicates, s.description)
+			float64(r.lostWrites)/n, r.denials, r.duplicates, s.description)
 		lines = append(lines, fmt.Sprintf("BENCH %s pods=%d ratio=%.2f p99_ratio=%.2f p99_ms=%.1f attempts_per_pod=%.2f writes_per_pod=%.2f denials=%d duplicates=%d",
 			s.name, r.pods, ratio(r.wall, r.baselineWall), ratio(r.p99, r.baselineP99), ms(r.p99),
 			float64(r.attempts)/n, float64(r.writes)/n, r.denials, r.duplicates))
@@ -200,29 +203,28 @@ func (b *bench) scenario(ctx context.Context, s scenario) (result, error) {
 	if err != nil {
 		return r, err
 	}
-	ns, err := b.namespace(ctx, "base-"+strings.ToLower(s.name))
+	rc, err := b.rayCluster(ctx, "base", s)
 	if err != nil {
-		return r, err
-	}
-	rc := testutil.MakeRayCluster("bench", ns).TPUGroup("tpu", "tpu-v6e-slice", s.topology, 4, s.hosts, s.slices).ManagedByMultiKueue().Obj()
-	if err := b.c.Create(ctx, rc); err != nil {
 		return r, err
 	}
 	lat, wall, errs := b.create(ctx, rc, n, s.clients)
 	r.baselineWall, r.baselineErrors = wall, errs
 	r.baselineP50, r.baselineP99 = percentile(lat, 50), percentile(lat, 99)
+	var floors []floor
 	if s.clients == 1 {
 		// The floor of a design with one claim write per Pod: the same creates, each followed by a
-		// direct claim write (no webhook, no conflicts) into slices as large as the real ones.
-		if r.floorWall, err = b.floor(ctx, rc, s); err != nil {
-			return r, err
+		// direct claim write (no webhook, no conflicts) into slices as large as the real ones; and
+		// the same with a status that always holds one claim, the cheapest status write there is.
+		for _, grow := range []bool{true, false} {
+			f, err := b.writeFloor(ctx, rc, s, grow)
+			if err != nil {
+				return r, err
+			}
+			floors = append(floors, f)
 		}
 	}
-	if err := b.registerPodWebhook(ctx, saved); err != nil {
-		return r, err
-	}
-
-	// Through the webhook: three fresh instances, each with its own client and cache.
+	// Three fresh instances, each with its own client and cache, started after the baseline so that
+	// the reconciler does not act on its Pods.
 	var instances []*framework.Instance
 	for i := range instanceCount {
 		inst, err := b.env.StartInstance(ctx, framework.InstanceOptions{Operator: operator.Options{DisableControllers: i > 0 || !withReconciler}})
@@ -232,42 +234,71 @@ func (b *bench) scenario(ctx context.Context, s scenario) (result, error) {
 		defer func() { _ = inst.Stop() }()
 		instances = append(instances, inst)
 	}
+	if s.clients > 1 {
+		// The floor of group commit with a single writer: the same creates by the same clients, each
+		// followed by a claim through one in-process allocator, no webhook.
+		f, err := b.groupCommitFloor(ctx, instances[0].Allocator, s)
+		if err != nil {
+			return r, err
+		}
+		floors = append(floors, f)
+	}
+	if err := b.registerPodWebhook(ctx, saved); err != nil {
+		return r, err
+	}
 	b.env.ServeWebhooksFrom(instances...)
 
 	// The admission floor: the same creates of worker Pods without TPUs, which the webhook is
 	// called for and answers without an API call. No webhook design can cost less per Pod.
-	if ns, err = b.namespace(ctx, "floor-"+strings.ToLower(s.name)); err != nil {
+	ns, err := b.namespace(ctx, "floor-"+strings.ToLower(s.name))
+	if err != nil {
 		return r, err
 	}
 	cpu := testutil.MakeRayCluster("bench", ns).CPUGroup("cpu", int32(n)).ManagedByMultiKueue().Obj()
 	if err := b.c.Create(ctx, cpu); err != nil {
 		return r, err
 	}
-	lat, r.admissionFloorWall, _ = b.createGroup(ctx, cpu, "cpu", n, s.clients)
-	r.admissionFloorP99 = percentile(lat, 99)
+	lat, wall, _ = b.createGroup(ctx, cpu, "cpu", n, s.clients)
+	floors = append(floors, floor{name: "admission floor (webhook called, no claim)", wall: wall, p99: percentile(lat, 99)})
 
-	if ns, err = b.namespace(ctx, strings.ToLower(s.name)); err != nil {
+	if rc, err = b.rayCluster(ctx, "", s); err != nil {
 		return r, err
 	}
-	rc = testutil.MakeRayCluster("bench", ns).TPUGroup("tpu", "tpu-v6e-slice", s.topology, 4, s.hosts, s.slices).ManagedByMultiKueue().Obj()
-	if err := b.c.Create(ctx, rc); err != nil {
-		return r, err
-	}
-	// Let the instances' caches see the RayCluster, as they would in a running cluster.
-	time.Sleep(200 * time.Millisecond)
+	stopProfile := b.profile(ctx, s.name)
+	before := stats(instances)
 	lat, r.wall, r.denials = b.create(ctx, rc, n, s.clients)
+	stopProfile()
 	r.pods = n - r.denials
 	r.p50, r.p99 = percentile(lat, 50), percentile(lat, 99)
-	for _, inst := range instances {
-		r.attempts += inst.Allocator.Stats.Attempts.Load()
-		r.conflicts += inst.Allocator.Stats.Conflicts.Load()
-		r.writes += inst.Allocator.Stats.Writes.Load()
-		r.claimNanos += inst.Allocator.Stats.ClaimNanos.Load()
+	r.allocStats = stats(instances).minus(before)
+	if err := b.check(ctx, rc.Namespace, r.pods, &r); err != nil {
+		return r, err
 	}
-	fmt.Fprintf(os.Stderr, "%s: admission floor (webhook called, no claim): ratio %.2f, p99 ratio %.2f\n", s.name,
-		ratio(r.admissionFloorWall, r.baselineWall), ratio(r.admissionFloorP99, r.baselineP99))
-	if r.floorWall > 0 {
-		fmt.Fprintf(os.Stderr, "%s: floor of one claim write per Pod (no webhook): ratio %.2f\n", s.name, ratio(r.floorWall, r.baselineWall))
+
+	if len(instances) > 1 && s.clients > 1 {
+		// The same creates through one instance: what group commit gives when every claim of a
+		// slice arrives at the same process, and so what the other instances' races cost.
+		b.env.ServeWebhooksFrom(instances[0])
+		if rc, err = b.rayCluster(ctx, "one", s); err != nil {
+			return r, err
+		}
+		before := stats(instances[:1])
+		lat, wall, denials := b.create(ctx, rc, n, s.clients)
+		one := stats(instances[:1]).minus(before)
+		var check result
+		if err := b.check(ctx, rc.Namespace, n-denials, &check); err != nil {
+			return r, err
+		}
+		fmt.Fprintf(os.Stderr, "%s: through one instance: ratio %.2f, p99 ratio %.2f, writes per Pod %.2f (lost to a conflict %.2f), attempts per Pod %.2f, denials %d, duplicates %d\n",
+			s.name, ratio(wall, r.baselineWall), ratio(percentile(lat, 99), r.baselineP99),
+			one.perPod(one.writes, n-denials), one.perPod(one.lostWrites, n-denials), one.perPod(one.attempts, n-denials), denials, check.duplicates)
+		r.duplicates += check.duplicates
+	}
+	b.env.ServeWebhooksFrom(b.validator)
+
+	for _, f := range floors {
+		fmt.Fprintf(os.Stderr, "%s: %s: ratio %.2f, p99 ratio %.2f%s\n", s.name, f.name,
+			ratio(f.wall, r.baselineWall), ratio(f.p99, r.baselineP99), f.extra)
 	}
 	var sum time.Duration
 	for _, l := range lat {
@@ -275,44 +306,186 @@ func (b *bench) scenario(ctx context.Context, s scenario) (result, error) {
 	}
 	fmt.Fprintf(os.Stderr, "%s: mean create %.1f ms, mean claim inside the webhook %.1f ms\n", s.name,
 		ms(sum/time.Duration(max(len(lat), 1))), float64(r.claimNanos)/float64(max(r.pods, 1))/1e6)
-	b.env.ServeWebhooksFrom(b.validator)
-	report, err := framework.CheckAdmitted(ctx, b.c, ns)
+	return r, nil
+}
+
+// rayCluster creates the scenario's RayCluster in a fresh namespace and lets the instances' caches
+// see it, as they would in a running cluster.
+func (b *bench) rayCluster(ctx context.Context, prefix string, s scenario) (*rayv1.RayCluster, error) {
+	name := strings.ToLower(s.name)
+	if prefix != "" {
+		name = prefix + "-" + name
+	}
+	ns, err := b.namespace(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	rc := testutil.MakeRayCluster("bench", ns).TPUGroup("tpu", "tpu-v6e-slice", s.topology, 4, s.hosts, s.slices).ManagedByMultiKueue().Obj()
+	if err := b.c.Create(ctx, rc); err != nil {
+		return nil, err
+	}
+	time.Sleep(200 * time.Millisecond)
+	return rc, nil
+}
+
+// check counts duplicate IDs among the live TPU worker Pods of namespace into r and requires as
+// many of them as were admitted.
+func (b *bench) check(ctx context.Context, namespace string, admitted int, r *result) error {
+	report, err := framework.CheckAdmitted(ctx, b.c, namespace)
 	if err != nil {
 		r.duplicates = strings.Count(err.Error(), "I1:")
 		fmt.Fprintln(os.Stderr, err)
 	}
-	if report.LivePods != r.pods {
-		return r, fmt.Errorf("%d Pods admitted but %d live TPU worker Pods found", r.pods, report.LivePods)
+	if report.LivePods != admitted {
+		return fmt.Errorf("%d Pods admitted but %d live TPU worker Pods found", admitted, report.LivePods)
 	}
-	return r, nil
+	return nil
 }
 
-// floor creates the scenario's Pods one at a time with no webhook and, after each, appends one
-// claim to its slice's status with a resourceVersion-checked update, as a claim does.
-func (b *bench) floor(ctx context.Context, rc *rayv1.RayCluster, s scenario) (time.Duration, error) {
+// allocStats is a snapshot of allocator counters.
+type allocStats struct {
+	attempts, conflicts, writes, lostWrites, claimNanos int64
+}
+
+func stats(instances []*framework.Instance) allocStats {
+	var s allocStats
+	for _, inst := range instances {
+		st := &inst.Allocator.Stats
+		s.attempts += st.Attempts.Load()
+		s.conflicts += st.Conflicts.Load()
+		s.writes += st.Writes.Load()
+		s.lostWrites += st.LostWrites.Load()
+		s.claimNanos += st.ClaimNanos.Load()
+	}
+	return s
+}
+
+func (s allocStats) minus(o allocStats) allocStats {
+	return allocStats{
+		attempts: s.attempts - o.attempts, conflicts: s.conflicts - o.conflicts, writes: s.writes - o.writes,
+		lostWrites: s.lostWrites - o.lostWrites, claimNanos: s.claimNanos - o.claimNanos,
+	}
+}
+
+func (allocStats) perPod(v int64, pods int) float64 { return float64(v) / float64(max(pods, 1)) }
+
+// floor is a same-run measurement that bounds what the webhook run can reach.
+type floor struct {
+	name      string
+	wall, p99 time.Duration
+	extra     string
+}
+
+// writeFloor creates the scenario's Pods one at a time with no webhook and, after each, writes one
+// claim to its slice's status with a resourceVersion-checked update, as a claim does. The first Pod
+// of each slice also creates the slice, as the webhook does, and its latency includes that. With
+// grow, the status accumulates the slice's claims as in the real run; without, it always holds one.
+func (b *bench) writeFloor(ctx context.Context, rc *rayv1.RayCluster, s scenario, grow bool) (floor, error) {
+	f := floor{name: "floor of one claim write per Pod (no webhook)"}
+	if !grow {
+		f.name = "floor of one claim write per Pod with a one-claim status (no webhook)"
+	}
+	cluster := rc.Name + "-floor"
+	if !grow {
+		cluster += "-one"
+	}
+	var lat []time.Duration
 	start := time.Now()
 	for r := range s.slices {
-		slice := allocator.NewSlice(allocator.Request{
-			Namespace: rc.Namespace, ClusterName: rc.Name + "-floor", ClusterUID: rc.UID, GroupName: "tpu",
-			Hosts: s.hosts, Topology: s.topology,
-		}, r, "")
-		if err := b.c.Create(ctx, slice); err != nil {
-			return 0, err
-		}
+		var slice *tpuv1alpha1.TPUSliceAssignment
 		for id := range s.hosts {
-			if err := b.c.Create(ctx, testutil.WorkerPodFor(rc, "tpu").Obj()); err != nil {
-				return 0, err
+			t := time.Now()
+			if slice == nil {
+				slice = allocator.NewSlice(allocator.Request{
+					Namespace: rc.Namespace, ClusterName: cluster, ClusterUID: rc.UID, GroupName: "tpu",
+					Hosts: s.hosts, Topology: s.topology,
+				}, r, "")
+				if err := b.c.Create(ctx, slice); err != nil {
+					return f, err
+				}
 			}
-			slice.Status.Claims = append(slice.Status.Claims, tpuv1alpha1.WorkerClaim{
-				WorkerID: id, Token: allocator.NewToken(), ClaimedAt: metav1.Now(),
-			})
+			if err := b.c.Create(ctx, testutil.WorkerPodFor(rc, "tpu").Obj()); err != nil {
+				return f, err
+			}
+			c := tpuv1alpha1.WorkerClaim{WorkerID: id, Token: allocator.NewToken(), ClaimedAt: metav1.Now()}
+			if grow {
+				slice.Status.Claims = append(slice.Status.Claims, c)
+			} else {
+				slice.Status.Claims = []tpuv1alpha1.WorkerClaim{c}
+			}
 			slice.Status.Claimed = int32(len(slice.Status.Claims)) //nolint:gosec // at most 64.
 			if err := b.c.Status().Update(ctx, slice); err != nil {
-				return 0, err
+				return f, err
 			}
+			lat = append(lat, time.Since(t))
 		}
 	}
-	return time.Since(start), nil
+	f.wall, f.p99 = time.Since(start), percentile(lat, 99)
+	return f, nil
+}
+
+// groupCommitFloor creates the scenario's Pods with its clients and no webhook registered: each
+// client claims a worker ID through alloc, one allocator shared by every client, applies it to the
+// Pod as the webhook would and creates the Pod. That is group commit with a single writer, without
+// the admission round trip and without other writers to conflict with.
+func (b *bench) groupCommitFloor(ctx context.Context, alloc *allocator.Allocator, s scenario) (floor, error) {
+	f := floor{name: "group-commit floor (one in-process allocator, no webhook)"}
+	rc, err := b.rayCluster(ctx, "gc", s)
+	if err != nil {
+		return f, err
+	}
+	n := int(s.slices * s.hosts)
+	req := allocator.Request{
+		Namespace: rc.Namespace, ClusterName: rc.Name, ClusterUID: rc.UID, GroupName: "tpu",
+		Hosts: s.hosts, Topology: s.topology, Accelerator: "tpu-v6e-slice", DesiredReplicas: s.slices,
+	}
+	before := alloc.Stats.Writes.Load()
+	var next, failures atomic.Int64
+	lat := make([]time.Duration, n)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range s.clients {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				t := time.Now()
+				if err := b.claimAndCreate(ctx, alloc, req, testutil.WorkerPodFor(rc, "tpu").Obj()); err != nil {
+					failures.Add(1)
+					continue
+				}
+				lat[i] = time.Since(t)
+			}
+		})
+	}
+	wg.Wait()
+	f.wall = time.Since(start)
+	if failed := failures.Load(); failed > 0 {
+		return f, fmt.Errorf("group-commit floor: %d creates or claims failed", failed)
+	}
+	f.p99 = percentile(lat, 99)
+	f.extra = fmt.Sprintf(", writes per Pod %.2f", float64(alloc.Stats.Writes.Load()-before)/float64(n))
+	return f, nil
+}
+
+// claimAndCreate does in process what the webhook does in admission: it claims a worker ID for pod,
+// applies the identity, and then creates the Pod.
+func (b *bench) claimAndCreate(ctx context.Context, alloc *allocator.Allocator, req allocator.Request, pod *corev1.Pod) error {
+	slice, err := topology.FromPodSpec(&pod.Spec)
+	if err != nil {
+		return err
+	}
+	a, err := alloc.Claim(ctx, req)
+	if err != nil {
+		return err
+	}
+	tpuenv.Apply(pod, tpuenv.Identity{
+		GroupName: req.GroupName, ReplicaIndex: a.Replica, WorkerID: a.WorkerID, Hosts: slice.Hosts,
+		Subdomain: naming.HeadlessServiceName(req.ClusterName), SliceName: a.SliceName, ClaimToken: a.Token,
+	}, slice.TPUContainers)
+	return b.c.Create(ctx, pod)
 }
 
 // create makes n worker Pods of rc with the given number of concurrent clients, each one Pod at a
@@ -594,4 +767,45 @@ func freePort() int {
 	}
 	defer func() { _ = l.Close() }()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// profile starts CPU profiles of this process and of the API server when -profile-dir is set, and
+// returns the function that stops them and writes <dir>/<name>-{bench,apiserver}.pprof.
+func (b *bench) profile(ctx context.Context, name string) func() {
+	if profileDir == "" {
+		return func() {}
+	}
+	f, err := os.Create(filepath.Join(profileDir, name+"-bench.pprof"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "profile:", err)
+		return func() {}
+	}
+	_ = pprof.StartCPUProfile(f)
+	rc, err := rest.RESTClientFor(restConfigForRaw(b.env.Config))
+	done := make(chan struct{})
+	if err == nil {
+		go func() {
+			defer close(done)
+			data, err := rc.Get().AbsPath("/debug/pprof/profile").Param("seconds", "8").DoRaw(ctx)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "apiserver profile:", err)
+				return
+			}
+			_ = os.WriteFile(filepath.Join(profileDir, name+"-apiserver.pprof"), data, 0o600)
+		}()
+	} else {
+		close(done)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+		<-done
+	}
+}
+
+func restConfigForRaw(cfg *rest.Config) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	c.GroupVersion = &corev1.SchemeGroupVersion
+	c.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
+	return c
 }
