@@ -19,6 +19,7 @@ package operator
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"slices"
 	"testing"
@@ -48,7 +49,7 @@ func (c *recordingCache) WaitForCacheSync(context.Context) bool { return c.synce
 func TestCachesSynced(t *testing.T) {
 	for _, synced := range []bool{true, false} {
 		t.Run(fmt.Sprint("synced=", synced), func(t *testing.T) {
-			err := CachesSynced(&recordingCache{synced: synced})(httptest.NewRequest("GET", "/readyz", nil))
+			err := CachesSynced(&recordingCache{synced: synced})(httptest.NewRequest(http.MethodGet, "/readyz", nil))
 			if got := err == nil; got != synced {
 				t.Errorf("CachesSynced() error = %v, want ready %v", err, synced)
 			}
