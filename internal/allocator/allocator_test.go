@@ -732,6 +732,52 @@ func TestClaimStaleCache(t *testing.T) {
 	}
 }
 
+// TestClaimLiveReadsAreGets checks that a retry confirms the slice it writes with a Get: a consistent
+// List is served by the API server's watch cache only once it has caught up with etcd, which takes
+// up to 100 ms while other objects are written, whereas a Get reads etcd.
+func TestClaimLiveReadsAreGets(t *testing.T) {
+	cache := newClient(t, interceptor.Funcs{}, existingSlice(0, clusterUID).Claim(0, "a", "", "", earlier).Obj())
+	live := newClient(t, interceptor.Funcs{}, existingSlice(0, clusterUID).Claim(0, "a", "", "", earlier).Obj())
+	// Another replica claims ID 1 after the cache last saw the slice.
+	taken := existingSlice(0, clusterUID).Claim(0, "a", "", "", earlier).Claim(1, "b", "", "", earlier).Obj()
+	var cur tpuv1alpha1.TPUSliceAssignment
+	if err := live.Get(t.Context(), client.ObjectKeyFromObject(taken), &cur); err != nil {
+		t.Fatal(err)
+	}
+	cur.Status = taken.Status
+	if err := live.Status().Update(t.Context(), &cur); err != nil {
+		t.Fatal(err)
+	}
+	var gets, lists atomic.Int32
+	reader := interceptor.NewClient(live, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			gets.Add(1)
+			return c.Get(ctx, key, obj, opts...)
+		},
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			lists.Add(1)
+			return c.List(ctx, list, opts...)
+		},
+	})
+	a := newAllocator(staleCache(live, cache), reader, timeout)
+	got, err := a.Claim(t.Context(), request(4, 1))
+	if err != nil {
+		t.Fatalf("Claim() error: %v", err)
+	}
+	if diff := cmp.Diff(Assignment{SliceName: sliceName(0), Replica: 0, WorkerID: 2, Token: got.Token}, got); diff != "" {
+		t.Errorf("Claim() (-want,+got):\n%s", diff)
+	}
+	if got := a.Stats.LostWrites.Load(); got != 1 {
+		t.Errorf("Stats.LostWrites = %d, want 1 (the write planned on the stale cache)", got)
+	}
+	if got := gets.Load(); got != 1 {
+		t.Errorf("live Gets = %d, want 1 (the slice the retry writes)", got)
+	}
+	if got := lists.Load(); got != 0 {
+		t.Errorf("live Lists = %d, want 0", got)
+	}
+}
+
 // restDecoding returns a client whose Gets decode the object's JSON into the caller's object without
 // zeroing it first, as client-go's REST client does: fields the response omits keep their old values.
 func restDecoding(c client.WithWatch) client.WithWatch {
