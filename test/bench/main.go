@@ -81,7 +81,20 @@ type scenario struct {
 	slices      int32
 	hosts       int32
 	topology    string
+	// floor is the same-run floor that bounds the scenario's targets.
+	floor floorKind
 }
+
+type floorKind int
+
+const (
+	// writeFloor: one claim write per Pod, no webhook (sequential scenarios).
+	writeFloor floorKind = iota
+	// groupCommitFloor: one in-process allocator shared by every client, no webhook.
+	groupCommitFloor
+	// noFloor: the targets are absolute.
+	noFloor
+)
 
 type result struct {
 	pods     int
@@ -135,9 +148,9 @@ func run(only []string, s4TPU, s4Other int) error {
 	env.ServeWebhooksFrom(validator)
 
 	scenarios := []scenario{
-		{name: "S1", description: "sequential like KubeRay: 1 client, 4 slices x 64 hosts (v6e 16x16)", clients: 1, slices: 4, hosts: 64, topology: "16x16"},
-		{name: "S2", description: "concurrent: 16 clients, 1024 Pods across 16 slices, 3 webhook instances", clients: 16, slices: 16, hosts: 64, topology: "16x16"},
-		{name: "S3", description: "hot slice: 64 concurrent creates into one 64-host slice, 3 webhook instances", clients: 64, slices: 1, hosts: 64, topology: "16x16"},
+		{name: "S1", description: "sequential like KubeRay: 1 client, 4 slices x 64 hosts (v6e 16x16)", clients: 1, slices: 4, hosts: 64, topology: "16x16", floor: writeFloor},
+		{name: "S2", description: "concurrent: 16 clients, 1024 Pods across 16 slices, 3 webhook instances", clients: 16, slices: 16, hosts: 64, topology: "16x16", floor: groupCommitFloor},
+		{name: "S3", description: "hot slice: 64 concurrent creates into one 64-host slice, 3 webhook instances", clients: 64, slices: 1, hosts: 64, topology: "16x16", floor: noFloor},
 	}
 	fmt.Printf("%-3s %6s %10s %10s %8s %9s %9s %7s %9s %9s %8s %9s %6s %5s\n",
 		"", "pods", "wall_ms", "base_ms", "ratio", "p50_ms", "p99_ms", "p99_r", "att/pod", "conf/pod", "wr/pod", "lost/pod", "deny", "dup")
@@ -211,12 +224,12 @@ func (b *bench) scenario(ctx context.Context, s scenario) (result, error) {
 	r.baselineWall, r.baselineErrors = wall, errs
 	r.baselineP50, r.baselineP99 = percentile(lat, 50), percentile(lat, 99)
 	var floors []floor
-	if s.clients == 1 {
+	if s.floor == writeFloor {
 		// The floor of a design with one claim write per Pod: the same creates, each followed by a
 		// direct claim write (no webhook, no conflicts) into slices as large as the real ones; and
 		// the same with a status that always holds one claim, the cheapest status write there is.
 		for _, grow := range []bool{true, false} {
-			f, err := b.writeFloor(ctx, rc, s, grow)
+			f, err := b.claimWriteFloor(ctx, rc, s, grow)
 			if err != nil {
 				return r, err
 			}
@@ -234,10 +247,10 @@ func (b *bench) scenario(ctx context.Context, s scenario) (result, error) {
 		defer func() { _ = inst.Stop() }()
 		instances = append(instances, inst)
 	}
-	if s.clients > 1 {
+	if s.floor == groupCommitFloor {
 		// The floor of group commit with a single writer: the same creates by the same clients, each
 		// followed by a claim through one in-process allocator, no webhook.
-		f, err := b.groupCommitFloor(ctx, instances[0].Allocator, s)
+		f, err := b.singleWriterFloor(ctx, instances[0].Allocator, s)
 		if err != nil {
 			return r, err
 		}
@@ -376,11 +389,11 @@ type floor struct {
 	extra     string
 }
 
-// writeFloor creates the scenario's Pods one at a time with no webhook and, after each, writes one
+// claimWriteFloor creates the scenario's Pods one at a time with no webhook and, after each, writes one
 // claim to its slice's status with a resourceVersion-checked update, as a claim does. The first Pod
 // of each slice also creates the slice, as the webhook does, and its latency includes that. With
 // grow, the status accumulates the slice's claims as in the real run; without, it always holds one.
-func (b *bench) writeFloor(ctx context.Context, rc *rayv1.RayCluster, s scenario, grow bool) (floor, error) {
+func (b *bench) claimWriteFloor(ctx context.Context, rc *rayv1.RayCluster, s scenario, grow bool) (floor, error) {
 	f := floor{name: "floor of one claim write per Pod (no webhook)"}
 	if !grow {
 		f.name = "floor of one claim write per Pod with a one-claim status (no webhook)"
@@ -424,11 +437,11 @@ func (b *bench) writeFloor(ctx context.Context, rc *rayv1.RayCluster, s scenario
 	return f, nil
 }
 
-// groupCommitFloor creates the scenario's Pods with its clients and no webhook registered: each
+// singleWriterFloor creates the scenario's Pods with its clients and no webhook registered: each
 // client claims a worker ID through alloc, one allocator shared by every client, applies it to the
 // Pod as the webhook would and creates the Pod. That is group commit with a single writer, without
 // the admission round trip and without other writers to conflict with.
-func (b *bench) groupCommitFloor(ctx context.Context, alloc *allocator.Allocator, s scenario) (floor, error) {
+func (b *bench) singleWriterFloor(ctx context.Context, alloc *allocator.Allocator, s scenario) (floor, error) {
 	f := floor{name: "group-commit floor (one in-process allocator, no webhook)"}
 	rc, err := b.rayCluster(ctx, "gc", s)
 	if err != nil {
