@@ -425,7 +425,7 @@ func (a *Allocator) plan(ctx context.Context, req Request, reqs []claims.Request
 		}
 		if full {
 			for replica := range req.DesiredReplicas {
-				if !confirmed[replica] && touched[replica] == nil {
+				if _, listed := touched[replica]; !confirmed[replica] && !listed {
 					stale = append(stale, replica)
 				}
 			}
