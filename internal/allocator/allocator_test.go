@@ -628,6 +628,20 @@ func staleCache(live, cache client.WithWatch) client.WithWatch {
 	})
 }
 
+// updateStatus writes the status of s over the stored slice of that name, which gets a newer
+// resourceVersion than any copy read before.
+func updateStatus(t *testing.T, c client.Client, s *tpuv1alpha1.TPUSliceAssignment) {
+	t.Helper()
+	var cur tpuv1alpha1.TPUSliceAssignment
+	if err := c.Get(t.Context(), client.ObjectKeyFromObject(s), &cur); err != nil {
+		t.Fatal(err)
+	}
+	cur.Status = s.Status
+	if err := c.Status().Update(t.Context(), &cur); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestClaimStaleCache checks that uniqueness and takeovers never rest on the cache.
 func TestClaimStaleCache(t *testing.T) {
 	cases := map[string]struct {
@@ -701,15 +715,7 @@ func TestClaimStaleCache(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			live := newClient(t, interceptor.Funcs{}, tc.live...)
 			for _, obj := range tc.updated {
-				s := obj.(*tpuv1alpha1.TPUSliceAssignment)
-				var cur tpuv1alpha1.TPUSliceAssignment
-				if err := live.Get(t.Context(), client.ObjectKeyFromObject(s), &cur); err != nil {
-					t.Fatal(err)
-				}
-				cur.Status = s.Status
-				if err := live.Status().Update(t.Context(), &cur); err != nil {
-					t.Fatal(err)
-				}
+				updateStatus(t, live, obj.(*tpuv1alpha1.TPUSliceAssignment))
 			}
 			cache := newClient(t, interceptor.Funcs{}, tc.cached...)
 			a := newAllocator(staleCache(live, cache), live, timeout)
@@ -739,15 +745,7 @@ func TestClaimLiveReadsAreGets(t *testing.T) {
 	cache := newClient(t, interceptor.Funcs{}, existingSlice(0, clusterUID).Claim(0, "a", "", "", earlier).Obj())
 	live := newClient(t, interceptor.Funcs{}, existingSlice(0, clusterUID).Claim(0, "a", "", "", earlier).Obj())
 	// Another replica claims ID 1 after the cache last saw the slice.
-	taken := existingSlice(0, clusterUID).Claim(0, "a", "", "", earlier).Claim(1, "b", "", "", earlier).Obj()
-	var cur tpuv1alpha1.TPUSliceAssignment
-	if err := live.Get(t.Context(), client.ObjectKeyFromObject(taken), &cur); err != nil {
-		t.Fatal(err)
-	}
-	cur.Status = taken.Status
-	if err := live.Status().Update(t.Context(), &cur); err != nil {
-		t.Fatal(err)
-	}
+	updateStatus(t, live, existingSlice(0, clusterUID).Claim(0, "a", "", "", earlier).Claim(1, "b", "", "", earlier).Obj())
 	var gets, lists atomic.Int32
 	reader := interceptor.NewClient(live, interceptor.Funcs{
 		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
