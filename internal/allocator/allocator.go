@@ -281,6 +281,7 @@ func (a *Allocator) commit(q *queue, batch []*call) {
 				switch {
 				case isConflict(err):
 					a.Stats.LostWrites.Add(1)
+					metrics.ClaimWritesLost.Inc()
 					a.Stats.Conflicts.Add(int64(len(placed)))
 					a.mu.Lock()
 					q.contended = time.Now()

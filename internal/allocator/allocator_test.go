@@ -30,6 +30,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -46,6 +48,7 @@ import (
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/claims"
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
+	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
 	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
 	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
 )
@@ -628,6 +631,16 @@ func staleCache(live, cache client.WithWatch) client.WithWatch {
 	})
 }
 
+// counterValue reads a Prometheus counter.
+func counterValue(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
+}
+
 // updateStatus writes the status of s over the stored slice of that name, which gets a newer
 // resourceVersion than any copy read before.
 func updateStatus(t *testing.T, c client.Client, s *tpuv1alpha1.TPUSliceAssignment) {
@@ -758,9 +771,13 @@ func TestClaimLiveReadsAreGets(t *testing.T) {
 		},
 	})
 	a := newAllocator(staleCache(live, cache), reader, timeout)
+	lostBefore := counterValue(t, metrics.ClaimWritesLost)
 	got, err := a.Claim(t.Context(), request(4, 1))
 	if err != nil {
 		t.Fatalf("Claim() error: %v", err)
+	}
+	if got := counterValue(t, metrics.ClaimWritesLost) - lostBefore; got != 1 {
+		t.Errorf("claim_writes_lost_total grew by %v, want 1", got)
 	}
 	if diff := cmp.Diff(Assignment{SliceName: sliceName(0), Replica: 0, WorkerID: 2, Token: got.Token}, got); diff != "" {
 		t.Errorf("Claim() (-want,+got):\n%s", diff)

@@ -76,6 +76,13 @@ var (
 		Help: "API writes made to commit claims, including writes that lost a conflict.",
 	})
 
+	// ClaimWritesLost counts the claim writes that lost a conflict to another writer: with several
+	// replicas, the cost of their racing for the same slice.
+	ClaimWritesLost = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: namespace, Name: "claim_writes_lost_total",
+		Help: "Claim writes that lost a resourceVersion conflict (or a create race) to another writer.",
+	})
+
 	// ClaimsReleased counts claims the reconciler released, by reason.
 	ClaimsReleased = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: namespace, Name: "claims_released_total",
@@ -84,7 +91,7 @@ var (
 )
 
 func init() {
-	crmetrics.Registry.MustRegister(Admissions, ClaimAttempts, ClaimConflicts, ClaimDuration, ClaimWrites, ClaimsReleased)
+	crmetrics.Registry.MustRegister(Admissions, ClaimAttempts, ClaimConflicts, ClaimDuration, ClaimWrites, ClaimWritesLost, ClaimsReleased)
 }
 
 // sliceCollector reports the slices in the cache by state when scraped.
