@@ -57,15 +57,13 @@ var _ = BeforeSuite(func() {
 	env, err = framework.Start()
 	Expect(err).NotTo(HaveOccurred())
 	k8sClient = env.Client
-	for i := range webhookInstances {
-		inst, err := env.StartInstance(ctx, framework.InstanceOptions{Operator: operator.Options{
+	instances, err = env.StartInstances(ctx, webhookInstances, func(i int) framework.InstanceOptions {
+		return framework.InstanceOptions{Operator: operator.Options{
 			DisableControllers: i > 0,
 			Controllers:        controllers.Options{PendingTTL: pendingTTL},
-		}})
-		Expect(err).NotTo(HaveOccurred())
-		instances = append(instances, inst)
-	}
-	env.ServeWebhooksFrom(instances...)
+		}}
+	})
+	Expect(err).NotTo(HaveOccurred())
 	stopKubeRay, err = env.StartKubeRay(ctx)
 	Expect(err).NotTo(HaveOccurred())
 })
@@ -73,9 +71,6 @@ var _ = BeforeSuite(func() {
 var _ = AfterSuite(func() {
 	if stopKubeRay != nil {
 		Expect(stopKubeRay()).To(Succeed())
-	}
-	for _, inst := range instances {
-		Expect(inst.Stop()).To(Succeed())
 	}
 	cancel()
 	if env != nil {

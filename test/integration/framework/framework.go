@@ -32,6 +32,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -61,6 +62,10 @@ type Env struct {
 	// backends are the webhook instances' addresses the proxy spreads requests over.
 	backends atomic.Pointer[[]string]
 	next     atomic.Uint64
+
+	mu sync.Mutex
+	// instances are every instance started, stopped by Stop.
+	instances []*Instance
 }
 
 // Start starts etcd and kube-apiserver with our CRD, KubeRay's RayCluster CRD and our webhook
@@ -86,12 +91,45 @@ func Start() (*Env, error) {
 	return e, nil
 }
 
-// Stop stops the proxy and the control plane. Stop the managers first.
+// Stop stops every instance still running, the proxy and the control plane.
 func (e *Env) Stop() error {
+	e.mu.Lock()
+	instances := e.instances
+	e.mu.Unlock()
+	var errs []error
+	for _, inst := range instances {
+		errs = append(errs, inst.Stop())
+	}
 	if e.proxy != nil {
 		_ = e.proxy.Close()
 	}
-	return e.Env.Stop()
+	return errors.Join(append(errs, e.Env.Stop())...)
+}
+
+// StartBare starts etcd and kube-apiserver with only KubeRay's RayCluster CRD and no webhooks, for
+// suites that install the operator from its own manifests. Stop it with the Environment's Stop.
+func StartBare() (*envtest.Environment, client.Client, error) {
+	base, err := localenv.NewEnvironment()
+	if err != nil {
+		return nil, nil, err
+	}
+	kuberay, err := localenv.KubeRayCRDDir()
+	if err != nil {
+		return nil, nil, err
+	}
+	testEnv := &envtest.Environment{
+		BinaryAssetsDirectory: base.BinaryAssetsDirectory,
+		CRDInstallOptions:     envtest.CRDInstallOptions{Paths: []string{filepath.Join(kuberay, "ray.io_rayclusters.yaml")}},
+	}
+	cfg, err := testEnv.Start()
+	if err != nil {
+		return nil, nil, fmt.Errorf("starting envtest: %w", err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: operator.Scheme})
+	if err != nil {
+		return nil, nil, errors.Join(err, testEnv.Stop())
+	}
+	return testEnv, c, nil
 }
 
 // startProxy serves the endpoint the API server calls and hands each admission request to the next
@@ -143,6 +181,8 @@ type Instance struct {
 	Addr      string
 	cancel    context.CancelFunc
 	done      chan error
+	stopOnce  sync.Once
+	stopErr   error
 }
 
 // InstanceOptions choose what an instance runs.
@@ -152,7 +192,23 @@ type InstanceOptions struct {
 	Config *rest.Config
 }
 
-// StartInstance starts an operator instance and waits until its webhook server serves.
+// StartInstances starts n instances, with the options opts gives for each index, and makes the
+// proxy spread admissions over them.
+func (e *Env) StartInstances(ctx context.Context, n int, opts func(i int) InstanceOptions) ([]*Instance, error) {
+	instances := make([]*Instance, 0, n)
+	for i := range n {
+		inst, err := e.StartInstance(ctx, opts(i))
+		if err != nil {
+			return nil, err
+		}
+		instances = append(instances, inst)
+	}
+	e.ServeWebhooksFrom(instances...)
+	return instances, nil
+}
+
+// StartInstance starts an operator instance and waits until its webhook server serves. Env.Stop
+// stops it if it still runs.
 func (e *Env) StartInstance(ctx context.Context, opts InstanceOptions) (*Instance, error) {
 	cfg := opts.Config
 	if cfg == nil {
@@ -193,22 +249,26 @@ func (e *Env) StartInstance(ctx context.Context, opts InstanceOptions) (*Instanc
 	ictx, cancel := context.WithCancel(ctx)
 	inst.cancel = cancel
 	go func() { inst.done <- mgr.Start(ictx) }()
+	e.mu.Lock()
+	e.instances = append(e.instances, inst)
+	e.mu.Unlock()
 	if err := waitForTLS(ictx, inst.Addr); err != nil {
-		cancel()
-		return nil, err
+		return nil, errors.Join(err, inst.Stop())
 	}
 	return inst, nil
 }
 
-// Stop stops the instance and waits for its manager to return.
+// Stop stops the instance and waits for its manager to return. Later calls return the first's result.
 func (i *Instance) Stop() error {
-	i.cancel()
-	select {
-	case err := <-i.done:
-		return err
-	case <-time.After(30 * time.Second):
-		return errors.New("manager did not stop within 30s")
-	}
+	i.stopOnce.Do(func() {
+		i.cancel()
+		select {
+		case i.stopErr = <-i.done:
+		case <-time.After(30 * time.Second):
+			i.stopErr = errors.New("manager did not stop within 30s")
+		}
+	})
+	return i.stopErr
 }
 
 // ServeWebhooksFrom makes the proxy spread admissions over these instances (round robin).

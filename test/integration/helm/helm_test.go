@@ -44,7 +44,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/ray-tpu/tpu-slice-operator/internal/localenv"
-	"github.com/ray-tpu/tpu-slice-operator/internal/operator"
 	"github.com/ray-tpu/tpu-slice-operator/test/integration/framework"
 )
 
@@ -69,18 +68,9 @@ func TestHelm(t *testing.T) {
 
 var _ = BeforeSuite(func() {
 	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
-	base, err := localenv.NewEnvironment()
-	Expect(err).NotTo(HaveOccurred())
 	// Only KubeRay's CRD: ours comes from the chart. No webhooks are served here.
-	kuberay, err := localenv.KubeRayCRDDir()
-	Expect(err).NotTo(HaveOccurred())
-	testEnv = &envtest.Environment{
-		BinaryAssetsDirectory: base.BinaryAssetsDirectory,
-		CRDInstallOptions:     envtest.CRDInstallOptions{Paths: []string{filepath.Join(kuberay, "ray.io_rayclusters.yaml")}},
-	}
-	cfg, err := testEnv.Start()
-	Expect(err).NotTo(HaveOccurred())
-	k8sClient, err = client.New(cfg, client.Options{Scheme: operator.Scheme})
+	var err error
+	testEnv, k8sClient, err = framework.StartBare()
 	Expect(err).NotTo(HaveOccurred())
 })
 

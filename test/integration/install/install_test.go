@@ -86,18 +86,9 @@ func TestInstall(t *testing.T) {
 
 var _ = BeforeSuite(func() {
 	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
-	base, err := localenv.NewEnvironment()
-	Expect(err).NotTo(HaveOccurred())
 	// Only KubeRay's CRD: ours comes from the rendered install itself. No webhooks are served here.
-	kuberay, err := localenv.KubeRayCRDDir()
-	Expect(err).NotTo(HaveOccurred())
-	testEnv = &envtest.Environment{
-		BinaryAssetsDirectory: base.BinaryAssetsDirectory,
-		CRDInstallOptions:     envtest.CRDInstallOptions{Paths: []string{filepath.Join(kuberay, "ray.io_rayclusters.yaml")}},
-	}
-	cfg, err := testEnv.Start()
-	Expect(err).NotTo(HaveOccurred())
-	k8sClient, err = client.New(cfg, client.Options{Scheme: operator.Scheme})
+	var err error
+	testEnv, k8sClient, err = framework.StartBare()
 	Expect(err).NotTo(HaveOccurred())
 })
 

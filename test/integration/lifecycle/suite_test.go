@@ -63,18 +63,11 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	k8sClient = env.Client
 	Expect(env.InstallRejectingWebhook(ctx)).To(Succeed())
-	for i := range 3 {
-		inst, err := env.StartInstance(ctx, instanceOptions(i == 0))
-		Expect(err).NotTo(HaveOccurred())
-		instances = append(instances, inst)
-	}
-	env.ServeWebhooksFrom(instances...)
+	instances, err = env.StartInstances(ctx, 3, func(i int) framework.InstanceOptions { return instanceOptions(i == 0) })
+	Expect(err).NotTo(HaveOccurred())
 })
 
 var _ = AfterSuite(func() {
-	for _, inst := range instances {
-		Expect(inst.Stop()).To(Succeed())
-	}
 	cancel()
 	if env != nil {
 		Expect(env.Stop()).To(Succeed())

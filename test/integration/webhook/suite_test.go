@@ -53,21 +53,14 @@ var _ = BeforeSuite(func() {
 	env, err = framework.Start()
 	Expect(err).NotTo(HaveOccurred())
 	k8sClient = env.Client
-	for i := range webhookInstances {
-		// Every instance serves the webhooks; the first also runs the reconciler.
-		inst, err := env.StartInstance(ctx, framework.InstanceOptions{
-			Operator: operator.Options{DisableControllers: i > 0},
-		})
-		Expect(err).NotTo(HaveOccurred())
-		instances = append(instances, inst)
-	}
-	env.ServeWebhooksFrom(instances...)
+	// Every instance serves the webhooks; the first also runs the reconciler.
+	instances, err = env.StartInstances(ctx, webhookInstances, func(i int) framework.InstanceOptions {
+		return framework.InstanceOptions{Operator: operator.Options{DisableControllers: i > 0}}
+	})
+	Expect(err).NotTo(HaveOccurred())
 })
 
 var _ = AfterSuite(func() {
-	for _, inst := range instances {
-		Expect(inst.Stop()).To(Succeed())
-	}
 	cancel()
 	if env != nil {
 		Expect(env.Stop()).To(Succeed())
