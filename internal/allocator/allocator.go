@@ -158,13 +158,19 @@ func NewToken() string {
 	return hex.EncodeToString(b)
 }
 
-// Claim claims a worker ID for req and returns the assignment, or a *DeniedError.
+// Claim claims a worker ID for req and returns the assignment, or a *DeniedError. The claim's token
+// is req.Claim.Token, or a new one when it is empty: a request whose token already holds a claim
+// (an earlier attempt whose answer was lost) gets that claim back.
 func (a *Allocator) Claim(ctx context.Context, req Request) (Assignment, error) {
 	ctx, cancel := context.WithTimeout(ctx, a.timeout)
 	defer cancel()
 	start := a.now()
 	defer func() { a.Stats.ClaimNanos.Add(int64(time.Since(start))) }()
-	c := &call{req: req, token: NewToken(), ctx: ctx, result: make(chan result, 1), start: time.Now()}
+	token := req.Claim.Token
+	if token == "" {
+		token = NewToken()
+	}
+	c := &call{req: req, token: token, ctx: ctx, result: make(chan result, 1), start: time.Now()}
 	key := groupKey{namespace: req.Namespace, uid: req.ClusterUID, group: req.GroupName}
 
 	a.mu.Lock()

@@ -1166,3 +1166,53 @@ func TestClaimReplacesASliceOfAnotherHostCount(t *testing.T) {
 		t.Errorf("stored slices = %+v, want one 8-host slice holding only the new claim", stored)
 	}
 }
+
+// TestClaimWithTheCallersToken: a claim carries the token its caller chose, and a claim whose
+// token another replica already committed (a forward whose answer was lost, claimed again
+// locally on a stale cache) gets that claim back instead of a second ID.
+func TestClaimWithTheCallersToken(t *testing.T) {
+	cases := []struct {
+		name      string
+		committed bool // the live slice already holds token "t" at ID 1
+		want      Assignment
+		wantHeld  []tpuv1alpha1.WorkerClaim
+	}{
+		{
+			name:     "a new claim takes the caller's token",
+			want:     Assignment{SliceName: sliceName(0), Replica: 0, WorkerID: 1, Token: "t"},
+			wantHeld: []tpuv1alpha1.WorkerClaim{claim(0, "a", earlier), claim(1, "t", now)},
+		},
+		{
+			name:      "a token already committed elsewhere gets its claim back",
+			committed: true,
+			want:      Assignment{SliceName: sliceName(0), Replica: 0, WorkerID: 1, Token: "t"},
+			wantHeld:  []tpuv1alpha1.WorkerClaim{claim(0, "a", earlier), claim(1, "t", earlier)},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cache := newClient(t, interceptor.Funcs{}, existingSlice(0, clusterUID).Claim(0, "a", "", "", earlier).Obj())
+			live := newClient(t, interceptor.Funcs{}, existingSlice(0, clusterUID).Claim(0, "a", "", "", earlier).Obj())
+			if tc.committed {
+				updateStatus(t, live, existingSlice(0, clusterUID).Claim(0, "a", "", "", earlier).Claim(1, "t", "", "", earlier).Obj())
+			}
+			a := newAllocator(staleCache(live, cache), live, timeout)
+			req := request(4, 1)
+			req.Claim.Token = "t"
+			got, err := a.Claim(t.Context(), req)
+			if err != nil {
+				t.Fatalf("Claim() error: %v", err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("Claim() (-want,+got):\n%s", diff)
+			}
+			stored := storedSlices(t, live)
+			if len(stored) != 1 {
+				t.Fatalf("stored slices = %d, want 1", len(stored))
+			}
+			if diff := cmp.Diff(tc.wantHeld, stored[0].Status.Claims, cmpopts.EquateApproxTime(time.Second)); diff != "" {
+				t.Errorf("claims held (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}
