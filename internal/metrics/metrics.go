@@ -42,6 +42,16 @@ const (
 	ResultNotCreate       = "not_create"
 )
 
+// Results of claim forwarding between replicas.
+const (
+	// ForwardAnswered: the owner committed or denied the claim.
+	ForwardAnswered = "answered"
+	// ForwardFallback: the owner could not be reached and the claim was made locally.
+	ForwardFallback = "fallback"
+	// ForwardServed: this replica committed a claim a peer forwarded.
+	ForwardServed = "served"
+)
+
 var (
 	// Admissions counts Pod admissions by result.
 	Admissions = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -83,6 +93,12 @@ var (
 		Help: "Claim writes that lost a resourceVersion conflict (or a create race) to another writer.",
 	})
 
+	// ClaimForwards counts claims sent to, or served for, the replica that owns their worker group.
+	ClaimForwards = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "claim_forwards_total",
+		Help: "Claims forwarded to the replica that owns their worker group (answered, fallback: claimed locally after a failed forward) or served for a peer (served).",
+	}, []string{"result"})
+
 	// ClaimsReleased counts claims the reconciler released, by reason.
 	ClaimsReleased = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: namespace, Name: "claims_released_total",
@@ -91,7 +107,7 @@ var (
 )
 
 func init() {
-	crmetrics.Registry.MustRegister(Admissions, ClaimAttempts, ClaimConflicts, ClaimDuration, ClaimWrites, ClaimWritesLost, ClaimsReleased)
+	crmetrics.Registry.MustRegister(Admissions, ClaimAttempts, ClaimConflicts, ClaimDuration, ClaimWrites, ClaimWritesLost, ClaimForwards, ClaimsReleased)
 }
 
 // sliceCollector reports the slices in the cache by state when scraped.

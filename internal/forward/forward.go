@@ -1,0 +1,356 @@
+/*
+Copyright 2026 The tpu-slice-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package forward makes one webhook replica commit all the claims of a worker group. Each replica
+// sees roughly a third of a slice's admissions when three serve the webhook; if each committed its
+// own, the three would race for the same TPUSliceAssignment and lose conflicts. Instead, the owner
+// of a group (rendezvous hashing over the ready endpoints of the webhook Service) commits them, so
+// the group commit of the allocator batches all of them, and the others forward the claim to it.
+//
+// Forwarding only saves writes and conflicts; it is never trusted for uniqueness, which the
+// resourceVersion-checked status update guarantees. Replicas that disagree about the owner (during a
+// rollout) both commit, and one of them loses a conflict and retries. A forward that fails for any
+// reason other than the owner's answer (connection refused, timeout, TLS or authorization failure)
+// is claimed locally with the same claim token, so a claim the owner committed but could not report
+// is found again rather than made twice.
+package forward
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/ray-tpu/tpu-slice-operator/internal/allocator"
+	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
+)
+
+// Path is where a replica serves the claims other replicas forward to it, on the webhook server.
+// Callers need the RBAC verb "post" on this non-resource URL.
+const Path = "/tpu-claims/v1"
+
+// maxBody bounds a forwarded request's body: a claim request is a few hundred bytes.
+const maxBody = 64 << 10
+
+// Claimer claims a worker ID: the local allocator or a Router in front of it.
+type Claimer interface {
+	Claim(ctx context.Context, req allocator.Request) (allocator.Assignment, error)
+}
+
+// Options configure a Router.
+type Options struct {
+	// Timeout bounds one claim, forwarded or not (the webhook's claim timeout).
+	Timeout time.Duration
+	// ServingCertificate returns the certificate this replica serves. A peer must present the same
+	// public key: every replica serves the certificate of the one webhook Service, so a peer that
+	// proves it holds the key is one of us, and the bearer token goes nowhere else.
+	ServingCertificate func() (*tls.Certificate, error)
+	// Token returns the bearer token that authenticates this replica to its peers.
+	Token func() (string, error)
+	// Log receives forwarding failures.
+	Log logr.Logger
+	// Stats, when set, receives the counts (a Router otherwise keeps its own).
+	Stats *Stats
+	// DialContext, when set, opens the TCP connections to peers (default: net.Dialer). The
+	// integration tests map their instances' names to the loopback address with it.
+	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
+}
+
+// Stats counts forwarding, for tests and benchmarks.
+type Stats struct {
+	// Forwarded claims answered by their owner, Fallbacks claimed locally after a failed forward,
+	// Served claims this replica committed for a peer.
+	Forwarded, Fallbacks, Served atomic.Int64
+}
+
+// Router sends each claim to the replica that owns its worker group and serves the claims peers
+// send to it. It implements Claimer and http.Handler.
+type Router struct {
+	local  Claimer
+	peers  *Peers
+	opts   Options
+	client *http.Client
+	stats  *Stats
+}
+
+// NewRouter returns a Router that claims through local what this replica owns or serves.
+func NewRouter(local Claimer, peers *Peers, opts Options) *Router {
+	r := &Router{local: local, peers: peers, opts: opts, stats: opts.Stats}
+	if r.stats == nil {
+		r.stats = &Stats{}
+	}
+	r.client = &http.Client{Transport: &http.Transport{
+		DialTLSContext:      r.dialPeer,
+		MaxIdleConnsPerHost: 64,
+		IdleConnTimeout:     90 * time.Second,
+	}}
+	return r
+}
+
+// Stats returns the Router's counts.
+func (r *Router) Stats() *Stats { return r.stats }
+
+// GroupKey is the key a worker group's owner is chosen by.
+func GroupKey(req allocator.Request) string {
+	return req.Namespace + "/" + string(req.ClusterUID) + "/" + req.GroupName
+}
+
+// Claim claims through the owner of req's group, or locally when this replica owns it, no owner is
+// known, or the owner cannot be reached.
+func (r *Router) Claim(ctx context.Context, req allocator.Request) (allocator.Assignment, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
+	defer cancel()
+	// The token is chosen here, so that a local retry of a forward presents the same one.
+	if req.Claim.Token == "" {
+		req.Claim.Token = allocator.NewToken()
+	}
+	owner, ok := r.peers.Owner(GroupKey(req))
+	if !ok || owner == r.peers.Self() {
+		return r.local.Claim(ctx, req)
+	}
+	// The owner gets two thirds of the budget: the rest is for claiming locally if it fails.
+	fctx, fcancel := context.WithTimeout(ctx, r.opts.Timeout*2/3)
+	assignment, err := r.forward(fctx, owner, req)
+	fcancel()
+	var denied *allocator.DeniedError
+	switch {
+	case err == nil:
+		r.stats.Forwarded.Add(1)
+		metrics.ClaimForwards.WithLabelValues(metrics.ForwardAnswered).Inc()
+		return assignment, nil
+	case errors.As(err, &denied):
+		r.stats.Forwarded.Add(1)
+		metrics.ClaimForwards.WithLabelValues(metrics.ForwardAnswered).Inc()
+		return allocator.Assignment{}, denied
+	}
+	r.stats.Fallbacks.Add(1)
+	metrics.ClaimForwards.WithLabelValues(metrics.ForwardFallback).Inc()
+	r.opts.Log.Info("Forwarding a claim to its owner failed, claiming locally", "owner", owner,
+		"namespace", req.Namespace, "rayCluster", req.ClusterName, "group", req.GroupName, "err", err)
+	return r.local.Claim(ctx, req)
+}
+
+// wireRequest and wireResponse are the forwarded claim and its answer: an assignment or a denial.
+type wireRequest struct {
+	Request allocator.Request `json:"request"`
+	// TimeoutMillis is how long the owner may take.
+	TimeoutMillis int64 `json:"timeoutMillis"`
+}
+
+type wireResponse struct {
+	Assignment *allocator.Assignment  `json:"assignment,omitempty"`
+	Denied     *allocator.DeniedError `json:"denied,omitempty"`
+}
+
+func (r *Router) forward(ctx context.Context, owner string, req allocator.Request) (allocator.Assignment, error) {
+	timeout := r.opts.Timeout
+	if d, ok := ctx.Deadline(); ok {
+		timeout = time.Until(d)
+	}
+	body, err := json.Marshal(wireRequest{Request: req, TimeoutMillis: timeout.Milliseconds()})
+	if err != nil {
+		return allocator.Assignment{}, err
+	}
+	token, err := r.opts.Token()
+	if err != nil {
+		return allocator.Assignment{}, fmt.Errorf("reading the bearer token: %w", err)
+	}
+	httpReq, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://"+owner+Path, bytes.NewReader(body))
+	if err != nil {
+		return allocator.Assignment{}, err
+	}
+	httpReq.Header.Set("Content-Type", "application/json")
+	httpReq.Header.Set("Authorization", "Bearer "+token)
+	resp, err := r.client.Do(httpReq)
+	if err != nil {
+		return allocator.Assignment{}, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	if err != nil {
+		return allocator.Assignment{}, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return allocator.Assignment{}, fmt.Errorf("owner answered %s: %s", resp.Status, strings.TrimSpace(string(data)))
+	}
+	var out wireResponse
+	if err := json.Unmarshal(data, &out); err != nil {
+		return allocator.Assignment{}, fmt.Errorf("decoding the owner's answer: %w", err)
+	}
+	switch {
+	case out.Denied != nil:
+		return allocator.Assignment{}, out.Denied
+	case out.Assignment != nil:
+		return *out.Assignment, nil
+	}
+	return allocator.Assignment{}, errors.New("the owner's answer holds neither an assignment nor a denial")
+}
+
+// ServeHTTP commits a claim a peer forwarded. It never forwards again: whoever receives a
+// forwarded claim commits it, so replicas that disagree about the owner cannot bounce a claim.
+// Authentication and authorization are the caller's (Setup wraps the Router).
+func (r *Router) ServeHTTP(w http.ResponseWriter, httpReq *http.Request) {
+	if httpReq.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		http.Error(w, "only POST", http.StatusMethodNotAllowed)
+		return
+	}
+	var in wireRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, httpReq.Body, maxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		http.Error(w, "decoding the claim: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	if msg := validate(&in); msg != "" {
+		http.Error(w, msg, http.StatusBadRequest)
+		return
+	}
+	timeout := min(time.Duration(in.TimeoutMillis)*time.Millisecond, r.opts.Timeout)
+	ctx, cancel := context.WithTimeout(httpReq.Context(), timeout)
+	defer cancel()
+	r.stats.Served.Add(1)
+	metrics.ClaimForwards.WithLabelValues(metrics.ForwardServed).Inc()
+	assignment, err := r.local.Claim(ctx, in.Request)
+	var out wireResponse
+	var denied *allocator.DeniedError
+	switch {
+	case err == nil:
+		out.Assignment = &assignment
+	case errors.As(err, &denied):
+		out.Denied = denied
+	default:
+		http.Error(w, "claiming: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(&out) // the caller falls back on a broken answer.
+}
+
+// validate returns what makes a forwarded claim unusable, or "".
+func validate(in *wireRequest) string {
+	req := &in.Request
+	switch {
+	case req.Namespace == "" || req.ClusterName == "" || req.ClusterUID == "" || req.GroupName == "":
+		return "the claim must name the namespace, RayCluster (name and UID) and worker group"
+	case req.Hosts < 1:
+		return "the claim's slice must have at least one host"
+	case req.Claim.Token == "":
+		return "the claim must carry its token"
+	case in.TimeoutMillis <= 0:
+		return "the claim's timeout must be positive"
+	}
+	return ""
+}
+
+// dialPeer dials a peer's webhook server and accepts it only if it presents the public key of this
+// replica's own serving certificate, for the name that certificate is for.
+func (r *Router) dialPeer(ctx context.Context, network, addr string) (net.Conn, error) {
+	own, err := r.opts.ServingCertificate()
+	if err != nil {
+		return nil, fmt.Errorf("reading this replica's serving certificate: %w", err)
+	}
+	if own == nil || len(own.Certificate) == 0 {
+		return nil, errors.New("this replica serves no certificate yet")
+	}
+	leaf, err := x509.ParseCertificate(own.Certificate[0])
+	if err != nil {
+		return nil, fmt.Errorf("parsing this replica's serving certificate: %w", err)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(leaf)
+	config := &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		ServerName: serverName(leaf),
+		// The pinned certificate itself is the only root, so a peer must present our own
+		// certificate; checking the public key as well keeps the pin if only the chain differs.
+		RootCAs: roots,
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) == 0 || !bytes.Equal(cs.PeerCertificates[0].RawSubjectPublicKeyInfo, leaf.RawSubjectPublicKeyInfo) {
+				return errors.New("the peer does not serve this replica's certificate")
+			}
+			return nil
+		},
+		NextProtos: []string{"http/1.1"},
+	}
+	dial := r.opts.DialContext
+	if dial == nil {
+		dial = (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	}
+	raw, err := dial(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	conn := tls.Client(raw, config)
+	if err := conn.HandshakeContext(ctx); err != nil {
+		_ = raw.Close()
+		return nil, err
+	}
+	return conn, nil
+}
+
+// serverName is the first name the certificate is for: a peer is dialed by address, but its
+// certificate is for the webhook Service's DNS names.
+func serverName(leaf *x509.Certificate) string {
+	if len(leaf.DNSNames) > 0 {
+		return leaf.DNSNames[0]
+	}
+	if len(leaf.IPAddresses) > 0 {
+		return leaf.IPAddresses[0].String()
+	}
+	return leaf.Subject.CommonName
+}
+
+// FileToken returns a token source that reads path, again at most once a minute, as client-go does
+// for the projected ServiceAccount token, which the kubelet rotates.
+func FileToken(path string) func() (string, error) {
+	var (
+		mu     sync.Mutex
+		token  string
+		readAt time.Time
+	)
+	return func() (string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if token != "" && time.Since(readAt) < time.Minute {
+			return token, nil
+		}
+		data, err := os.ReadFile(path) //nolint:gosec // path is the configured token file.
+		if err != nil {
+			return "", err
+		}
+		token, readAt = strings.TrimSpace(string(data)), time.Now()
+		return token, nil
+	}
+}
+
+// StaticToken returns a token source that always returns token.
+func StaticToken(token string) func() (string, error) {
+	return func() (string, error) { return token, nil }
+}

@@ -1,0 +1,331 @@
+/*
+Copyright 2026 The tpu-slice-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package forward
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
+	"math/big"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/ray-tpu/tpu-slice-operator/internal/allocator"
+)
+
+const serviceName = "tpu-slice-operator-webhook-service.tpu-slice-operator-system.svc"
+
+// newCert returns a self-signed serving certificate for the webhook Service's name, as every
+// replica of one install serves.
+func newCert(t *testing.T) tls.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1),
+		Subject:      pkix.Name{CommonName: serviceName},
+		DNSNames:     []string{serviceName},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+// fakeClaimer records the requests it is asked and answers with assignment or err.
+type fakeClaimer struct {
+	mu         sync.Mutex
+	requests   []allocator.Request
+	assignment allocator.Assignment
+	err        error
+}
+
+func (f *fakeClaimer) Claim(_ context.Context, req allocator.Request) (allocator.Assignment, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.requests = append(f.requests, req)
+	return f.assignment, f.err
+}
+
+func (f *fakeClaimer) tokens() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]string, len(f.requests))
+	for i, r := range f.requests {
+		out[i] = r.Claim.Token
+	}
+	return out
+}
+
+func request() allocator.Request {
+	return allocator.Request{
+		Namespace: "team-a", ClusterName: "rc", ClusterUID: "uid-1", GroupName: "tpu",
+		Hosts: 4, Topology: "4x4", Accelerator: "tpu-v6e-slice", DesiredReplicas: 2,
+	}
+}
+
+// owner is a replica that serves forwarded claims with cert, answering through local; wrap, when
+// set, sees each request first.
+type owner struct {
+	router *Router
+	local  *fakeClaimer
+	server *httptest.Server
+	auth   []string
+}
+
+func startOwner(t *testing.T, cert tls.Certificate, local *fakeClaimer) *owner {
+	t.Helper()
+	o := &owner{local: local}
+	o.router = NewRouter(local, NewPeers("owner"), Options{Timeout: 5 * time.Second, Log: logr.Discard()})
+	var mu sync.Mutex
+	o.server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		o.auth = append(o.auth, r.Header.Get("Authorization"))
+		mu.Unlock()
+		if r.URL.Path != Path {
+			http.NotFound(w, r)
+			return
+		}
+		o.router.ServeHTTP(w, r)
+	}))
+	o.server.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	o.server.StartTLS()
+	t.Cleanup(o.server.Close)
+	return o
+}
+
+func (o *owner) addr() string { return strings.TrimPrefix(o.server.URL, "https://") }
+
+func newCaller(cert tls.Certificate, local Claimer, members ...string) *Router {
+	peers := NewPeers("caller:9443")
+	peers.Set(members)
+	return NewRouter(local, peers, Options{
+		Timeout:            5 * time.Second,
+		ServingCertificate: func() (*tls.Certificate, error) { return &cert, nil },
+		Token:              StaticToken("caller-token"),
+		Log:                logr.Discard(),
+	})
+}
+
+func TestRouterClaimsLocally(t *testing.T) {
+	cert := newCert(t)
+	cases := []struct {
+		name    string
+		members []string
+	}{
+		{name: "no replica is ready", members: nil},
+		{name: "this replica is the only one", members: []string{"caller:9443"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			local := &fakeClaimer{assignment: allocator.Assignment{SliceName: "s", WorkerID: 3}}
+			r := newCaller(cert, local, tc.members...)
+			got, err := r.Claim(context.Background(), request())
+			if err != nil {
+				t.Fatalf("Claim() error = %v", err)
+			}
+			if diff := cmp.Diff(local.assignment, got); diff != "" {
+				t.Errorf("Claim() mismatch (-want +got):\n%s", diff)
+			}
+			if tokens := local.tokens(); len(tokens) != 1 || tokens[0] == "" {
+				t.Errorf("local claims = %q, want one with a token", tokens)
+			}
+			if s := r.Stats(); s.Forwarded.Load() != 0 || s.Fallbacks.Load() != 0 {
+				t.Errorf("forwarded %d, fallbacks %d; want none", s.Forwarded.Load(), s.Fallbacks.Load())
+			}
+		})
+	}
+}
+
+func TestRouterForwardsToTheOwner(t *testing.T) {
+	cert := newCert(t)
+	cases := []struct {
+		name       string
+		ownerLocal *fakeClaimer
+		want       allocator.Assignment
+		wantErr    *allocator.DeniedError
+	}{
+		{
+			name:       "the owner commits",
+			ownerLocal: &fakeClaimer{assignment: allocator.Assignment{SliceName: "rc-tpu-0", Replica: 0, WorkerID: 2, Token: "from-owner"}},
+			want:       allocator.Assignment{SliceName: "rc-tpu-0", Replica: 0, WorkerID: 2, Token: "from-owner"},
+		},
+		{
+			name:       "the owner's transient denial is the answer",
+			ownerLocal: &fakeClaimer{err: &allocator.DeniedError{Transient: true, Message: "all 2 slices are fully claimed"}},
+			wantErr:    &allocator.DeniedError{Transient: true, Message: "all 2 slices are fully claimed"},
+		},
+		{
+			name:       "the owner's permanent denial is the answer",
+			ownerLocal: &fakeClaimer{err: &allocator.DeniedError{Message: "outside a slice of 4 hosts"}},
+			wantErr:    &allocator.DeniedError{Message: "outside a slice of 4 hosts"},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o := startOwner(t, cert, tc.ownerLocal)
+			local := &fakeClaimer{}
+			r := newCaller(cert, local, o.addr())
+			req := request()
+			req.Claim.Token = "tok-1"
+			got, err := r.Claim(context.Background(), req)
+			var denied *allocator.DeniedError
+			if tc.wantErr != nil {
+				if !errors.As(err, &denied) {
+					t.Fatalf("Claim() error = %v, want a denial", err)
+				}
+				if diff := cmp.Diff(tc.wantErr, denied); diff != "" {
+					t.Errorf("denial mismatch (-want +got):\n%s", diff)
+				}
+			} else if err != nil {
+				t.Fatalf("Claim() error = %v", err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("Claim() mismatch (-want +got):\n%s", diff)
+			}
+			if len(local.requests) != 0 {
+				t.Errorf("the caller claimed locally %d times; the owner answered", len(local.requests))
+			}
+			if diff := cmp.Diff([]allocator.Request{req}, tc.ownerLocal.requests); diff != "" {
+				t.Errorf("the owner's claims mismatch (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff([]string{"Bearer caller-token"}, o.auth); diff != "" {
+				t.Errorf("Authorization headers mismatch (-want +got):\n%s", diff)
+			}
+			if r.Stats().Forwarded.Load() != 1 || o.router.Stats().Served.Load() != 1 {
+				t.Errorf("forwarded %d, served %d; want 1, 1", r.Stats().Forwarded.Load(), o.router.Stats().Served.Load())
+			}
+		})
+	}
+}
+
+// TestRouterFallsBack: whatever goes wrong between the replicas, the claim is made locally with
+// the token the owner may already have committed, so that the allocator finds that claim again.
+func TestRouterFallsBack(t *testing.T) {
+	cert := newCert(t)
+	cases := []struct {
+		name string
+		// setup returns the owner's address and, if the request reaches it, its claimer.
+		setup func(t *testing.T) (string, *fakeClaimer)
+		// reaches: the owner receives the claim (and must see the caller's token).
+		reaches bool
+	}{
+		{
+			name: "the owner is gone",
+			setup: func(t *testing.T) (string, *fakeClaimer) {
+				o := startOwner(t, cert, &fakeClaimer{})
+				o.server.Close()
+				return o.addr(), o.local
+			},
+		},
+		{
+			name: "the owner serves another key (not one of us)",
+			setup: func(t *testing.T) (string, *fakeClaimer) {
+				o := startOwner(t, newCert(t), &fakeClaimer{})
+				return o.addr(), o.local
+			},
+		},
+		{
+			name: "the owner fails the claim with an error that is not a denial",
+			setup: func(t *testing.T) (string, *fakeClaimer) {
+				o := startOwner(t, cert, &fakeClaimer{err: errors.New("boom")})
+				return o.addr(), o.local
+			},
+			reaches: true,
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			addr, ownerLocal := tc.setup(t)
+			local := &fakeClaimer{assignment: allocator.Assignment{SliceName: "rc-tpu-0", WorkerID: 1}}
+			r := newCaller(cert, local, addr)
+			got, err := r.Claim(context.Background(), request())
+			if err != nil {
+				t.Fatalf("Claim() error = %v", err)
+			}
+			if diff := cmp.Diff(local.assignment, got); diff != "" {
+				t.Errorf("Claim() mismatch (-want +got):\n%s", diff)
+			}
+			tokens := local.tokens()
+			if len(tokens) != 1 || tokens[0] == "" {
+				t.Fatalf("local claims = %q, want one with a token", tokens)
+			}
+			if tc.reaches {
+				if diff := cmp.Diff(tokens, ownerLocal.tokens()); diff != "" {
+					t.Errorf("the fallback's token differs from the forwarded one (-owner +local):\n%s", diff)
+				}
+			} else if n := len(ownerLocal.tokens()); n != 0 {
+				t.Errorf("the owner claimed %d times, want 0", n)
+			}
+			if r.Stats().Fallbacks.Load() != 1 || r.Stats().Forwarded.Load() != 0 {
+				t.Errorf("fallbacks %d, forwarded %d; want 1, 0", r.Stats().Fallbacks.Load(), r.Stats().Forwarded.Load())
+			}
+		})
+	}
+}
+
+func TestServeHTTPRefusesBadClaims(t *testing.T) {
+	local := &fakeClaimer{}
+	r := NewRouter(local, NewPeers("owner"), Options{Timeout: time.Second, Log: logr.Discard()})
+	cases := []struct {
+		name, method, body string
+		want               int
+	}{
+		{name: "not a POST", method: http.MethodGet, want: http.StatusMethodNotAllowed},
+		{name: "not JSON", method: http.MethodPost, body: "{", want: http.StatusBadRequest},
+		{name: "unknown field", method: http.MethodPost, body: `{"request":{},"timeoutMillis":1,"extra":1}`, want: http.StatusBadRequest},
+		{name: "no group", method: http.MethodPost, body: `{"request":{"Namespace":"ns","ClusterName":"rc","ClusterUID":"u","Hosts":4,"Claim":{"Token":"t"}},"timeoutMillis":100}`, want: http.StatusBadRequest},
+		{name: "no hosts", method: http.MethodPost, body: `{"request":{"Namespace":"ns","ClusterName":"rc","ClusterUID":"u","GroupName":"g","Claim":{"Token":"t"}},"timeoutMillis":100}`, want: http.StatusBadRequest},
+		{name: "no token", method: http.MethodPost, body: `{"request":{"Namespace":"ns","ClusterName":"rc","ClusterUID":"u","GroupName":"g","Hosts":4},"timeoutMillis":100}`, want: http.StatusBadRequest},
+		{name: "no timeout", method: http.MethodPost, body: `{"request":{"Namespace":"ns","ClusterName":"rc","ClusterUID":"u","GroupName":"g","Hosts":4,"Claim":{"Token":"t"}}}`, want: http.StatusBadRequest},
+		{name: "too large", method: http.MethodPost, body: `{"request":{"Namespace":"` + strings.Repeat("n", maxBody) + `"}}`, want: http.StatusBadRequest},
+		{name: "valid", method: http.MethodPost, body: `{"request":{"Namespace":"ns","ClusterName":"rc","ClusterUID":"u","GroupName":"g","Hosts":4,"Claim":{"Token":"t"}},"timeoutMillis":100}`, want: http.StatusOK},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			before := len(local.tokens())
+			w := httptest.NewRecorder()
+			r.ServeHTTP(w, httptest.NewRequest(tc.method, Path, strings.NewReader(tc.body)))
+			if w.Code != tc.want {
+				t.Fatalf("status = %d (%s), want %d", w.Code, strings.TrimSpace(w.Body.String()), tc.want)
+			}
+			claimed := len(local.tokens()) - before
+			if want := map[bool]int{true: 1, false: 0}[tc.want == http.StatusOK]; claimed != want {
+				t.Errorf("claims made = %d, want %d", claimed, want)
+			}
+		})
+	}
+}
