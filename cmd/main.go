@@ -20,11 +20,17 @@ package main
 
 import (
 	"crypto/tls"
+	"errors"
 	"flag"
+	"net"
 	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -33,13 +39,19 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/ray-tpu/tpu-slice-operator/internal/certs"
+	"github.com/ray-tpu/tpu-slice-operator/internal/forward"
 	"github.com/ray-tpu/tpu-slice-operator/internal/operator"
+	"github.com/ray-tpu/tpu-slice-operator/webhooks"
 )
+
+// podIPEnv holds the Pod's IP (downward API): with claim forwarding, the replica's own endpoint.
+const podIPEnv = "POD_IP"
 
 func main() {
 	var (
 		metricsAddr, probeAddr, webhookCertPath string
 		secureMetrics, enableHTTP2, leaderElect bool
+		claimForwarding                         bool
 		webhookPort                             int
 		opts                                    operator.Options
 		certOpts                                certs.Options
@@ -51,6 +63,8 @@ func main() {
 	flag.BoolVar(&enableHTTP2, "enable-http2", false, "Enable HTTP/2 on the webhook and metrics servers (off by default: CVE-2023-44487, CVE-2023-39325).")
 	flag.StringVar(&webhookCertPath, "webhook-cert-path", "", "Directory holding the webhook serving certificate (tls.crt, tls.key) in --cert-mode=external; empty uses controller-runtime's default.")
 	flag.IntVar(&webhookPort, "webhook-port", webhook.DefaultPort, "Port the admission webhooks listen on.")
+	flag.BoolVar(&claimForwarding, "claim-forwarding", false, "Send each claim to the replica that owns its worker group (chosen over the ready endpoints of --webhook-service-name), "+
+		"so that one replica commits a group's claims together; needs $"+podIPEnv+" and a ServiceAccount token.")
 	opts.BindFlags(flag.CommandLine)
 	certOpts.BindFlags(flag.CommandLine)
 	zapOpts := zap.Options{Development: false}
@@ -84,7 +98,17 @@ func main() {
 		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
 
-	mgr, err := operator.New(ctrl.GetConfigOrDie(), manager.Options{
+	cfg := ctrl.GetConfigOrDie()
+	var certWatcher *certwatcher.CertWatcher
+	if claimForwarding {
+		var err error
+		if opts.Webhooks.Forward, certWatcher, err = forwardOptions(cfg, certOpts, rotator, webhookCertPath, webhookPort); err != nil {
+			log.Error(err, "Invalid claim forwarding options")
+			os.Exit(1)
+		}
+	}
+
+	mgr, err := operator.New(cfg, manager.Options{
 		Metrics:                metricsOpts,
 		WebhookServer:          webhook.NewServer(webhook.Options{Port: webhookPort, CertDir: webhookCertPath, TLSOpts: webhookTLSOpts}),
 		HealthProbeBindAddress: probeAddr,
@@ -96,6 +120,12 @@ func main() {
 	if err != nil {
 		log.Error(err, "Unable to create manager")
 		os.Exit(1)
+	}
+	if certWatcher != nil {
+		if err := mgr.Add(certWatcher); err != nil {
+			log.Error(err, "Unable to watch the serving certificate")
+			os.Exit(1)
+		}
 	}
 	if rotator != nil {
 		if err := rotator.SetupWithManager(mgr); err != nil {
@@ -125,9 +155,49 @@ func main() {
 		os.Exit(1)
 	}
 
-	log.Info("Starting manager", "leaderElection", leaderElect, "metricsAddress", metricsAddr, "webhookPort", webhookPort, "certMode", certOpts.Mode)
+	log.Info("Starting manager", "leaderElection", leaderElect, "metricsAddress", metricsAddr, "webhookPort", webhookPort, "certMode", certOpts.Mode, "claimForwarding", claimForwarding)
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		log.Error(err, "Manager exited with an error")
 		os.Exit(1)
 	}
+}
+
+// forwardOptions configures claim forwarding: peers are the ready endpoints of the webhook Service,
+// this replica is $POD_IP on the webhook port, peers must present this replica's serving
+// certificate (the rotator's in self-signed mode, else the files, watched), and this replica
+// authenticates with its ServiceAccount token.
+func forwardOptions(cfg *rest.Config, certOpts certs.Options, rotator *certs.Rotator, certDir string, port int) (webhooks.ForwardOptions, *certwatcher.CertWatcher, error) {
+	if err := certOpts.Complete(); err != nil {
+		return webhooks.ForwardOptions{}, nil, err
+	}
+	podIP := os.Getenv(podIPEnv)
+	if podIP == "" {
+		return webhooks.ForwardOptions{}, nil, errors.New("--claim-forwarding needs $" + podIPEnv + " (downward API status.podIP)")
+	}
+	opts := webhooks.ForwardOptions{
+		Service:   certOpts.ServiceName,
+		Namespace: certOpts.Namespace,
+		Self:      net.JoinHostPort(podIP, strconv.Itoa(port)),
+	}
+	switch {
+	case cfg.BearerTokenFile != "":
+		opts.Token = forward.FileToken(cfg.BearerTokenFile)
+	case cfg.BearerToken != "":
+		opts.Token = forward.StaticToken(cfg.BearerToken)
+	default:
+		return webhooks.ForwardOptions{}, nil, errors.New("--claim-forwarding needs a bearer token to authenticate to the other replicas (run in-cluster with a ServiceAccount)")
+	}
+	if rotator != nil {
+		opts.ServingCertificate = func() (*tls.Certificate, error) { return rotator.GetCertificate(nil) }
+		return opts, nil, nil
+	}
+	if certDir == "" {
+		certDir = filepath.Join(os.TempDir(), "k8s-webhook-server", "serving-certs") // controller-runtime's default
+	}
+	watcher, err := certwatcher.New(filepath.Join(certDir, "tls.crt"), filepath.Join(certDir, "tls.key"))
+	if err != nil {
+		return webhooks.ForwardOptions{}, nil, err
+	}
+	opts.ServingCertificate = func() (*tls.Certificate, error) { return watcher.GetCertificate(nil) }
+	return opts, watcher, nil
 }

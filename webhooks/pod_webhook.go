@@ -38,6 +38,7 @@ import (
 
 	"github.com/ray-tpu/tpu-slice-operator/internal/allocator"
 	"github.com/ray-tpu/tpu-slice-operator/internal/claims"
+	"github.com/ray-tpu/tpu-slice-operator/internal/forward"
 	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
 	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
 	"github.com/ray-tpu/tpu-slice-operator/internal/topology"
@@ -49,9 +50,10 @@ import (
 // podWebhook gives each KubeRay TPU worker Pod a unique worker ID in its slice and the environment,
 // hostname, labels and affinity that go with it (SPEC §1, §3–§5).
 type podWebhook struct {
-	client    client.Client // cached reads
-	reader    client.Reader // live reads
-	allocator *allocator.Allocator
+	client    client.Client        // cached reads
+	reader    client.Reader        // live reads
+	allocator *allocator.Allocator // dry runs
+	claimer   forward.Claimer      // claims: the allocator, or a Router in front of it
 }
 
 var _ admission.Defaulter[*corev1.Pod] = &podWebhook{}
@@ -148,7 +150,7 @@ func (w *podWebhook) assign(ctx context.Context, req admission.Request, pod *cor
 		assignment, err = w.allocator.Plan(ctx, claimReq)
 		assignment.Token = "dry-run"
 	} else {
-		assignment, err = w.allocator.Claim(ctx, claimReq)
+		assignment, err = w.claimer.Claim(ctx, claimReq)
 	}
 	if err != nil {
 		log.Info("TPU worker ID claim denied", "err", err)

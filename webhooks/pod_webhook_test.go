@@ -193,7 +193,8 @@ func newClient(t *testing.T, calls *apiCalls, get func(context.Context, client.W
 
 // newPodWebhook returns the Pod webhook reading from and writing to c, as cache and API server.
 func newPodWebhook(c client.Client) *podWebhook {
-	return &podWebhook{client: c, reader: c, allocator: allocator.New(c, c, claimTimeout)}
+	alloc := allocator.New(c, c, claimTimeout)
+	return &podWebhook{client: c, reader: c, allocator: alloc, claimer: alloc}
 }
 
 // admissionContext returns the context of a Pod admission request in testNS.
@@ -1203,7 +1204,8 @@ func TestPodWebhookReadsLiveRayClusterIntoAFreshObject(t *testing.T) {
 		return json.Unmarshal(data, obj)
 	}
 	live := newClient(t, &liveCalls, decodeInPlace, newRC)
-	w := &podWebhook{client: cache, reader: live, allocator: allocator.New(cache, cache, claimTimeout)}
+	alloc := allocator.New(cache, cache, claimTimeout)
+	w := &podWebhook{client: cache, reader: live, allocator: alloc, claimer: alloc}
 	got := testutil.WorkerPodFor(newRC, group).Obj()
 
 	if err := w.Default(admissionContext(t, admissionv1.Create, false), got); err != nil {

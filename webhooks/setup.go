@@ -21,18 +21,25 @@ package webhooks
 
 import (
 	"context"
+	"crypto/tls"
 	"flag"
 	"fmt"
+	"net"
+	"slices"
+	"strings"
 	"time"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/allocator"
+	"github.com/ray-tpu/tpu-slice-operator/internal/forward"
 )
 
 // +kubebuilder:webhookconfiguration:mutating=true,name=webhook-configuration
@@ -42,6 +49,8 @@ import (
 // +kubebuilder:rbac:groups=ray.io,resources=rayclusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups=tpu.ray.io,resources=tpusliceassignments,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups=tpu.ray.io,resources=tpusliceassignments/status,verbs=get;update
+// +kubebuilder:rbac:urls=/tpu-claims/v1,verbs=post
+// +kubebuilder:rbac:groups=discovery.k8s.io,namespace=system,resources=endpointslices,verbs=get;list;watch
 
 // DefaultClaimTimeout bounds one Pod admission's claim, well inside the webhook's 10 s timeout.
 const DefaultClaimTimeout = 6 * time.Second
@@ -52,6 +61,57 @@ type Options struct {
 	ClaimTimeout time.Duration
 	// Allocator, when set, is used instead of a new one (tests read its Stats).
 	Allocator *allocator.Allocator
+	// Forward, when its Service is set, sends each claim to the replica that owns its worker group.
+	Forward ForwardOptions
+}
+
+// DefaultWebhookPortName is the webhook Service's port name (config/webhook/service.yaml).
+const DefaultWebhookPortName = "webhook"
+
+// ForwardOptions configure claim forwarding between the replicas behind the webhook Service.
+type ForwardOptions struct {
+	// Service and Namespace name the webhook Service: its ready endpoints are the replicas.
+	// An empty Service turns forwarding off.
+	Service, Namespace string
+	// PortName is the Service port the webhooks are served on (default DefaultWebhookPortName).
+	PortName string
+	// Self is this replica's address (host:port) as the Service's endpoints list it.
+	Self string
+	// ServingCertificate returns the certificate this replica's webhook server presents; peers
+	// must present the same public key.
+	ServingCertificate func() (*tls.Certificate, error)
+	// Token returns the bearer token this replica presents to its peers.
+	Token func() (string, error)
+	// Stats, when set, receives the forwarding counts (tests and benchmarks).
+	Stats *forward.Stats
+	// Peers, when set, is the peer set to keep up to date (tests observe it); else a new one.
+	Peers *forward.Peers
+	// DialContext, when set, opens the connections to peers (tests).
+	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
+}
+
+// Enabled reports whether claims are forwarded.
+func (o *ForwardOptions) Enabled() bool { return o.Service != "" }
+
+func (o *ForwardOptions) validate() error {
+	var missing []string
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{
+		{"namespace", o.Namespace != ""},
+		{"own address", o.Self != ""},
+		{"serving certificate", o.ServingCertificate != nil},
+		{"bearer token", o.Token != nil},
+	} {
+		if !f.set {
+			missing = append(missing, f.name)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("claim forwarding through Service %s needs: %s", o.Service, strings.Join(missing, ", "))
+	}
+	return nil
 }
 
 // BindFlags registers the options' command-line flags.
@@ -77,12 +137,74 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if alloc == nil {
 		alloc = allocator.New(mgr.GetClient(), mgr.GetAPIReader(), opts.ClaimTimeout)
 	}
+	var claimer forward.Claimer = alloc
+	if opts.Forward.Enabled() {
+		router, err := setupForwarding(mgr, alloc, opts)
+		if err != nil {
+			return err
+		}
+		claimer = router
+	}
 	if err := ctrl.NewWebhookManagedBy(mgr, &corev1.Pod{}).
-		WithDefaulter(&podWebhook{client: mgr.GetClient(), reader: mgr.GetAPIReader(), allocator: alloc}).
+		WithDefaulter(&podWebhook{client: mgr.GetClient(), reader: mgr.GetAPIReader(), allocator: alloc, claimer: claimer}).
 		Complete(); err != nil {
 		return err
 	}
 	return ctrl.NewWebhookManagedBy(mgr, &rayv1.RayCluster{}).
 		WithValidator(&rayClusterWebhook{}).
 		Complete()
+}
+
+// setupForwarding returns the Router that sends claims to their group's owner, keeps its peers in
+// step with the webhook Service's EndpointSlices, and serves the claims peers forward, behind
+// Kubernetes authentication (TokenReview) and authorization (SubjectAccessReview on Path).
+func setupForwarding(mgr ctrl.Manager, alloc *allocator.Allocator, opts Options) (*forward.Router, error) {
+	fo := opts.Forward
+	if err := fo.validate(); err != nil {
+		return nil, err
+	}
+	if fo.PortName == "" {
+		fo.PortName = DefaultWebhookPortName
+	}
+	log := mgr.GetLogger().WithName("claim-forwarding")
+	peers := fo.Peers
+	if peers == nil {
+		peers = forward.NewPeers(fo.Self)
+	}
+	router := forward.NewRouter(alloc, peers, forward.Options{
+		Timeout: opts.ClaimTimeout, ServingCertificate: fo.ServingCertificate, Token: fo.Token, Log: log, Stats: fo.Stats,
+		DialContext: fo.DialContext,
+	})
+
+	informer, err := mgr.GetCache().GetInformer(context.Background(), &discoveryv1.EndpointSlice{}, cache.BlockUntilSynced(false))
+	if err != nil {
+		return nil, fmt.Errorf("starting the EndpointSlice informer: %w", err)
+	}
+	refresh := func() {
+		var list discoveryv1.EndpointSliceList
+		if err := mgr.GetCache().List(context.Background(), &list, client.InNamespace(fo.Namespace),
+			client.MatchingLabels{discoveryv1.LabelServiceName: fo.Service}); err != nil {
+			log.Error(err, "Listing the webhook Service's EndpointSlices")
+			return
+		}
+		members := forward.ReadyAddresses(list.Items, fo.PortName)
+		if !slices.Equal(members, peers.Members()) {
+			log.Info("Webhook replicas changed", "replicas", members, "self", fo.Self)
+			peers.Set(members)
+		}
+	}
+	if _, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { refresh() },
+		UpdateFunc: func(any, any) { refresh() },
+		DeleteFunc: func(any) { refresh() },
+	}); err != nil {
+		return nil, fmt.Errorf("watching the webhook Service's EndpointSlices: %w", err)
+	}
+
+	handler, err := forward.Authenticated(mgr.GetConfig(), mgr.GetHTTPClient(), log, router)
+	if err != nil {
+		return nil, fmt.Errorf("building the authentication of forwarded claims: %w", err)
+	}
+	mgr.GetWebhookServer().Register(forward.Path, handler)
+	return router, nil
 }

@@ -30,6 +30,7 @@ import (
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	rayutils "github.com/ray-project/kuberay/ray-operator/controllers/ray/utils"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -82,8 +83,9 @@ type Options struct {
 }
 
 // CacheOptions limits what the manager caches: only KubeRay worker Pods, trimmed to the fields the
-// operator reads, so memory stays flat in the number of other Pods in the cluster.
-func CacheOptions() cache.Options {
+// operator reads, so memory stays flat in the number of other Pods in the cluster, and, with claim
+// forwarding, only the EndpointSlices of the webhook Service.
+func CacheOptions(opts Options) cache.Options {
 	workerPods := labels.NewSelector()
 	for _, req := range []struct {
 		key    string
@@ -98,11 +100,16 @@ func CacheOptions() cache.Options {
 		utilruntime.Must(err)
 		workerPods = workerPods.Add(*r)
 	}
-	return cache.Options{
-		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Pod{}: {Label: workerPods, Transform: TrimPod},
-		},
+	byObject := map[client.Object]cache.ByObject{
+		&corev1.Pod{}: {Label: workerPods, Transform: TrimPod},
 	}
+	if fo := opts.Webhooks.Forward; fo.Enabled() {
+		byObject[&discoveryv1.EndpointSlice{}] = cache.ByObject{
+			Namespaces: map[string]cache.Config{fo.Namespace: {}},
+			Label:      labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: fo.Service}),
+		}
+	}
+	return cache.Options{ByObject: byObject}
 }
 
 // TrimPod keeps the parts of a Pod the operator reads: identity, labels, our annotation, owner,
@@ -164,7 +171,7 @@ func New(cfg *rest.Config, mgrOpts manager.Options, opts Options) (manager.Manag
 		mgrOpts.Scheme = Scheme
 	}
 	if mgrOpts.Cache.ByObject == nil {
-		mgrOpts.Cache.ByObject = CacheOptions().ByObject
+		mgrOpts.Cache.ByObject = CacheOptions(opts).ByObject
 	}
 	mgr, err := manager.New(cfg, mgrOpts)
 	if err != nil {

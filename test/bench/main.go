@@ -72,6 +72,7 @@ var (
 	profileDir     string
 	instanceCount  int
 	withReconciler bool
+	forwarding     bool
 )
 
 type scenario struct {
@@ -115,6 +116,7 @@ func main() {
 	s4Other := flag.Int("s4-other-pods", 10000, "Non-TPU Pods in S4.")
 	flag.IntVar(&instanceCount, "instances", 3, "Webhook instances serving S1-S3.")
 	flag.BoolVar(&withReconciler, "reconciler", true, "Run the reconciler in the first instance, as in production.")
+	flag.BoolVar(&forwarding, "forwarding", true, "Forward claims to the replica that owns their worker group, as in production; the concurrent scenarios also run without it for comparison.")
 	flag.StringVar(&profileDir, "profile-dir", "", "Write CPU profiles of the bench process and the API server during each scenario's webhook run here.")
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.WriteTo(io.Discard)))
@@ -238,15 +240,11 @@ func (b *bench) scenario(ctx context.Context, s scenario) (result, error) {
 	}
 	// Three fresh instances, each with its own client and cache, started after the baseline so that
 	// the reconciler does not act on its Pods.
-	var instances []*framework.Instance
-	for i := range instanceCount {
-		inst, err := b.env.StartInstance(ctx, framework.InstanceOptions{Operator: operator.Options{DisableControllers: i > 0 || !withReconciler}})
-		if err != nil {
-			return r, err
-		}
-		defer func() { _ = inst.Stop() }()
-		instances = append(instances, inst)
+	instances, err := b.startInstances(ctx, forwarding)
+	if err != nil {
+		return r, err
 	}
+	defer stopAll(instances)
 	if s.floor == groupCommitFloor {
 		// The floor of group commit with a single writer: the same creates by the same clients, each
 		// followed by a claim through one in-process allocator, no webhook.
@@ -284,11 +282,15 @@ func (b *bench) scenario(ctx context.Context, s scenario) (result, error) {
 	r.pods = n - r.denials
 	r.p50, r.p99 = percentile(lat, 50), percentile(lat, 99)
 	r.allocStats = stats(instances).minus(before)
+	if forwarding && len(instances) > 1 {
+		fmt.Fprintf(os.Stderr, "%s: claims forwarded to their group's owner %.2f per Pod, claimed locally after a failed forward %.2f per Pod\n",
+			s.name, r.perPod(r.forwarded, r.pods), r.perPod(r.fallbacks, r.pods))
+	}
 	if err := b.check(ctx, rc.Namespace, r.pods, &r); err != nil {
 		return r, err
 	}
 
-	if len(instances) > 1 && s.clients > 1 {
+	if len(instances) > 1 && s.clients > 1 && !forwarding {
 		// The same creates through one instance: what group commit gives when every claim of a
 		// slice arrives at the same process, and so what the other instances' races cost.
 		b.env.ServeWebhooksFrom(instances[0])
@@ -305,6 +307,31 @@ func (b *bench) scenario(ctx context.Context, s scenario) (result, error) {
 		fmt.Fprintf(os.Stderr, "%s: through one instance: ratio %.2f, p99 ratio %.2f, writes per Pod %.2f (lost to a conflict %.2f), attempts per Pod %.2f, denials %d, duplicates %d\n",
 			s.name, ratio(wall, r.baselineWall), ratio(percentile(lat, 99), r.baselineP99),
 			one.perPod(one.writes, n-denials), one.perPod(one.lostWrites, n-denials), one.perPod(one.attempts, n-denials), denials, check.duplicates)
+		r.duplicates += check.duplicates
+	}
+	if len(instances) > 1 && s.clients > 1 && forwarding {
+		// The same creates through as many instances that do not forward: each commits the claims
+		// it receives, and they race for the same slices.
+		stopAll(instances) // not to compete for the CPU
+		plain, err := b.startInstances(ctx, false)
+		if err != nil {
+			return r, err
+		}
+		defer stopAll(plain)
+		b.env.ServeWebhooksFrom(plain...)
+		if rc, err = b.rayCluster(ctx, "plain", s); err != nil {
+			return r, err
+		}
+		before := stats(plain)
+		lat, wall, denials := b.create(ctx, rc, n, s.clients)
+		st := stats(plain).minus(before)
+		var check result
+		if err := b.check(ctx, rc.Namespace, n-denials, &check); err != nil {
+			return r, err
+		}
+		fmt.Fprintf(os.Stderr, "%s: through %d instances without forwarding: ratio %.2f, p99 ratio %.2f, writes per Pod %.2f (lost to a conflict %.2f), attempts per Pod %.2f, denials %d, duplicates %d\n",
+			s.name, len(plain), ratio(wall, r.baselineWall), ratio(percentile(lat, 99), r.baselineP99),
+			st.perPod(st.writes, n-denials), st.perPod(st.lostWrites, n-denials), st.perPod(st.attempts, n-denials), denials, check.duplicates)
 		r.duplicates += check.duplicates
 	}
 	b.env.ServeWebhooksFrom(b.validator)
@@ -358,6 +385,8 @@ func (b *bench) check(ctx context.Context, namespace string, admitted int, r *re
 // allocStats is a snapshot of allocator counters.
 type allocStats struct {
 	attempts, conflicts, writes, lostWrites, claimNanos int64
+	// forwarded and fallbacks count claim forwarding (instances that forward).
+	forwarded, fallbacks int64
 }
 
 func stats(instances []*framework.Instance) allocStats {
@@ -369,14 +398,40 @@ func stats(instances []*framework.Instance) allocStats {
 		s.writes += st.Writes.Load()
 		s.lostWrites += st.LostWrites.Load()
 		s.claimNanos += st.ClaimNanos.Load()
+		if inst.Forwarding != nil {
+			s.forwarded += inst.Forwarding.Forwarded.Load()
+			s.fallbacks += inst.Forwarding.Fallbacks.Load()
+		}
 	}
 	return s
+}
+
+// startInstances starts the scenario's webhook instances (the first runs the reconciler, if asked),
+// forwarding claims or not.
+func (b *bench) startInstances(ctx context.Context, forward bool) ([]*framework.Instance, error) {
+	instances, err := b.env.StartInstances(ctx, instanceCount, func(i int) framework.InstanceOptions {
+		return framework.InstanceOptions{
+			Operator: operator.Options{DisableControllers: i > 0 || !withReconciler},
+			Forward:  forward,
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return instances, nil
+}
+
+func stopAll(instances []*framework.Instance) {
+	for _, inst := range instances {
+		_ = inst.Stop()
+	}
 }
 
 func (s allocStats) minus(o allocStats) allocStats {
 	return allocStats{
 		attempts: s.attempts - o.attempts, conflicts: s.conflicts - o.conflicts, writes: s.writes - o.writes,
 		lostWrites: s.lostWrites - o.lostWrites, claimNanos: s.claimNanos - o.claimNanos,
+		forwarded: s.forwarded - o.forwarded, fallbacks: s.fallbacks - o.fallbacks,
 	}
 }
 

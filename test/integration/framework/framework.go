@@ -38,6 +38,7 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -49,6 +50,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/ray-tpu/tpu-slice-operator/internal/allocator"
+	"github.com/ray-tpu/tpu-slice-operator/internal/forward"
 	"github.com/ray-tpu/tpu-slice-operator/internal/localenv"
 	"github.com/ray-tpu/tpu-slice-operator/internal/operator"
 )
@@ -66,6 +68,8 @@ type Env struct {
 	mu sync.Mutex
 	// instances are every instance started, stopped by Stop.
 	instances []*Instance
+	// forwardTokenValue is the token forwarding instances present (forwardToken).
+	forwardTokenValue string
 }
 
 // Start starts etcd and kube-apiserver with our CRD, KubeRay's RayCluster CRD and our webhook
@@ -179,10 +183,17 @@ type Instance struct {
 	Manager   manager.Manager
 	Allocator *allocator.Allocator
 	Addr      string
-	cancel    context.CancelFunc
-	done      chan error
-	stopOnce  sync.Once
-	stopErr   error
+	// Forwarding counts the claims this instance forwarded and served (with InstanceOptions.Forward).
+	Forwarding *forward.Stats
+	// Peers are the replicas this instance forwards to, as it sees them (with InstanceOptions.Forward).
+	Peers *forward.Peers
+	// endpointSlice is the instance's endpoint in the webhook Service, if it forwards.
+	endpointSlice *discoveryv1.EndpointSlice
+	env           *Env
+	cancel        context.CancelFunc
+	done          chan error
+	stopOnce      sync.Once
+	stopErr       error
 }
 
 // InstanceOptions choose what an instance runs.
@@ -190,6 +201,13 @@ type InstanceOptions struct {
 	Operator operator.Options
 	// Config overrides the REST config (e.g. with fault injection in the transport).
 	Config *rest.Config
+	// Forward turns on claim forwarding as the production install runs it: the instance is an
+	// endpoint of the webhook Service (an EndpointSlice the Env writes, as Kubernetes would, and
+	// removes when the instance stops), and it authenticates to its peers with a ServiceAccount
+	// token allowed to post forwarded claims.
+	Forward bool
+	// ForwardToken overrides the token a forwarding instance presents (default: the Env's).
+	ForwardToken string
 }
 
 // StartInstances starts n instances, with the options opts gives for each index, and makes the
@@ -204,6 +222,9 @@ func (e *Env) StartInstances(ctx context.Context, n int, opts func(i int) Instan
 		instances = append(instances, inst)
 	}
 	e.ServeWebhooksFrom(instances...)
+	if err := WaitForPeers(ctx, instances...); err != nil {
+		return nil, err
+	}
 	return instances, nil
 }
 
@@ -220,9 +241,19 @@ func (e *Env) StartInstance(ctx context.Context, opts InstanceOptions) (*Instanc
 		return nil, err
 	}
 	wio := &e.Env.WebhookInstallOptions
+	addr := net.JoinHostPort(wio.LocalServingHost, strconv.Itoa(port))
+	var (
+		stats *forward.Stats
+		peers *forward.Peers
+	)
+	if opts.Forward {
+		if stats, peers, err = e.forwardOptions(ctx, &opts, port); err != nil {
+			return nil, err
+		}
+	}
 	mgr, err := manager.New(cfg, manager.Options{
 		Scheme:                 operator.Scheme,
-		Cache:                  operator.CacheOptions(),
+		Cache:                  operator.CacheOptions(opts.Operator),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		WebhookServer: webhook.NewServer(webhook.Options{
@@ -234,7 +265,7 @@ func (e *Env) StartInstance(ctx context.Context, opts InstanceOptions) (*Instanc
 	if err != nil {
 		return nil, err
 	}
-	inst := &Instance{Manager: mgr, Addr: net.JoinHostPort(wio.LocalServingHost, strconv.Itoa(port)), done: make(chan error, 1)}
+	inst := &Instance{Manager: mgr, Addr: addr, Forwarding: stats, Peers: peers, env: e, done: make(chan error, 1)}
 	if !opts.Operator.DisableWebhooks && opts.Operator.Webhooks.Allocator == nil {
 		timeout := opts.Operator.Webhooks.ClaimTimeout
 		if timeout == 0 {
@@ -255,15 +286,30 @@ func (e *Env) StartInstance(ctx context.Context, opts InstanceOptions) (*Instanc
 	if err := waitForTLS(ictx, inst.Addr); err != nil {
 		return nil, errors.Join(err, inst.Stop())
 	}
+	if opts.Forward {
+		if inst.endpointSlice, err = e.addEndpoint(ctx, port); err != nil {
+			return nil, errors.Join(err, inst.Stop())
+		}
+	}
 	return inst, nil
 }
 
 // Stop stops the instance and waits for its manager to return. Later calls return the first's result.
 func (i *Instance) Stop() error {
 	i.stopOnce.Do(func() {
+		// As Kubernetes does for a terminating Pod, the endpoint goes first: peers stop forwarding
+		// to it (those that already have in flight fall back to claiming locally).
+		if i.endpointSlice != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := client.IgnoreNotFound(i.env.Client.Delete(ctx, i.endpointSlice)); err != nil {
+				i.stopErr = err
+			}
+		}
 		i.cancel()
 		select {
-		case i.stopErr = <-i.done:
+		case err := <-i.done:
+			i.stopErr = errors.Join(i.stopErr, err)
 		case <-time.After(30 * time.Second):
 			i.stopErr = errors.New("manager did not stop within 30s")
 		}

@@ -51,6 +51,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -328,6 +329,19 @@ var _ = Describe("make deploy (config/default: built-in certificates)", Ordered,
 		}))
 		Expect(service.Namespace).To(Equal(d.Namespace))
 
+		By("claim forwarding: on, with the Pod's IP, and the webhook Service's EndpointSlices readable in the operator's namespace only")
+		Expect(a).To(HaveKey("claim-forwarding"))
+		Expect(d.Spec.Template.Spec.Containers[0].Env).To(ContainElement(corev1.EnvVar{
+			Name:      "POD_IP",
+			ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}},
+		}))
+		var managerRole rbacv1.Role
+		objs.one("Role", "tpu-slice-operator-manager-role", &managerRole)
+		Expect(managerRole.Namespace).To(Equal(installNamespace))
+		Expect(managerRole.Rules).To(ConsistOf(rbacv1.PolicyRule{
+			APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "watch"},
+		}))
+
 		By("the rotator's Role: the Secret by name, plus create, in the operator's namespace only")
 		var role rbacv1.Role
 		objs.one("Role", "tpu-slice-operator-cert-rotator-role", &role)
@@ -456,6 +470,17 @@ var _ = Describe("make deploy (config/default: built-in certificates)", Ordered,
 		Expect(err).NotTo(HaveOccurred())
 		kubeconfig, err := sa.KubeConfig()
 		Expect(err).NotTo(HaveOccurred())
+		// In a Pod the manager authenticates with its ServiceAccount token, which claim forwarding
+		// also presents to the other replicas: the same here, with a token from the TokenRequest API.
+		token, err := framework.ServiceAccountToken(ctx, k8sClient, installNamespace, d.Spec.Template.Spec.ServiceAccountName)
+		Expect(err).NotTo(HaveOccurred())
+		kc, err := clientcmd.Load(kubeconfig)
+		Expect(err).NotTo(HaveOccurred())
+		for _, user := range kc.AuthInfos {
+			user.ClientCertificateData, user.ClientKeyData, user.Token = nil, nil, token
+		}
+		kubeconfig, err = clientcmd.Write(*kc)
+		Expect(err).NotTo(HaveOccurred())
 		Expect(os.WriteFile(filepath.Join(dir, "kubeconfig"), kubeconfig, 0o600)).To(Succeed())
 
 		healthPort, webhookPort := freePort(), freePort()
@@ -464,7 +489,7 @@ var _ = Describe("make deploy (config/default: built-in certificates)", Ordered,
 		cmd := exec.Command(manager, append(slices.Clone(d.Spec.Template.Spec.Containers[0].Args),
 			"--health-probe-bind-address=127.0.0.1:"+healthPort, "--metrics-bind-address=0",
 			"--webhook-port="+webhookPort, "--leader-elect=false")...)
-		cmd.Env = append(os.Environ(), "KUBECONFIG="+filepath.Join(dir, "kubeconfig"), "POD_NAMESPACE="+installNamespace)
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+filepath.Join(dir, "kubeconfig"), "POD_NAMESPACE="+installNamespace, "POD_IP=127.0.0.1")
 		cmd.Stdout, cmd.Stderr = GinkgoWriter, GinkgoWriter
 		Expect(cmd.Start()).To(Succeed())
 		DeferCleanup(func() {
@@ -472,7 +497,7 @@ var _ = Describe("make deploy (config/default: built-in certificates)", Ordered,
 			_ = cmd.Wait()
 		})
 
-		By("/readyz passing: the webhook server serves and the certificates are in place")
+		By("/readyz passing: the webhook server serves, the certificates are in place and the informers (the webhook Service's EndpointSlices among them) have synced")
 		Eventually(func() (int, error) {
 			resp, err := http.Get("http://127.0.0.1:" + healthPort + "/readyz")
 			if err != nil {

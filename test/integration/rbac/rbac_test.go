@@ -130,6 +130,7 @@ var _ = Describe("The operator running as its ServiceAccount", func() {
 		rc := testutil.MakeRayCluster("rbac", ns).TPUGroup("tpu", "tpu-v6e-slice", "4x4", 4, 4, 2).ManagedByMultiKueue().Obj()
 		Expect(admin.Create(ctx, rc)).To(Succeed())
 
+		forwardedBefore, _ := forwardingStats()
 		By("creating the 8 worker Pods of 2 slices as KubeRay would (admin)")
 		pods := make([]*corev1.Pod, 0, 8)
 		for range 8 {
@@ -142,6 +143,10 @@ var _ = Describe("The operator running as its ServiceAccount", func() {
 		for slice, ids := range report.IDs {
 			Expect(ids).To(Equal([]int{0, 1, 2, 3}), "slice %s", slice)
 		}
+		By("the replica that does not own the group forwarding its claims, authenticated and authorized as the ServiceAccount")
+		forwarded, fallbacks := forwardingStats()
+		Expect(forwarded - forwardedBefore).To(BeNumerically(">", 0))
+		Expect(fallbacks).To(BeZero(), "no forward was refused or failed")
 
 		By("the reconciler binding every claim to its Pod and recording an Event on each")
 		expectClaimsMatchPods(ns, 8)
@@ -367,4 +372,13 @@ func podNames(pods []*corev1.Pod) []string {
 		names[i] = p.Name
 	}
 	return names
+}
+
+// forwardingStats sums the claims the webhook replicas forwarded and fell back on.
+func forwardingStats() (forwarded, fallbacks int64) {
+	for _, inst := range webhookInstances {
+		forwarded += inst.Forwarding.Forwarded.Load()
+		fallbacks += inst.Forwarding.Fallbacks.Load()
+	}
+	return forwarded, fallbacks
 }

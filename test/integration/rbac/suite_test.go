@@ -78,10 +78,10 @@ var (
 	// refusals records every 403 the operator's own clients received.
 	refusals = &forbiddenLog{}
 
-	webhookInstance *framework.Instance
-	reconciler      manager.Manager
-	stopReconciler  context.CancelFunc
-	reconcilerDone  = make(chan error, 1)
+	webhookInstances []*framework.Instance
+	reconciler       manager.Manager
+	stopReconciler   context.CancelFunc
+	reconcilerDone   = make(chan error, 1)
 )
 
 func TestRBAC(t *testing.T) {
@@ -130,14 +130,20 @@ var _ = BeforeSuite(func() {
 		return asSA.List(ctx, &pods, client.Limit(1))
 	}, time.Minute, 100*time.Millisecond).Should(Succeed(), "the ServiceAccount may list Pods once its ClusterRoleBinding is in effect")
 
-	By("starting the webhooks as the ServiceAccount")
+	By("starting two webhook replicas as the ServiceAccount, forwarding claims with its own token")
+	Expect(saNamespace).To(Equal(framework.ForwardNamespace), "the replicas find each other in the install's namespace")
+	token, err := framework.ServiceAccountToken(ctx, admin, saNamespace, saName)
+	Expect(err).NotTo(HaveOccurred())
 	operatorCfg := impersonate(refusals)
-	webhookInstance, err = env.StartInstance(ctx, framework.InstanceOptions{
-		Config:   operatorCfg,
-		Operator: operator.Options{DisableControllers: true},
+	webhookInstances, err = env.StartInstances(ctx, 2, func(int) framework.InstanceOptions {
+		return framework.InstanceOptions{
+			Config:       operatorCfg,
+			Operator:     operator.Options{DisableControllers: true},
+			Forward:      true,
+			ForwardToken: token,
+		}
 	})
 	Expect(err).NotTo(HaveOccurred())
-	env.ServeWebhooksFrom(webhookInstance)
 
 	By("starting the reconciler as the ServiceAccount, leader-elected in " + saNamespace + " as in production")
 	reconciler, err = operator.New(rest.CopyConfig(operatorCfg), manager.Options{
@@ -162,8 +168,8 @@ var _ = AfterSuite(func() {
 		stopReconciler()
 		Eventually(reconcilerDone, 30*time.Second).Should(Receive(Not(HaveOccurred())))
 	}
-	if webhookInstance != nil {
-		Expect(webhookInstance.Stop()).To(Succeed())
+	for _, inst := range webhookInstances {
+		Expect(inst.Stop()).To(Succeed())
 	}
 	Expect(refusals.Entries()).To(BeEmpty(), "requests of the operator the API server refused")
 	cancel()

@@ -55,7 +55,8 @@ var _ = BeforeSuite(func() {
 	k8sClient = env.Client
 	// Every instance serves the webhooks; the first also runs the reconciler.
 	instances, err = env.StartInstances(ctx, webhookInstances, func(i int) framework.InstanceOptions {
-		return framework.InstanceOptions{Operator: operator.Options{DisableControllers: i > 0}}
+		// Claim forwarding on, as the production install runs it.
+		return framework.InstanceOptions{Operator: operator.Options{DisableControllers: i > 0}, Forward: true}
 	})
 	Expect(err).NotTo(HaveOccurred())
 })

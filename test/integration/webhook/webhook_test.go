@@ -155,6 +155,7 @@ var _ = Describe("TPU worker Pod admission", func() {
 			rc := createCluster(testutil.MakeRayCluster("rc", ns).TPUGroup("tpu", accelerator, topology, chips, hosts, replicas).ManagedByMultiKueue().Obj())
 			n := int(hosts * replicas)
 			before := claimStats()
+			committedBefore := committedBy()
 			errs := make([]error, n)
 			latencies := make([]time.Duration, n)
 			var wg sync.WaitGroup
@@ -180,6 +181,14 @@ var _ = Describe("TPU worker Pod admission", func() {
 				Expect(ids).To(HaveLen(int(hosts)))
 			}
 			after := claimStats()
+			By("one replica, the group's owner, committing every claim; the others forwarding theirs to it")
+			committed := committedBy()
+			for i := range committed {
+				committed[i] -= committedBefore[i]
+			}
+			Expect(committed).To(ContainElement(int64(n)), "claims committed by each instance: %v", committed)
+			Expect(after.forwarded - before.forwarded).To(BeNumerically(">", 0))
+			Expect(after.fallbacks - before.fallbacks).To(BeZero())
 			GinkgoWriter.Printf("CLAIMS pods=%d attempts_per_pod=%.2f conflicts_per_pod=%.2f writes_per_pod=%.2f\n", n,
 				float64(after.attempts-before.attempts)/float64(n), float64(after.conflicts-before.conflicts)/float64(n),
 				float64(after.writes-before.writes)/float64(n))
@@ -213,7 +222,7 @@ func expectNoSlices(ns string) {
 	Expect(list.Items).To(BeEmpty())
 }
 
-type stats struct{ attempts, conflicts, writes int64 }
+type stats struct{ attempts, conflicts, writes, forwarded, fallbacks int64 }
 
 func claimStats() stats {
 	var s stats
@@ -221,6 +230,17 @@ func claimStats() stats {
 		s.attempts += inst.Allocator.Stats.Attempts.Load()
 		s.conflicts += inst.Allocator.Stats.Conflicts.Load()
 		s.writes += inst.Allocator.Stats.Writes.Load()
+		s.forwarded += inst.Forwarding.Forwarded.Load()
+		s.fallbacks += inst.Forwarding.Fallbacks.Load()
 	}
 	return s
+}
+
+// committedBy returns the claims each instance's allocator has committed so far.
+func committedBy() []int64 {
+	out := make([]int64, len(instances))
+	for i, inst := range instances {
+		out[i] = inst.Allocator.Stats.Claims.Load()
+	}
+	return out
 }
