@@ -122,15 +122,17 @@ func run(seed, stream uint64, gate bool, d time.Duration) {
 	r.check(true)
 	r.checkDryRun()
 
-	var admitted, denials, attempts int64
+	var admitted, denials, attempts, forwarded, fallbacks int64
 	for _, inst := range append(r.retired, r.instances...) {
 		admitted += inst.Allocator.Stats.Claims.Load()
 		denials += inst.Allocator.Stats.Denials.Load()
 		attempts += inst.Allocator.Stats.Attempts.Load()
+		forwarded += inst.Forwarding.Forwarded.Load()
+		fallbacks += inst.Forwarding.Fallbacks.Load()
 	}
 	gateName := map[bool]string{false: "off", true: "on"}[gate]
-	line := fmt.Sprintf("CHAOS seed=%d duration=%.0f gate=%s ops=%d admitted=%d denials=%d retries=%d violations=%d",
-		seed, d.Seconds(), gateName, r.ops, admitted, denials, max(attempts-admitted-denials, 0), len(r.errs))
+	line := fmt.Sprintf("CHAOS seed=%d duration=%.0f gate=%s ops=%d admitted=%d denials=%d retries=%d violations=%d forwarded=%d fallbacks=%d",
+		seed, d.Seconds(), gateName, r.ops, admitted, denials, max(attempts-admitted-denials, 0), len(r.errs), forwarded, fallbacks)
 	fmt.Fprintln(os.Stdout, line)
 	GinkgoWriter.Println(line, "faults_injected:", r.faults.injected.Load())
 	Expect(errors.Join(r.errs...)).NotTo(HaveOccurred(), "SPEC §9 violations (rerun with -chaos.seed=%d)", seed)
@@ -147,6 +149,8 @@ func (r *runner) startInstance(reconciler bool) *framework.Instance {
 			Controllers:        controllers.Options{PendingTTL: pendingTTL},
 		},
 		Config: r.faults.wrap(env.Config),
+		// As in production: claims go to their group's owner, and to a local claim when it is gone.
+		Forward: true,
 	})
 	Expect(err).NotTo(HaveOccurred())
 	return inst
@@ -234,15 +238,19 @@ func (r *runner) burst() {
 }
 
 // restartInstance stops one webhook instance and starts a fresh one in its place. Half the time the
-// instance is stopped while the proxy still sends it admissions (a crash), else it is drained first.
+// instance crashes while the proxy still sends it admissions and its peers still forward claims to
+// it, else it is drained first and its endpoint removed before it stops.
 func (r *runner) restartInstance(i int) {
 	GinkgoHelper()
 	old := r.instances[i]
 	if r.rng.IntN(2) == 0 {
 		rest := append(append([]*framework.Instance{}, r.instances[:i]...), r.instances[i+1:]...)
 		env.ServeWebhooksFrom(rest...)
+		Expect(old.Stop()).To(Succeed())
+	} else {
+		// A crash: its peers still list it, and forward to it, until its endpoint goes.
+		Expect(old.Crash()).To(Succeed())
 	}
-	Expect(old.Stop()).To(Succeed())
 	r.retired = append(r.retired, old)
 	r.instances[i] = r.startInstance(i == 0)
 	env.ServeWebhooksFrom(r.instances...)

@@ -58,10 +58,13 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	k8sClient = env.Client
 	instances, err = env.StartInstances(ctx, webhookInstances, func(i int) framework.InstanceOptions {
-		return framework.InstanceOptions{Operator: operator.Options{
-			DisableControllers: i > 0,
-			Controllers:        controllers.Options{PendingTTL: pendingTTL},
-		}}
+		return framework.InstanceOptions{
+			Operator: operator.Options{
+				DisableControllers: i > 0,
+				Controllers:        controllers.Options{PendingTTL: pendingTTL},
+			},
+			Forward: true, // as the production install runs
+		}
 	})
 	Expect(err).NotTo(HaveOccurred())
 	stopKubeRay, err = env.StartKubeRay(ctx)

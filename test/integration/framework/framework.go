@@ -294,27 +294,43 @@ func (e *Env) StartInstance(ctx context.Context, opts InstanceOptions) (*Instanc
 	return inst, nil
 }
 
-// Stop stops the instance and waits for its manager to return. Later calls return the first's result.
-func (i *Instance) Stop() error {
+// Stop stops the instance as Kubernetes stops a Pod: its endpoint goes first, so that peers stop
+// forwarding claims to it, then the manager, waiting for it to return. Later calls (and Crash)
+// return the first's result.
+func (i *Instance) Stop() error { return i.stop(true) }
+
+// Crash stops the manager while its peers still list its endpoint, and removes the endpoint only
+// then, as Kubernetes does once the Pod's readiness probe fails.
+func (i *Instance) Crash() error { return i.stop(false) }
+
+func (i *Instance) stop(endpointFirst bool) error {
 	i.stopOnce.Do(func() {
-		// As Kubernetes does for a terminating Pod, the endpoint goes first: peers stop forwarding
-		// to it (those that already have in flight fall back to claiming locally).
-		if i.endpointSlice != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			if err := client.IgnoreNotFound(i.env.Client.Delete(ctx, i.endpointSlice)); err != nil {
-				i.stopErr = err
-			}
+		var errs []error
+		if endpointFirst {
+			errs = append(errs, i.removeEndpoint())
 		}
 		i.cancel()
 		select {
 		case err := <-i.done:
-			i.stopErr = errors.Join(i.stopErr, err)
+			errs = append(errs, err)
 		case <-time.After(30 * time.Second):
-			i.stopErr = errors.New("manager did not stop within 30s")
+			errs = append(errs, errors.New("manager did not stop within 30s"))
 		}
+		if !endpointFirst {
+			errs = append(errs, i.removeEndpoint())
+		}
+		i.stopErr = errors.Join(errs...)
 	})
 	return i.stopErr
+}
+
+func (i *Instance) removeEndpoint() error {
+	if i.endpointSlice == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return client.IgnoreNotFound(i.env.Client.Delete(ctx, i.endpointSlice))
 }
 
 // ServeWebhooksFrom makes the proxy spread admissions over these instances (round robin).

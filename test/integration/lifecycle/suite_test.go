@@ -50,10 +50,13 @@ func TestLifecycle(t *testing.T) {
 }
 
 func instanceOptions(reconciler bool) framework.InstanceOptions {
-	return framework.InstanceOptions{Operator: operator.Options{
-		DisableControllers: !reconciler,
-		Controllers:        controllers.Options{PendingTTL: pendingTTL},
-	}}
+	return framework.InstanceOptions{
+		Operator: operator.Options{
+			DisableControllers: !reconciler,
+			Controllers:        controllers.Options{PendingTTL: pendingTTL},
+		},
+		Forward: true, // as the production install runs
+	}
 }
 
 var _ = BeforeSuite(func() {
