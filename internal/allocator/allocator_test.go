@@ -1216,3 +1216,97 @@ func TestClaimWithTheCallersToken(t *testing.T) {
 		})
 	}
 }
+
+// TestClaimPlansOnItsOwnWrites: claims that follow one another in one process plan on what the
+// process itself last wrote while the cache has not seen it yet, instead of losing a conflict to
+// their own write. A cache that never catches up makes every later claim depend on it.
+func TestClaimPlansOnItsOwnWrites(t *testing.T) {
+	cases := []struct {
+		name     string
+		existing []client.Object
+		// seesCreates: the cache sees the slice's create, not the status updates.
+		seesCreates bool
+	}{
+		{name: "the first claim creates the slice"},
+		{name: "the cache sees the create but not the first claim", seesCreates: true},
+		{name: "the slice exists", existing: []client.Object{existingSlice(0, clusterUID).Obj()}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cache := newClient(t, interceptor.Funcs{}, tc.existing...)
+			live := newClient(t, interceptor.Funcs{}, tc.existing...)
+			c := staleCache(live, cache)
+			if tc.seesCreates {
+				// The cache lists the slice as its create left it, resourceVersion included.
+				var created *tpuv1alpha1.TPUSliceAssignment
+				c = interceptor.NewClient(live, interceptor.Funcs{
+					Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+						if err := c.Create(ctx, obj, opts...); err != nil {
+							return err
+						}
+						created = obj.(*tpuv1alpha1.TPUSliceAssignment).DeepCopy()
+						return nil
+					},
+					List: func(_ context.Context, _ client.WithWatch, list client.ObjectList, _ ...client.ListOption) error {
+						l := list.(*tpuv1alpha1.TPUSliceAssignmentList)
+						l.Items = nil
+						if created != nil {
+							l.Items = append(l.Items, *created.DeepCopy())
+						}
+						return nil
+					},
+				})
+			}
+			a := newAllocator(c, live, timeout)
+			ids := make([]int32, 0, 4)
+			for range 4 {
+				got, err := a.Claim(t.Context(), request(4, 1))
+				if err != nil {
+					t.Fatalf("Claim() error: %v", err)
+				}
+				ids = append(ids, got.WorkerID)
+			}
+			if diff := cmp.Diff([]int32{0, 1, 2, 3}, ids); diff != "" {
+				t.Errorf("worker IDs (-want,+got):\n%s", diff)
+			}
+			if got := a.Stats.LostWrites.Load(); got != 0 {
+				t.Errorf("Stats.LostWrites = %d, want 0: a claim lost a conflict to this process's own write", got)
+			}
+			if got := a.Stats.Attempts.Load(); got != 4 {
+				t.Errorf("Stats.Attempts = %d, want 4 (one per claim)", got)
+			}
+		})
+	}
+}
+
+// TestClaimOwnWritesAreNotTrusted: when another writer changed the slice after this process's
+// write, the overlay is wrong, the write loses its resourceVersion check, and the claim is planned
+// again on a live read: no ID is handed out twice.
+func TestClaimOwnWritesAreNotTrusted(t *testing.T) {
+	cache := newClient(t, interceptor.Funcs{})
+	live := newClient(t, interceptor.Funcs{})
+	a := newAllocator(staleCache(live, cache), live, timeout)
+	first, err := a.Claim(t.Context(), request(4, 1))
+	if err != nil {
+		t.Fatalf("Claim() error: %v", err)
+	}
+	// Another replica claims ID 1 on top of this process's write.
+	var slice tpuv1alpha1.TPUSliceAssignment
+	if err := live.Get(t.Context(), client.ObjectKey{Namespace: testNS, Name: sliceName(0)}, &slice); err != nil {
+		t.Fatal(err)
+	}
+	slice.Status.Claims = append(slice.Status.Claims, claim(1, "other", now))
+	if err := live.Status().Update(t.Context(), &slice); err != nil {
+		t.Fatal(err)
+	}
+	second, err := a.Claim(t.Context(), request(4, 1))
+	if err != nil {
+		t.Fatalf("Claim() error: %v", err)
+	}
+	if first.WorkerID != 0 || second.WorkerID != 2 {
+		t.Errorf("worker IDs = %d, %d; want 0, 2 (1 is the other replica's)", first.WorkerID, second.WorkerID)
+	}
+	if got := a.Stats.LostWrites.Load(); got != 1 {
+		t.Errorf("Stats.LostWrites = %d, want 1 (the write planned on the overlay)", got)
+	}
+}
