@@ -41,9 +41,10 @@ type Options struct {
 	PendingTTL time.Duration
 	// MaxConcurrentReconciles is the number of slices reconciled at once.
 	MaxConcurrentReconciles int
-	// BindSettle is how long a slice must go without new claims before the reconciler binds them,
-	// so that binding does not race the admissions of a burst. Zero means DefaultBindSettle; a
-	// negative value binds at once.
+	// BindSettle is how long a slice must go without new claims (or, before its first, since its
+	// creation) before the reconciler binds them and updates its Ready condition, so that this
+	// bookkeeping does not race the admissions of a burst. Zero means DefaultBindSettle; a negative
+	// value writes at once. Releases and repairs never wait.
 	BindSettle time.Duration
 }
 
@@ -53,7 +54,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"How long a claim may wait for its Pod to appear before it is released (confirmed by a live read).")
 	fs.IntVar(&o.MaxConcurrentReconciles, "max-concurrent-reconciles", 4, "Slices reconciled at once.")
 	fs.DurationVar(&o.BindSettle, "bind-settle", DefaultBindSettle,
-		"How long a slice must go without new claims before its claims are bound to their Pods (binding is bookkeeping: it waits for a burst of admissions to end).")
+		"How long a slice must go without new claims before its claims are bound to their Pods and its Ready condition is updated (bookkeeping: it waits for a burst of admissions to end; releases never wait).")
 }
 
 // Setup registers the reconcilers with the manager.

@@ -145,7 +145,7 @@ func (r *SliceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	}
 
 	if wait := r.bindSettle(slice, d); wait > 0 {
-		// Claims are still arriving: binding now would make the next claim's write conflict.
+		// Claims are still arriving: writing now would make the next claim's write conflict.
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
 
@@ -176,15 +176,16 @@ func (r *SliceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	return ctrl.Result{RequeueAfter: d.RequeueAfter}, nil
 }
 
-// bindSettle returns how long to wait before a write that only binds claims: while a slice is
-// still receiving claims (its newest claim is younger than BindSettle), every bind would land
-// between two admissions and make the next claim conflict. Binding is bookkeeping, so it waits for
-// the burst to end and binds every claim in one write. Releases and repairs never wait.
+// bindSettle returns how long to wait before a bookkeeping write (binding claims, the Ready
+// condition and its counts): while a slice is still receiving claims (its newest claim, or, before
+// the first, its creation, is younger than BindSettle), every such write would land between two
+// admissions and make the next claim's write conflict. So it waits for the burst to end and writes
+// once. Releases and repairs never wait.
 func (r *SliceReconciler) bindSettle(slice *tpuv1alpha1.TPUSliceAssignment, d lifecycle.Decision) time.Duration {
-	if r.bindSettleTime <= 0 || d.Destructive || len(d.Bound) == 0 {
+	if r.bindSettleTime <= 0 || d.Destructive {
 		return 0
 	}
-	var newest time.Time
+	newest := slice.CreationTimestamp.Time
 	for _, c := range slice.Status.Claims {
 		if c.ClaimedAt.After(newest) {
 			newest = c.ClaimedAt.Time
