@@ -87,6 +87,9 @@ type Stats struct {
 	// Forwarded claims answered by their owner, Fallbacks claimed locally after a failed forward,
 	// Served claims this replica committed for a peer.
 	Forwarded, Fallbacks, Served atomic.Int64
+	// ForwardNanos is the total time forwarded claims took, round trip included; ServeNanos the
+	// total time this replica took to commit the claims it served.
+	ForwardNanos, ServeNanos atomic.Int64
 }
 
 // Router sends each claim to the replica that owns its worker group and serves the claims peers
@@ -136,8 +139,10 @@ func (r *Router) Claim(ctx context.Context, req allocator.Request) (allocator.As
 	}
 	// The owner gets two thirds of the budget: the rest is for claiming locally if it fails.
 	fctx, fcancel := context.WithTimeout(ctx, r.opts.Timeout*2/3)
+	start := time.Now()
 	assignment, err := r.forward(fctx, owner, req)
 	fcancel()
+	r.stats.ForwardNanos.Add(int64(time.Since(start)))
 	var denied *allocator.DeniedError
 	switch {
 	case err == nil:
@@ -237,7 +242,9 @@ func (r *Router) ServeHTTP(w http.ResponseWriter, httpReq *http.Request) {
 	defer cancel()
 	r.stats.Served.Add(1)
 	metrics.ClaimForwards.WithLabelValues(metrics.ForwardServed).Inc()
+	start := time.Now()
 	assignment, err := r.local.Claim(ctx, in.Request)
+	r.stats.ServeNanos.Add(int64(time.Since(start)))
 	var out wireResponse
 	var denied *allocator.DeniedError
 	switch {

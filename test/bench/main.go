@@ -283,8 +283,9 @@ func (b *bench) scenario(ctx context.Context, s scenario) (result, error) {
 	r.p50, r.p99 = percentile(lat, 50), percentile(lat, 99)
 	r.allocStats = stats(instances).minus(before)
 	if forwarding && len(instances) > 1 {
-		fmt.Fprintf(os.Stderr, "%s: claims forwarded to their group's owner %.2f per Pod, claimed locally after a failed forward %.2f per Pod\n",
-			s.name, r.perPod(r.forwarded, r.pods), r.perPod(r.fallbacks, r.pods))
+		fmt.Fprintf(os.Stderr, "%s: claims forwarded to their group's owner %.2f per Pod, claimed locally after a failed forward %.2f per Pod; a forwarded claim took %.1f ms, %.1f ms of them at the owner\n",
+			s.name, r.perPod(r.forwarded, r.pods), r.perPod(r.fallbacks, r.pods),
+			float64(r.forwardNanos)/float64(max(r.forwarded, 1))/1e6, float64(r.serveNanos)/float64(max(r.forwarded, 1))/1e6)
 	}
 	if err := b.check(ctx, rc.Namespace, r.pods, &r); err != nil {
 		return r, err
@@ -385,8 +386,9 @@ func (b *bench) check(ctx context.Context, namespace string, admitted int, r *re
 // allocStats is a snapshot of allocator counters.
 type allocStats struct {
 	attempts, conflicts, writes, lostWrites, claimNanos int64
-	// forwarded and fallbacks count claim forwarding (instances that forward).
-	forwarded, fallbacks int64
+	// forwarded and fallbacks count claim forwarding (instances that forward); forwardNanos and
+	// serveNanos are the time forwarded claims took at the caller and at the owner.
+	forwarded, fallbacks, forwardNanos, serveNanos int64
 }
 
 func stats(instances []*framework.Instance) allocStats {
@@ -401,6 +403,8 @@ func stats(instances []*framework.Instance) allocStats {
 		if inst.Forwarding != nil {
 			s.forwarded += inst.Forwarding.Forwarded.Load()
 			s.fallbacks += inst.Forwarding.Fallbacks.Load()
+			s.forwardNanos += inst.Forwarding.ForwardNanos.Load()
+			s.serveNanos += inst.Forwarding.ServeNanos.Load()
 		}
 	}
 	return s
@@ -432,6 +436,7 @@ func (s allocStats) minus(o allocStats) allocStats {
 		attempts: s.attempts - o.attempts, conflicts: s.conflicts - o.conflicts, writes: s.writes - o.writes,
 		lostWrites: s.lostWrites - o.lostWrites, claimNanos: s.claimNanos - o.claimNanos,
 		forwarded: s.forwarded - o.forwarded, fallbacks: s.fallbacks - o.fallbacks,
+		forwardNanos: s.forwardNanos - o.forwardNanos, serveNanos: s.serveNanos - o.serveNanos,
 	}
 }
 
