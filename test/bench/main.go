@@ -27,6 +27,7 @@ limitations under the License.
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -70,6 +71,7 @@ import (
 
 var (
 	profileDir     string
+	showSlowest    int
 	instanceCount  int
 	withReconciler bool
 	forwarding     bool
@@ -117,6 +119,7 @@ func main() {
 	flag.IntVar(&instanceCount, "instances", 3, "Webhook instances serving S1-S3.")
 	flag.BoolVar(&withReconciler, "reconciler", true, "Run the reconciler in the first instance, as in production.")
 	flag.BoolVar(&forwarding, "forwarding", true, "Forward claims to the replica that owns their worker group, as in production; the concurrent scenarios also run without it for comparison.")
+	flag.IntVar(&showSlowest, "show-slowest", 0, "Print the N slowest creates of each scenario's webhook run, with their position in the run.")
 	flag.StringVar(&profileDir, "profile-dir", "", "Write CPU profiles of the bench process and the API server during each scenario's webhook run here.")
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.WriteTo(io.Discard)))
@@ -278,6 +281,9 @@ func (b *bench) scenario(ctx context.Context, s scenario) (result, error) {
 	stopProfile := b.profile(ctx, s.name)
 	before := stats(instances)
 	lat, r.wall, r.denials = b.create(ctx, rc, n, s.clients)
+	if showSlowest > 0 {
+		fmt.Fprintf(os.Stderr, "%s: slowest creates (position: ms): %s\n", s.name, slowest(lat, showSlowest))
+	}
 	stopProfile()
 	r.pods = n - r.denials
 	r.p50, r.p99 = percentile(lat, 50), percentile(lat, 99)
@@ -595,6 +601,21 @@ func (b *bench) createGroup(ctx context.Context, rc *rayv1.RayCluster, group str
 	wg.Wait()
 	wall := time.Since(start)
 	return slices.DeleteFunc(lat, func(d time.Duration) bool { return d < 0 }), wall, int(failures.Load())
+}
+
+// slowest lists the k longest latencies with their position in lat (the order the creates were
+// started in, failures left out).
+func slowest(lat []time.Duration, k int) string {
+	idx := make([]int, len(lat))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortFunc(idx, func(a, b int) int { return cmp.Compare(lat[b], lat[a]) })
+	parts := make([]string, 0, k)
+	for _, i := range idx[:min(k, len(idx))] {
+		parts = append(parts, fmt.Sprintf("%d: %.1f", i, ms(lat[i])))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func percentile(d []time.Duration, p int) time.Duration {
