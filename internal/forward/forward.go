@@ -39,13 +39,12 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/client-go/transport"
 
 	"github.com/ray-tpu/tpu-slice-operator/internal/allocator"
 	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
@@ -334,26 +333,17 @@ func serverName(leaf *x509.Certificate) string {
 	return leaf.Subject.CommonName
 }
 
-// FileToken returns a token source that reads path, again at most once a minute, as client-go does
-// for the projected ServiceAccount token, which the kubelet rotates.
+// FileToken returns a token source that reads path, again at most once a minute (client-go's
+// cached file token source, as a rest.Config with BearerTokenFile uses): the kubelet rotates the
+// projected ServiceAccount token.
 func FileToken(path string) func() (string, error) {
-	var (
-		mu     sync.Mutex
-		token  string
-		readAt time.Time
-	)
+	source := transport.NewCachedFileTokenSource(path)
 	return func() (string, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if token != "" && time.Since(readAt) < time.Minute {
-			return token, nil
-		}
-		data, err := os.ReadFile(path) //nolint:gosec // path is the configured token file.
+		token, err := source.Token()
 		if err != nil {
 			return "", err
 		}
-		token, readAt = strings.TrimSpace(string(data)), time.Now()
-		return token, nil
+		return token.AccessToken, nil
 	}
 }
 

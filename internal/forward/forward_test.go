@@ -28,6 +28,8 @@ import (
 	"math/big"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -327,5 +329,19 @@ func TestServeHTTPRefusesBadClaims(t *testing.T) {
 				t.Errorf("claims made = %d, want %d", claimed, want)
 			}
 		})
+	}
+}
+
+func TestFileToken(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(path, []byte("projected-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err := FileToken(path)()
+	if err != nil || got != "projected-token" {
+		t.Errorf("FileToken() = %q, %v; want %q", got, err, "projected-token")
+	}
+	if _, err := FileToken(filepath.Join(t.TempDir(), "missing"))(); err == nil {
+		t.Error("FileToken() of a missing file: no error")
 	}
 }
