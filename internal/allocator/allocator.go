@@ -315,12 +315,6 @@ func (a *Allocator) commit(q *queue, batch []*call) {
 				}
 			}
 			written, over, err := a.writeSlice(ctx, req, replica, replicaName, current[replica], list)
-			if err == nil {
-				q.remember(replica, over, written)
-				a.mu.Lock()
-				q.wrote = time.Now()
-				a.mu.Unlock()
-			}
 			if err != nil {
 				switch {
 				case isConflict(err):
@@ -348,6 +342,10 @@ func (a *Allocator) commit(q *queue, batch []*call) {
 				}
 				continue
 			}
+			q.remember(replica, over, written)
+			a.mu.Lock()
+			q.wrote = time.Now()
+			a.mu.Unlock()
 			for _, i := range placed {
 				a.Stats.Claims.Add(1)
 				pending[i].finish(result{assignment: Assignment{
