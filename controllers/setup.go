@@ -15,7 +15,7 @@ limitations under the License.
 */
 
 // Package controllers holds the TPUSliceAssignment reconciler: it binds claims to their Pods and
-// releases claims and slices that no live Pod or RayCluster backs any more (SPEC §8).
+// releases claims and slices that no live Pod or RayCluster backs any more (docs/spec.md §8).
 package controllers
 
 import (

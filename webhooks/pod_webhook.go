@@ -48,7 +48,7 @@ import (
 // +kubebuilder:webhook:path=/mutate--v1-pod,mutating=true,failurePolicy=fail,sideEffects=NoneOnDryRun,groups="",resources=pods,verbs=create,versions=v1,name=mpod.tpu.ray.io,admissionReviewVersions=v1,timeoutSeconds=10,reinvocationPolicy=IfNeeded
 
 // podWebhook gives each KubeRay TPU worker Pod a unique worker ID in its slice and the environment,
-// hostname, labels and affinity that go with it (SPEC §1, §3–§5).
+// hostname, labels and affinity that go with it (docs/spec.md §1, §3–§5).
 type podWebhook struct {
 	client    client.Client        // cached reads
 	reader    client.Reader        // live reads

@@ -83,7 +83,7 @@ var (
 	// longGroup is a 60-character group name: "<group>-<replica>-<host>" exceeds 63 characters.
 	longGroup = "v6e-training-workers-for-the-long-running-pretraining-job-x1"
 	// longGroupHost is the shortened hostname prefix of longGroup: its first 30 characters and the
-	// first 8 hex digits of SHA-256(longGroup) (SPEC §4: shortened deterministically).
+	// first 8 hex digits of SHA-256(longGroup) (docs/spec.md §4: shortened deterministically).
 	longGroupHost = "v6e-training-workers-for-the-l-73348722"
 
 	// results are the admission metric's result labels.
@@ -291,7 +291,7 @@ func checkAdmissionCounted(t *testing.T, before map[string]float64, want string)
 	}
 }
 
-// identity is what a test expects the webhook to give a Pod (SPEC §4).
+// identity is what a test expects the webhook to give a Pod (docs/spec.md §4).
 type identity struct {
 	// replica and workerID are the claimed slice and host ID.
 	replica, workerID int32
@@ -306,7 +306,7 @@ type identity struct {
 	affinity            *corev1.Affinity
 }
 
-// wantPod returns in with the identity applied as SPEC §4 says, claim token token.
+// wantPod returns in with the identity applied as docs/spec.md §4 says, claim token token.
 func wantPod(in *corev1.Pod, id identity, token string) *corev1.Pod {
 	out := in.DeepCopy()
 	if out.Labels == nil {
@@ -352,7 +352,7 @@ func hostnames(group string, replica int, subdomain string) string {
 	return strings.Join(names, ",")
 }
 
-// sliceAffinity returns user's affinity (or none) with the required terms of SPEC §4 appended: with
+// sliceAffinity returns user's affinity (or none) with the required terms of docs/spec.md §4 appended: with
 // the Pods of the slice on one node pool, and away from node pools of any other slice.
 func sliceAffinity(slice string, user *corev1.Affinity) *corev1.Affinity {
 	a := &corev1.Affinity{}
@@ -1063,7 +1063,7 @@ func TestPodWebhookPassesThrough(t *testing.T) {
 		"a TPU worker Pod without TPU containers and without topology": {
 			pod: testutil.MakeWorkerPod(testNS, clusterName, clusterUID, group).Obj(),
 			op:  admissionv1.Create,
-			// Not a TPU worker by SPEC §1: the missing topology is not reported.
+			// Not a TPU worker by docs/spec.md §1: the missing topology is not reported.
 			wantResult: metrics.ResultNotTPUWorker,
 		},
 		"an UPDATE of a TPU worker Pod": {

@@ -29,7 +29,7 @@ import (
 
 // +kubebuilder:webhook:path=/validate-ray-io-v1-raycluster,mutating=false,failurePolicy=fail,sideEffects=None,groups=ray.io,resources=rayclusters,verbs=create;update,versions=v1,name=vraycluster.tpu.ray.io,admissionReviewVersions=v1,timeoutSeconds=10
 
-// rayClusterWebhook refuses RayClusters whose TPU worker groups cannot form a slice (SPEC §6).
+// rayClusterWebhook refuses RayClusters whose TPU worker groups cannot form a slice (docs/spec.md §6).
 type rayClusterWebhook struct{}
 
 var _ admission.Validator[*rayv1.RayCluster] = &rayClusterWebhook{}

@@ -868,7 +868,7 @@ func writeCounter(writes *atomic.Int32) interceptor.Funcs {
 	}
 }
 
-// TestPlan checks the dry run (SPEC §5, I4): the placement Claim would make, and no write.
+// TestPlan checks the dry run (docs/spec.md §5, I4): the placement Claim would make, and no write.
 func TestPlan(t *testing.T) {
 	cases := map[string]struct {
 		objs    []client.Object
@@ -932,7 +932,7 @@ func TestPlan(t *testing.T) {
 	}
 }
 
-// TestClaimConcurrent checks SPEC §3.3 and I5: concurrent claims through one or several allocators
+// TestClaimConcurrent checks docs/spec.md §3.3 and I5: concurrent claims through one or several allocators
 // (webhook replicas) sharing one API server never give one ID twice.
 func TestClaimConcurrent(t *testing.T) {
 	cases := map[string]struct {
@@ -1016,7 +1016,7 @@ func TestClaimConcurrent(t *testing.T) {
 	}
 }
 
-// TestClaimTimeout checks SPEC §5: an API server that never lets a claim through gets a retryable
+// TestClaimTimeout checks docs/spec.md §5: an API server that never lets a claim through gets a retryable
 // denial well inside the webhook timeout, never a hang.
 func TestClaimTimeout(t *testing.T) {
 	const claimTimeout = 200 * time.Millisecond

@@ -15,7 +15,7 @@ limitations under the License.
 */
 
 // Package claims decides where TPU worker Pods go: which slice (replica) of a worker group and which
-// worker ID inside it (SPEC §3). It is pure: the caller reads the slices, asks Plan for a decision
+// worker ID inside it (docs/spec.md §3). It is pure: the caller reads the slices, asks Plan for a decision
 // and commits it with resourceVersion-checked writes; a conflict means the snapshot was stale, and
 // the caller re-reads and plans again. Uniqueness never rests on this package's view being fresh.
 package claims

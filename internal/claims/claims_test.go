@@ -107,7 +107,7 @@ func indexed(token string, replica, host int32, replicaName string) claims.Reque
 }
 
 // reclaimableTokens returns a Reclaimable that accepts the claims of tokens and fails the test when
-// it is offered a pending claim (SPEC §3.2: only bound claims may be taken over).
+// it is offered a pending claim (docs/spec.md §3.2: only bound claims may be taken over).
 func reclaimableTokens(t *testing.T, tokens ...string) claims.Reclaimable {
 	return func(replica int32, c *tpuv1alpha1.WorkerClaim) bool {
 		if c.PodUID == "" {
@@ -615,7 +615,7 @@ func TestDesiredReplicas(t *testing.T) {
 }
 
 // TestPlanInvariants plans random batches of requests without KubeRay indexes against random
-// slices and checks SPEC §3.2 and I1/I2 on every result.
+// slices and checks docs/spec.md §3.2 and I1/I2 on every result.
 func TestPlanInvariants(t *testing.T) {
 	rng := rand.New(rand.NewPCG(20260301, 9))
 	var placedTotal, fullTotal int

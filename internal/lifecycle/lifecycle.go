@@ -15,7 +15,7 @@ limitations under the License.
 */
 
 // Package lifecycle decides what happens to a slice's claims given the Pods that carry its label
-// (SPEC §8): bind pending claims, release claims whose Pod is gone or finished, release pending
+// (docs/spec.md §8): bind pending claims, release claims whose Pod is gone or finished, release pending
 // claims past their TTL, repair Pods created after their claim expired. It is pure; the reconciler
 // feeds it a cached view first and, when the decision would release or delete anything, a live view
 // whose resourceVersion the resulting write is conditioned on.
@@ -81,7 +81,7 @@ type Decision struct {
 	Ready metav1.Condition
 }
 
-// Live reports whether a Pod counts as live (SPEC §9): not terminating, not Failed or Succeeded.
+// Live reports whether a Pod counts as live (docs/spec.md §9): not terminating, not Failed or Succeeded.
 func Live(pod *corev1.Pod) bool {
 	return pod.DeletionTimestamp == nil && pod.Status.Phase != corev1.PodFailed && pod.Status.Phase != corev1.PodSucceeded
 }

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package tpuenv applies a claimed TPU identity to a KubeRay TPU worker Pod (SPEC §4): the TPU_*
+// Package tpuenv applies a claimed TPU identity to a KubeRay TPU worker Pod (docs/spec.md §4): the TPU_*
 // and MEGASCALE_* environment of its TPU containers, the labels and annotation linking it to its
 // claim and, for multi-host slices, its hostname, subdomain and scheduling affinity.
 //

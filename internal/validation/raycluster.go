@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package validation checks the TPU worker groups of a RayCluster (SPEC §6): the topology agrees
+// Package validation checks the TPU worker groups of a RayCluster (docs/spec.md §6): the topology agrees
 // with numOfHosts and the chips each Pod requests, and the hostnames the Pod webhook will give the
 // hosts are valid. It makes no API calls.
 package validation

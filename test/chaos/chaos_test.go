@@ -55,7 +55,7 @@ var _ = Describe("Chaos", Ordered, Serial, func() {
 		runSeed = uint64(time.Now().UnixNano()) //nolint:gosec // a seed, printed for reruns.
 	}
 	for i, gate := range []bool{false, true} {
-		It(fmt.Sprintf("keeps SPEC §9 with KubeRay's RayMultiHostIndexing=%t", gate), func() {
+		It(fmt.Sprintf("keeps docs/spec.md §9 with KubeRay's RayMultiHostIndexing=%t", gate), func() {
 			run(runSeed, uint64(i), gate, *duration/2)
 		})
 	}
@@ -135,7 +135,7 @@ func run(seed, stream uint64, gate bool, d time.Duration) {
 		seed, d.Seconds(), gateName, r.ops, admitted, denials, max(attempts-admitted-denials, 0), len(r.errs), forwarded, fallbacks)
 	fmt.Fprintln(os.Stdout, line)
 	GinkgoWriter.Println(line, "faults_injected:", r.faults.injected.Load())
-	Expect(errors.Join(r.errs...)).NotTo(HaveOccurred(), "SPEC §9 violations (rerun with -chaos.seed=%d)", seed)
+	Expect(errors.Join(r.errs...)).NotTo(HaveOccurred(), "docs/spec.md §9 violations (rerun with -chaos.seed=%d)", seed)
 	// A run that admits nothing, or never settles, would pass the invariants vacuously.
 	Expect(admitted).To(BeNumerically(">", 0), "no Pod was admitted")
 	Expect(r.settled).To(BeTrue(), "KubeRay did not get every Pod the RayClusters ask for within two minutes of the chaos ending")

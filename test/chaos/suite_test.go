@@ -16,7 +16,7 @@ limitations under the License.
 
 // Package chaos runs a seeded random mix of Pod deletions, replica changes, RayCluster delete and
 // re-create, webhook instance restarts and injected API faults against real KubeRay and three
-// operator instances, and checks SPEC §9 after every step. Each gate setting ends with one line:
+// operator instances, and checks docs/spec.md §9 after every step. Each gate setting ends with one line:
 //
 //	CHAOS seed=<n> duration=<s> gate=<on|off> ops=<n> admitted=<n> denials=<n> retries=<n> violations=<n>
 //

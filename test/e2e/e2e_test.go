@@ -39,7 +39,7 @@ import (
 	"github.com/ray-tpu/tpu-slice-operator/test/integration/framework"
 )
 
-// pendingTTL is short in these tests so that I3 settles quickly (SPEC: within twice the TTL).
+// pendingTTL is short in these tests so that I3 settles quickly (docs/spec.md: within twice the TTL).
 const pendingTTL = 3 * time.Second
 
 var _ = Describe("KubeRay with RayMultiHostIndexing off", Ordered, Serial, func() {

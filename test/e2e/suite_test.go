@@ -15,7 +15,7 @@ limitations under the License.
 */
 
 // Package e2e runs KubeRay's own RayCluster controller in-process against a real API server with
-// our operator (three webhook instances, one reconciler) and checks SPEC §9 as KubeRay creates,
+// our operator (three webhook instances, one reconciler) and checks docs/spec.md §9 as KubeRay creates,
 // deletes and recreates Pods at its own pace, with its RayMultiHostIndexing gate off and on.
 package e2e
 

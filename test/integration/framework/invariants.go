@@ -56,7 +56,7 @@ type Report struct {
 	IDs map[string][]int
 }
 
-// CheckAdmitted checks I1 and I2 of SPEC §9 on the API server's live state: no two live Pods of a
+// CheckAdmitted checks I1 and I2 of docs/spec.md §9 on the API server's live state: no two live Pods of a
 // slice share TPU_WORKER_ID; every admitted TPU worker Pod has an ID in [0, hosts), a TPU_NAME that
 // names its slice, and every full slice has exactly one host with ID 0.
 func CheckAdmitted(ctx context.Context, c client.Reader, namespace string) (Report, error) {

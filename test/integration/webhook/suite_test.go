@@ -30,7 +30,7 @@ import (
 	"github.com/ray-tpu/tpu-slice-operator/test/integration/framework"
 )
 
-// webhookInstances is the number of independent operator instances serving the webhooks (SPEC I5).
+// webhookInstances is the number of independent operator instances serving the webhooks (docs/spec.md I5).
 const webhookInstances = 3
 
 // ctx lives as long as the suite; AfterSuite cancels it.
