@@ -27,13 +27,18 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
+	"github.com/ray-tpu/tpu-slice-operator/internal/tombstones"
 )
 
 // DefaultBindSettle is the default BindSettle.
 const DefaultBindSettle = time.Second
 
-// DefaultPendingTTL is how long a claim may wait for its Pod before it is released.
-const DefaultPendingTTL = 30 * time.Second
+// DefaultPendingTTL is how long a claim may wait for its Pod before it is released. It is longer
+// than the longest a create can take after our admission: the API server cuts every create off at
+// 34 s (k8s.io/apiserver's requestTimeoutUpperBound), and an etcd write already proposed can commit
+// a little later; so a create whose claim is released must have failed, and I1 never rests on the
+// late-Pod repair (docs/spec.md §8).
+const DefaultPendingTTL = 60 * time.Second
 
 // Options configure the reconciler.
 type Options struct {
@@ -41,6 +46,9 @@ type Options struct {
 	PendingTTL time.Duration
 	// MaxConcurrentReconciles is the number of slices reconciled at once.
 	MaxConcurrentReconciles int
+	// Tombstones are the claim tokens of Pods the operator saw deleted (shared with the webhook):
+	// their pending claims are released at once.
+	Tombstones *tombstones.Tombstones
 	// BindSettle is how long a slice must go without new claims (or, before its first, since its
 	// creation) before the reconciler binds them and updates its Ready condition, so that this
 	// bookkeeping does not race the admissions of a burst. Zero means DefaultBindSettle; a negative
@@ -51,7 +59,7 @@ type Options struct {
 // BindFlags registers the options' command-line flags.
 func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.PendingTTL, "pending-claim-ttl", DefaultPendingTTL,
-		"How long a claim may wait for its Pod to appear before it is released (confirmed by a live read).")
+		"How long a claim whose Pod has never been seen may wait for it before it is released (confirmed by a live read). Keep it above the API server's 34s cut-off for creates, so that a Pod whose create is still in flight keeps its ID; a claim whose Pod was seen and then deleted is released at once.")
 	fs.IntVar(&o.MaxConcurrentReconciles, "max-concurrent-reconciles", 4, "Slices reconciled at once.")
 	fs.DurationVar(&o.BindSettle, "bind-settle", DefaultBindSettle,
 		"How long a slice must go without new claims before its claims are bound to their Pods and its Ready condition is updated (bookkeeping: it waits for a burst of admissions to end; releases never wait).")
@@ -71,5 +79,5 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if err := metrics.RegisterSliceCollector(mgr.GetClient()); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
 		return err
 	}
-	return NewSliceReconciler(mgr, opts).SetupWithManager(mgr, opts.MaxConcurrentReconciles)
+	return NewTPUSliceAssignmentReconciler(mgr, opts).SetupWithManager(mgr, opts.MaxConcurrentReconciles)
 }

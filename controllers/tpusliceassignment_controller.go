@@ -25,10 +25,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
@@ -36,12 +38,14 @@ import (
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/claims"
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
+	"github.com/ray-tpu/tpu-slice-operator/internal/identity"
 	"github.com/ray-tpu/tpu-slice-operator/internal/lifecycle"
 	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
 	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
+	"github.com/ray-tpu/tpu-slice-operator/internal/tombstones"
 )
 
-// +kubebuilder:rbac:groups=tpu.ray.io,resources=tpusliceassignments,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups=tpu.ray.io,resources=tpusliceassignments,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups=tpu.ray.io,resources=tpusliceassignments/status,verbs=get;update
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups=ray.io,resources=rayclusters,verbs=get;list;watch
@@ -50,50 +54,96 @@ import (
 // conflictRequeueDelay is how soon a slice is reconciled again after a write lost a conflict.
 const conflictRequeueDelay = 50 * time.Millisecond
 
-// SliceReconciler keeps one TPUSliceAssignment's claims equal to its live Pods.
-type SliceReconciler struct {
+// TPUSliceAssignmentReconciler keeps one TPUSliceAssignment's claims equal to the live Pods that
+// hold its worker IDs (docs/spec.md §8).
+type TPUSliceAssignmentReconciler struct {
 	client     client.Client
 	reader     client.Reader
 	recorder   recorder.EventRecorder
+	tombstones *tombstones.Tombstones
 	pendingTTL time.Duration
 	// bindSettleTime is how long a slice must go without new claims before its claims are bound.
 	bindSettleTime time.Duration
 	now            func() time.Time
+	// seen is what this reconciler observed of each slice, on its own clock.
+	seen *observations
 }
 
-// NewSliceReconciler returns a reconciler reading through mgr's cache and, to confirm a release,
-// its API reader.
-func NewSliceReconciler(mgr ctrl.Manager, opts Options) *SliceReconciler {
-	return &SliceReconciler{
+// NewTPUSliceAssignmentReconciler returns a reconciler reading through mgr's cache and, to confirm
+// what it removes, its API reader.
+func NewTPUSliceAssignmentReconciler(mgr ctrl.Manager, opts Options) *TPUSliceAssignmentReconciler {
+	return &TPUSliceAssignmentReconciler{
 		client:         mgr.GetClient(),
 		reader:         mgr.GetAPIReader(),
 		recorder:       mgr.GetEventRecorder("tpu-slice-operator"),
+		tombstones:     opts.Tombstones,
 		pendingTTL:     opts.PendingTTL,
 		bindSettleTime: opts.BindSettle,
 		now:            time.Now,
+		seen:           newObservations(),
 	}
 }
 
-// SetupWithManager watches slices, the TPU worker Pods that carry a slice label and RayClusters.
-func (r *SliceReconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
+// SetupWithManager watches slices, the TPU worker Pods and RayClusters.
+func (r *TPUSliceAssignmentReconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("tpusliceassignment").
 		For(&tpuv1alpha1.TPUSliceAssignment{}).
-		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToSlice)).
+		Watches(&corev1.Pod{}, r.podHandler()).
 		Watches(&rayv1.RayCluster{}, handler.EnqueueRequestsFromMapFunc(r.rayClusterToSlices)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Complete(r)
 }
 
-func podToSlice(_ context.Context, obj client.Object) []reconcile.Request {
-	name := obj.GetLabels()[constants.SliceLabel]
-	if name == "" {
-		return nil
+// podHandler enqueues the slices a Pod event concerns (podToSlices) and, for a deletion, records
+// the Pod's tombstone first, so that the reconcile it triggers releases the Pod's pending claim at
+// once (the informer's other handler that records tombstones for the webhook runs in no fixed
+// order with this one).
+func (r *TPUSliceAssignmentReconciler) podHandler() handler.EventHandler {
+	enqueue := func(ctx context.Context, obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		for _, req := range podToSlices(ctx, obj) {
+			q.Add(req)
+		}
 	}
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}}}
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, e.Object, q)
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, e.ObjectOld, q)
+			enqueue(ctx, e.ObjectNew, q)
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if pod, ok := e.Object.(*corev1.Pod); ok && r.tombstones != nil {
+				r.tombstones.Record(pod)
+			}
+			enqueue(ctx, e.Object, q)
+		},
+		GenericFunc: func(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, e.Object, q)
+		},
+	}
 }
 
-func (r *SliceReconciler) rayClusterToSlices(ctx context.Context, obj client.Object) []reconcile.Request {
+// podToSlices maps a Pod to the slice its spec identity names and, when it differs, the slice its
+// label names (a hint: the reconcile of that slice finds out whether the Pod holds anything there).
+func podToSlices(_ context.Context, obj client.Object) []reconcile.Request {
+	var reqs []reconcile.Request
+	add := func(name string) {
+		if name != "" && (len(reqs) == 0 || reqs[0].Name != name) {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}})
+		}
+	}
+	if pod, ok := obj.(*corev1.Pod); ok {
+		if id, ok := identity.FromPod(pod); ok {
+			add(id.SliceName())
+		}
+	}
+	add(obj.GetLabels()[constants.SliceLabel])
+	return reqs
+}
+
+func (r *TPUSliceAssignmentReconciler) rayClusterToSlices(ctx context.Context, obj client.Object) []reconcile.Request {
 	var list tpuv1alpha1.TPUSliceAssignmentList
 	if err := r.client.List(ctx, &list, client.InNamespace(obj.GetNamespace()),
 		client.MatchingLabels{constants.ClusterLabel: naming.LabelValue(obj.GetName())}); err != nil {
@@ -107,129 +157,194 @@ func (r *SliceReconciler) rayClusterToSlices(ctx context.Context, obj client.Obj
 	return reqs
 }
 
-// Reconcile brings one slice's claims in line with its Pods and removes the slice when its
-// RayCluster generation is gone or it is an empty replica above the group's count.
-func (r *SliceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	log := ctrl.LoggerFrom(ctx)
+// Reconcile brings one slice's claims in line with the Pods that hold its worker IDs, re-creates a
+// slice that live Pods still hold IDs of, and removes the slice when its RayCluster generation is
+// gone or it is an empty replica above the group's count.
+func (r *TPUSliceAssignmentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	slice := &tpuv1alpha1.TPUSliceAssignment{}
 	if err := r.client.Get(ctx, req.NamespacedName, slice); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, err
+		}
+		r.seen.forget(req.NamespacedName)
+		if slice, err = r.recreate(ctx, req.NamespacedName); slice == nil || err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 	if slice.DeletionTimestamp != nil {
 		return ctrl.Result{}, nil
 	}
-
-	rc, err := r.rayCluster(ctx, slice)
+	rc, err := r.rayCluster(ctx, slice.Namespace, slice.Spec.RayClusterName, slice.Spec.RayClusterUID)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	if rc == nil || rc.UID != slice.Spec.RayClusterUID {
 		return ctrl.Result{}, r.deleteSlice(ctx, slice, rc, "its RayCluster generation "+string(slice.Spec.RayClusterUID)+" no longer exists")
 	}
-
-	pods, err := r.slicePods(ctx, r.client, slice)
-	if err != nil {
+	slice, d, err := r.decide(ctx, slice)
+	if err != nil || slice == nil {
 		return ctrl.Result{}, err
 	}
-	d := lifecycle.Decide(slice, pods, r.now(), r.pendingTTL)
-	if d.Destructive {
-		// Releases and deletions are decided on live data, and the status write below is
-		// conditioned on the live resourceVersion: a claim made since cannot be removed.
-		if err := r.reader.Get(ctx, req.NamespacedName, slice); err != nil {
-			return ctrl.Result{}, client.IgnoreNotFound(err)
-		}
-		if pods, err = r.slicePods(ctx, r.reader, slice); err != nil {
-			return ctrl.Result{}, err
-		}
-		d = lifecycle.Decide(slice, pods, r.now(), r.pendingTTL)
-	}
-
-	if wait := r.bindSettle(slice, d); wait > 0 {
+	if wait := r.bindSettle(req.NamespacedName, d); wait > 0 {
 		// Claims are still arriving: writing now would make the next claim's write conflict.
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
-
-	updated := slice.DeepCopy()
-	if lifecycle.ApplyStatus(&updated.Status, d) {
-		if err := r.client.Status().Update(ctx, updated); err != nil {
-			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-				// A claim or release landed since the read: decide again on fresh data.
-				return ctrl.Result{RequeueAfter: conflictRequeueDelay}, nil
-			}
-			return ctrl.Result{}, fmt.Errorf("updating claims of slice %s: %w", slice.Name, err)
-		}
-		r.recordChanges(rc, slice, d)
+	updated, requeue, err := r.write(ctx, rc, slice, d)
+	if err != nil || requeue > 0 {
+		return ctrl.Result{RequeueAfter: requeue}, err
 	}
-	for _, dup := range d.Duplicates {
-		r.recorder.Eventf(dup.Pod, slice, corev1.EventTypeWarning, ReasonDuplicateWorkerDeleted, "Delete",
-			noteDuplicateWorkerDeleted, dup.WorkerID, slice.Name, dup.Holder)
-		uid := dup.Pod.UID
-		if err := r.client.Delete(ctx, dup.Pod, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
-			return ctrl.Result{}, fmt.Errorf("deleting duplicate TPU worker Pod %s: %w", dup.Pod.Name, err)
-		}
-		log.Info("Deleted late TPU worker Pod whose ID another Pod holds", "pod", klog.KObj(dup.Pod), "workerID", dup.WorkerID, "holder", dup.Holder)
+	if err := r.deleteDuplicates(ctx, slice, d); err != nil {
+		return ctrl.Result{}, err
 	}
-
 	if len(updated.Status.Claims) == 0 && slice.Spec.ReplicaIndex >= replicas(rc, slice.Spec.GroupName) {
 		return ctrl.Result{}, r.deleteSlice(ctx, updated, rc, "it is empty and above the worker group's replica count")
 	}
 	return ctrl.Result{RequeueAfter: d.RequeueAfter}, nil
 }
 
-// bindSettle returns how long to wait before a bookkeeping write (binding claims, the Ready
-// condition and its counts): while a slice is still receiving claims (its newest claim, or, before
-// the first, its creation, is younger than BindSettle), every such write would land between two
-// admissions and make the next claim's write conflict. So it waits for the burst to end and writes
-// once. Releases and repairs never wait.
-func (r *SliceReconciler) bindSettle(slice *tpuv1alpha1.TPUSliceAssignment, d lifecycle.Decision) time.Duration {
+// decide makes the slice's decision on the cache and, when it would release, add or delete
+// anything, again on a live read, whose resourceVersion the write is then conditioned on: a claim
+// made since cannot be removed. It returns the slice the decision was made on (nil when it is gone).
+func (r *TPUSliceAssignmentReconciler) decide(ctx context.Context, slice *tpuv1alpha1.TPUSliceAssignment) (*tpuv1alpha1.TPUSliceAssignment, lifecycle.Decision, error) {
+	pods, err := r.cachedPods(ctx, slice)
+	if err != nil {
+		return nil, lifecycle.Decision{}, err
+	}
+	d := lifecycle.Decide(r.view(slice, pods), r.pendingTTL)
+	if !d.Destructive {
+		return slice, d, nil
+	}
+	live := &tpuv1alpha1.TPUSliceAssignment{}
+	if err := r.reader.Get(ctx, client.ObjectKeyFromObject(slice), live); err != nil {
+		return nil, lifecycle.Decision{}, client.IgnoreNotFound(err)
+	}
+	if pods, err = r.livePods(ctx, live); err != nil {
+		return nil, lifecycle.Decision{}, err
+	}
+	return live, lifecycle.Decide(r.view(live, pods), r.pendingTTL), nil
+}
+
+func (r *TPUSliceAssignmentReconciler) view(slice *tpuv1alpha1.TPUSliceAssignment, pods []corev1.Pod) lifecycle.View {
+	now := r.now()
+	pendingFor := r.seen.observe(client.ObjectKeyFromObject(slice), slice, now)
+	return lifecycle.View{
+		Slice: slice,
+		Pods:  pods,
+		Gone: func(token string) bool {
+			_, gone := r.tombstones.Lookup(slice.Namespace, token)
+			return gone
+		},
+		PendingFor: pendingFor,
+		Now:        now,
+	}
+}
+
+// write applies the decision to the slice's status, conditional on the resourceVersion it was
+// made on, and records what changed. A lost conflict asks to decide again on fresh data.
+func (r *TPUSliceAssignmentReconciler) write(ctx context.Context, rc *rayv1.RayCluster, slice *tpuv1alpha1.TPUSliceAssignment,
+	d lifecycle.Decision) (*tpuv1alpha1.TPUSliceAssignment, time.Duration, error) {
+	updated := slice.DeepCopy()
+	if !lifecycle.ApplyStatus(&updated.Status, d) {
+		return updated, 0, nil
+	}
+	if err := r.client.Status().Update(ctx, updated); err != nil {
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			return nil, conflictRequeueDelay, nil
+		}
+		return nil, 0, fmt.Errorf("updating claims of slice %s: %w", slice.Name, err)
+	}
+	r.recordChanges(rc, slice, d)
+	return updated, 0, nil
+}
+
+// deleteDuplicates deletes the Pods this operator admitted whose worker ID another live Pod of the
+// slice holds, each conditional on its UID.
+func (r *TPUSliceAssignmentReconciler) deleteDuplicates(ctx context.Context, slice *tpuv1alpha1.TPUSliceAssignment, d lifecycle.Decision) error {
+	for _, dup := range d.Duplicates {
+		r.recorder.Eventf(dup.Pod, slice, corev1.EventTypeWarning, ReasonTPUWorkerIDTaken, "Delete",
+			noteTPUWorkerIDTaken, dup.WorkerID, slice.Name, dup.Holder)
+		uid := dup.Pod.UID
+		if err := r.client.Delete(ctx, dup.Pod, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting duplicate TPU worker Pod %s: %w", dup.Pod.Name, err)
+		}
+		metrics.PodsDeleted.Inc()
+		ctrl.LoggerFrom(ctx).Info("Deleted TPU worker Pod whose ID another live Pod holds", "pod", klog.KObj(dup.Pod),
+			"workerID", dup.WorkerID, "holder", dup.Holder)
+	}
+	return nil
+}
+
+// bindSettle returns how long to wait before a bookkeeping write (binding claims, the conditions
+// and counts): while a slice is still receiving claims (its claims changed, as this reconciler saw
+// them, less than BindSettle ago), every such write would land between two admissions and make the
+// next claim's write conflict. So it waits for the burst to end and writes once. Releases, repairs
+// and deletions never wait. Both ends of the wait are this process's clock.
+func (r *TPUSliceAssignmentReconciler) bindSettle(key types.NamespacedName, d lifecycle.Decision) time.Duration {
 	if r.bindSettleTime <= 0 || d.Destructive {
 		return 0
 	}
-	newest := slice.CreationTimestamp.Time
-	for _, c := range slice.Status.Claims {
-		if c.ClaimedAt.After(newest) {
-			newest = c.ClaimedAt.Time
-		}
-	}
-	// claimedAt has second precision: count from the end of its second.
-	if wait := newest.Add(time.Second + r.bindSettleTime).Sub(r.now()); wait > 0 {
+	if wait := r.seen.changedAt(key).Add(r.bindSettleTime).Sub(r.now()); wait > 0 {
 		return wait
 	}
 	return 0
 }
 
-func (r *SliceReconciler) recordChanges(rc *rayv1.RayCluster, slice *tpuv1alpha1.TPUSliceAssignment, d lifecycle.Decision) {
-	for _, c := range d.Bound {
+func (r *TPUSliceAssignmentReconciler) recordChanges(rc *rayv1.RayCluster, slice *tpuv1alpha1.TPUSliceAssignment, d lifecycle.Decision) {
+	podOf := func(c tpuv1alpha1.WorkerClaim) *corev1.Pod {
 		pod := &corev1.Pod{}
 		pod.Name, pod.Namespace, pod.UID = c.PodName, slice.Namespace, c.PodUID
-		r.recorder.Eventf(pod, slice, corev1.EventTypeNormal, ReasonWorkerIDAssigned, "Bind",
-			noteWorkerIDAssigned, c.WorkerID, slice.Name, slice.Spec.ReplicaIndex)
+		return pod
+	}
+	for _, c := range d.Bound {
+		r.recorder.Eventf(podOf(c), slice, corev1.EventTypeNormal, ReasonTPUWorkerIDAssigned, "Bind",
+			noteTPUWorkerIDAssigned, c.WorkerID, slice.Name, slice.Spec.ReplicaIndex)
 	}
 	for _, c := range d.Repaired {
-		pod := &corev1.Pod{}
-		pod.Name, pod.Namespace, pod.UID = c.PodName, slice.Namespace, c.PodUID
-		r.recorder.Eventf(pod, slice, corev1.EventTypeWarning, ReasonClaimRepaired, "Claim",
-			noteClaimRepaired, c.WorkerID, slice.Name)
+		r.recorder.Eventf(podOf(c), slice, corev1.EventTypeWarning, ReasonTPUClaimRepaired, "Claim",
+			noteTPUClaimRepaired, c.WorkerID, slice.Name)
+	}
+	for _, c := range d.Adopted {
+		metrics.ClaimsAdopted.WithLabelValues(metrics.AdoptedByReconciler).Inc()
+		r.recorder.Eventf(podOf(c), slice, corev1.EventTypeNormal, ReasonTPUWorkerAdopted, "Adopt",
+			noteTPUWorkerAdopted, c.WorkerID, slice.Name)
 	}
 	for _, rel := range d.Released {
 		metrics.ClaimsReleased.WithLabelValues(rel.Reason).Inc()
-		r.recorder.Eventf(rc, slice, corev1.EventTypeNormal, ReasonClaimReleased, "Release",
-			noteClaimReleased, rel.Claim.WorkerID, slice.Name, rel.Reason)
+		r.recorder.Eventf(rc, slice, corev1.EventTypeNormal, ReasonTPUClaimReleased, "Release",
+			noteTPUClaimReleased, rel.Claim.WorkerID, slice.Name, rel.Reason)
+	}
+	if conflictChanged(slice, d) {
+		for _, c := range d.Conflicts {
+			r.recorder.Eventf(c.Pod, slice, corev1.EventTypeWarning, ReasonTPUIdentityConflict, "Adopt",
+				noteTPUIdentityConflict, c.WorkerID, slice.Name, c.Why)
+		}
 	}
 }
 
-// rayCluster returns the slice's RayCluster, or nil when it does not exist. A missing or
-// different-UID answer from the cache is confirmed by a live read before anything is deleted.
-func (r *SliceReconciler) rayCluster(ctx context.Context, slice *tpuv1alpha1.TPUSliceAssignment) (*rayv1.RayCluster, error) {
-	key := types.NamespacedName{Namespace: slice.Namespace, Name: slice.Spec.RayClusterName}
+// conflictChanged reports whether the decision's Conflict condition says something new: its Events
+// are recorded once per change, not on every reconcile.
+func conflictChanged(slice *tpuv1alpha1.TPUSliceAssignment, d lifecycle.Decision) bool {
+	for _, c := range slice.Status.Conditions {
+		if c.Type == tpuv1alpha1.ConditionConflict {
+			return c.Message != d.Conflict.Message
+		}
+	}
+	return len(d.Conflicts) > 0
+}
+
+// rayCluster returns the RayCluster name, or nil when it does not exist. A missing answer, or one
+// of another UID than uid, from the cache is confirmed by a live read before anything is deleted.
+func (r *TPUSliceAssignmentReconciler) rayCluster(ctx context.Context, namespace, name string, uid types.UID) (*rayv1.RayCluster, error) {
+	key := types.NamespacedName{Namespace: namespace, Name: name}
 	rc := &rayv1.RayCluster{}
 	err := r.client.Get(ctx, key, rc)
-	if err == nil && rc.UID == slice.Spec.RayClusterUID {
+	if err == nil && (uid == "" || rc.UID == uid) {
 		return rc, nil
 	}
 	if err != nil && !apierrors.IsNotFound(err) {
 		return nil, err
 	}
+	rc = &rayv1.RayCluster{}
 	if err := r.reader.Get(ctx, key, rc); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, nil
@@ -239,17 +354,8 @@ func (r *SliceReconciler) rayCluster(ctx context.Context, slice *tpuv1alpha1.TPU
 	return rc, nil
 }
 
-// slicePods lists the Pods labeled with the slice.
-func (r *SliceReconciler) slicePods(ctx context.Context, reader client.Reader, slice *tpuv1alpha1.TPUSliceAssignment) ([]corev1.Pod, error) {
-	var pods corev1.PodList
-	if err := reader.List(ctx, &pods, client.InNamespace(slice.Namespace), client.MatchingLabels{constants.SliceLabel: slice.Name}); err != nil {
-		return nil, fmt.Errorf("listing Pods of slice %s: %w", slice.Name, err)
-	}
-	return pods.Items, nil
-}
-
 // deleteSlice deletes the slice conditional on the resourceVersion the decision was made on.
-func (r *SliceReconciler) deleteSlice(ctx context.Context, slice *tpuv1alpha1.TPUSliceAssignment, rc *rayv1.RayCluster, why string) error {
+func (r *TPUSliceAssignmentReconciler) deleteSlice(ctx context.Context, slice *tpuv1alpha1.TPUSliceAssignment, rc *rayv1.RayCluster, why string) error {
 	rv, uid := slice.ResourceVersion, slice.UID
 	if err := r.client.Delete(ctx, slice, client.Preconditions{UID: &uid, ResourceVersion: &rv}); err != nil {
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
@@ -257,9 +363,10 @@ func (r *SliceReconciler) deleteSlice(ctx context.Context, slice *tpuv1alpha1.TP
 		}
 		return fmt.Errorf("deleting slice %s: %w", slice.Name, err)
 	}
+	r.seen.forget(client.ObjectKeyFromObject(slice))
 	ctrl.LoggerFrom(ctx).Info("Deleted TPUSliceAssignment", "slice", klog.KObj(slice), "reason", why)
 	if rc != nil {
-		r.recorder.Eventf(rc, slice, corev1.EventTypeNormal, ReasonStaleSliceRemoved, "Delete", noteStaleSliceRemoved, slice.Name, why)
+		r.recorder.Eventf(rc, slice, corev1.EventTypeNormal, ReasonTPUSliceRemoved, "Delete", noteTPUSliceRemoved, slice.Name, why)
 	}
 	return nil
 }

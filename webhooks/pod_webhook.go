@@ -33,12 +33,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/ray-tpu/tpu-slice-operator/internal/allocator"
 	"github.com/ray-tpu/tpu-slice-operator/internal/claims"
+	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
 	"github.com/ray-tpu/tpu-slice-operator/internal/forward"
+	podidentity "github.com/ray-tpu/tpu-slice-operator/internal/identity"
 	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
 	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
 	"github.com/ray-tpu/tpu-slice-operator/internal/topology"
@@ -50,9 +51,7 @@ import (
 // podWebhook gives each KubeRay TPU worker Pod a unique worker ID in its slice and the environment,
 // hostname, labels and affinity that go with it (docs/spec.md §1, §3–§5).
 type podWebhook struct {
-	client    client.Client        // cached reads
-	reader    client.Reader        // live reads
-	allocator *allocator.Allocator // dry runs
+	allocator *allocator.Allocator // dry runs and re-invocation checks
 	claimer   forward.Claimer      // claims: the allocator, or a Router in front of it
 }
 
@@ -81,13 +80,50 @@ func (w *podWebhook) Default(ctx context.Context, pod *corev1.Pod) error {
 		metrics.Admissions.WithLabelValues(metrics.ResultNotTPUWorker).Inc()
 		return nil
 	}
-	if tpuenv.Applied(pod) {
+	reinvoked, err := w.forgetCopiedIdentity(ctx, req.Namespace, pod)
+	if err != nil {
+		metrics.Admissions.WithLabelValues(metrics.ResultDeniedTransient).Inc()
+		return denyTransient("checking the TPU identity the Pod already carries: %v", err)
+	}
+	if reinvoked {
 		metrics.Admissions.WithLabelValues(metrics.ResultAlreadyAssigned).Inc()
 		return nil
 	}
 	err = w.assign(ctx, req, pod)
 	metrics.Admissions.WithLabelValues(admissionResult(err, ptr.Deref(req.DryRun, false))).Inc()
 	return err
+}
+
+// forgetCopiedIdentity handles a Pod that arrives already carrying a TPU identity or a claim token.
+// If it is this admission coming back (webhook re-invocation: its token is a pending claim of the
+// slice its spec names, and no live Pod carries it), it reports true and the Pod is returned
+// unchanged. Otherwise the Pod is a copy (a manifest copied from a running worker, a template, a
+// dry-run output): a token is not a claim, so the copied identity is stripped and the Pod is
+// admitted as a new one (docs/spec.md §8).
+func (w *podWebhook) forgetCopiedIdentity(ctx context.Context, namespace string, pod *corev1.Pod) (bool, error) {
+	prev, hasIdentity := podidentity.FromPod(pod)
+	token := podidentity.Token(pod)
+	if !hasIdentity && token == "" {
+		return false, nil
+	}
+	if hasIdentity && token != "" {
+		reinvoked, err := w.allocator.Reinvoked(ctx, namespace, prev.SliceName(), token, prev.WorkerID)
+		if err != nil || reinvoked {
+			return reinvoked, err
+		}
+	}
+	old := tpuenv.Identity{ClaimToken: token}
+	if hasIdentity {
+		old = tpuenv.Identity{
+			GroupName: prev.Group, ReplicaIndex: prev.Replica, WorkerID: prev.WorkerID, Hosts: prev.Hosts,
+			Subdomain: pod.Spec.Subdomain, V7x: topology.IsV7x(pod.Spec.NodeSelector[constants.AcceleratorNodeSelectorKey]),
+			SliceName: prev.SliceName(), ClaimToken: token,
+		}
+	}
+	tpuenv.Strip(pod, old, topology.TPUContainers(&pod.Spec))
+	ctrl.LoggerFrom(ctx).Info("TPU worker Pod carries a copied TPU identity; admitting it as a new Pod",
+		"namespace", namespace, "generateName", pod.GenerateName, "copiedSlice", old.SliceName, "copiedWorkerID", old.WorkerID)
+	return false, nil
 }
 
 // admissionResult is the metrics label of an admission's outcome.
@@ -125,30 +161,20 @@ func (w *podWebhook) assign(ctx context.Context, req admission.Request, pod *cor
 	if err != nil {
 		return deny("TPU worker Pod of RayCluster %s group %s: %v", cluster, group, err)
 	}
-	rc, err := w.rayCluster(ctx, req.Namespace, cluster, ownerUID(pod))
-	if err != nil {
-		return err
-	}
-	desired, ok := claims.DesiredReplicas(rc, group)
-	if !ok {
-		return deny("RayCluster %s has no worker group %q", cluster, group)
-	}
-
 	claimReq := allocator.Request{
-		Namespace:       req.Namespace,
-		ClusterName:     cluster,
-		ClusterUID:      rc.UID,
-		GroupName:       group,
-		Hosts:           slice.Hosts,
-		Topology:        slice.Topology.String(),
-		Accelerator:     slice.Accelerator,
-		DesiredReplicas: desired,
-		Claim:           indexes,
+		Namespace:   req.Namespace,
+		ClusterName: cluster,
+		ClusterUID:  ownerUID(pod),
+		GroupName:   group,
+		Hosts:       slice.Hosts,
+		Topology:    slice.Topology.String(),
+		Accelerator: slice.Accelerator,
+		Claim:       indexes,
 	}
 	var assignment allocator.Assignment
 	if ptr.Deref(req.DryRun, false) {
 		assignment, err = w.allocator.Plan(ctx, claimReq)
-		assignment.Token = "dry-run"
+		assignment.Token = dryRunToken
 	} else {
 		assignment, err = w.claimer.Claim(ctx, claimReq)
 	}
@@ -171,30 +197,9 @@ func (w *podWebhook) assign(ctx context.Context, req admission.Request, pod *cor
 	return nil
 }
 
-// rayCluster returns the Pod's RayCluster, from the cache when it matches the Pod's owner UID, else
-// from the API server. A Pod owned by a RayCluster generation that no longer exists is denied.
-func (w *podWebhook) rayCluster(ctx context.Context, namespace, name string, owner types.UID) (*rayv1.RayCluster, error) {
-	key := types.NamespacedName{Namespace: namespace, Name: name}
-	cached := &rayv1.RayCluster{}
-	if err := w.client.Get(ctx, key, cached); err == nil && (owner == "" || cached.UID == owner) {
-		return cached, nil
-	}
-	// A fresh object for the live read: client-go decodes into the object it is given without
-	// zeroing it, so fields the live RayCluster omits (a re-created cluster without spec.suspend)
-	// would keep the cached old generation's values.
-	rc := &rayv1.RayCluster{}
-	if err := w.reader.Get(ctx, key, rc); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, deny("RayCluster %s/%s of this TPU worker Pod does not exist", namespace, name)
-		}
-		return nil, denyTransient("reading RayCluster %s/%s: %v", namespace, name, err)
-	}
-	if owner != "" && rc.UID != owner {
-		return nil, deny("the Pod's owner, RayCluster %s/%s with UID %s, has been deleted (the cluster now has UID %s)",
-			namespace, name, owner, rc.UID)
-	}
-	return rc, nil
-}
+// dryRunToken is the claim token a dry run's Pod carries. No claim ever has it, so a Pod created
+// from a dry run's output is admitted as a new Pod.
+const dryRunToken = "dry-run"
 
 // ownerUID returns the UID of the Pod's controlling RayCluster, set by KubeRay at creation.
 func ownerUID(pod *corev1.Pod) types.UID {

@@ -53,6 +53,7 @@ import (
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/allocator"
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
+	podidentity "github.com/ray-tpu/tpu-slice-operator/internal/identity"
 	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
 	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
 	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
@@ -71,8 +72,6 @@ const (
 	headless = "rc-headless"
 	// claimTimeout bounds one claim; no test expects to reach it.
 	claimTimeout = 2 * time.Second
-	// dryRunToken is the claim token the webhook writes onto a dry-run Pod (no claim exists).
-	dryRunToken = "dry-run"
 )
 
 var (
@@ -133,6 +132,7 @@ func newClient(t *testing.T, calls *apiCalls, get func(context.Context, client.W
 	return fake.NewClientBuilder().
 		WithScheme(newScheme(t)).
 		WithStatusSubresource(&tpuv1alpha1.TPUSliceAssignment{}).
+		WithIndex(&corev1.Pod{}, podidentity.TokenIndex, podidentity.TokenIndexValue).
 		WithObjects(objs...).
 		WithInterceptorFuncs(interceptor.Funcs{
 			Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
@@ -193,8 +193,8 @@ func newClient(t *testing.T, calls *apiCalls, get func(context.Context, client.W
 
 // newPodWebhook returns the Pod webhook reading from and writing to c, as cache and API server.
 func newPodWebhook(c client.Client) *podWebhook {
-	alloc := allocator.New(c, c, claimTimeout)
-	return &podWebhook{client: c, reader: c, allocator: alloc, claimer: alloc}
+	alloc := allocator.New(c, c, allocator.Options{Timeout: claimTimeout})
+	return &podWebhook{allocator: alloc, claimer: alloc}
 }
 
 // admissionContext returns the context of a Pod admission request in testNS.
@@ -812,10 +812,10 @@ func TestPodWebhookAssigns(t *testing.T) {
 				env: map[int][]corev1.EnvVar{0: withDevicePlugin(env("TPU_WORKER_ID", "0"), env("TPU_NAME", "tpu-2"))},
 			},
 		},
-		"KubeRay's labels replace the claims of a slice recorded under another replica name": {
+		"KubeRay's labels replace the claims of a slice recorded under another replica name once its Pods are gone": {
 			rc: multiHost(1),
 			slices: []*tpuv1alpha1.TPUSliceAssignment{storedSlice(0).ReplicaName("tpu-old01").
-				Claim(2, "old-2", "", "", time.Now()).Obj()},
+				Claim(2, "old-2", "old-pod-2", "old-uid-2", time.Now()).Obj()},
 			pod: func(rc *rayv1.RayCluster) *corev1.Pod {
 				return testutil.WorkerPodFor(rc, group).KubeRayIndexes(0, "tpu-new02", 2).Obj()
 			},
@@ -933,7 +933,7 @@ func TestPodWebhookDenies(t *testing.T) {
 			podRC:    tpuCluster().UID(oldUID).Obj(),
 			wantCode: http.StatusForbidden,
 			wantMessage: "the Pod's owner, RayCluster team-a/rc with UID rc-uid-1, has been deleted " +
-				"(the cluster now has UID rc-uid-2)",
+				"(the cluster now has UID rc-uid-2): a create of the deleted generation is refused",
 			wantResult: metrics.ResultDeniedPermanent,
 		},
 		"a KubeRay replica-index label that is not a number is denied": {
@@ -1071,12 +1071,6 @@ func TestPodWebhookPassesThrough(t *testing.T) {
 			op:         admissionv1.Update,
 			wantResult: metrics.ResultNotCreate,
 		},
-		"a re-invoked TPU worker Pod that already carries its claim": {
-			pod: tpuWorker().Label("replicaIndex", "tpu-0").Label(constants.SliceLabel, naming.SliceName(clusterName, group, 0)).
-				Label(constants.WorkerIDLabel, "3").Annotation(constants.ClaimTokenAnnotation, "0123456789abcdef").Obj(),
-			op:         admissionv1.Create,
-			wantResult: metrics.ResultAlreadyAssigned,
-		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -1135,7 +1129,7 @@ func TestPodWebhookDryRun(t *testing.T) {
 		"a Pod of a full group is denied as transient": {
 			slices: []*tpuv1alpha1.TPUSliceAssignment{fullSlice(0)},
 			wantMessage: "all 1 slices of 4 hosts the worker group asks for are fully claimed; a claim of a Pod that was just " +
-				"created or deleted may still be settling; transient, retry",
+				"created or deleted may still be settling; transient, the Pod's creator retries",
 			wantResult: metrics.ResultDeniedTransient,
 		},
 	}
@@ -1204,15 +1198,15 @@ func TestPodWebhookReadsLiveRayClusterIntoAFreshObject(t *testing.T) {
 		return json.Unmarshal(data, obj)
 	}
 	live := newClient(t, &liveCalls, decodeInPlace, newRC)
-	alloc := allocator.New(cache, cache, claimTimeout)
-	w := &podWebhook{client: cache, reader: live, allocator: alloc, claimer: alloc}
+	alloc := allocator.New(cache, live, allocator.Options{Timeout: claimTimeout})
+	w := &podWebhook{allocator: alloc, claimer: alloc}
 	got := testutil.WorkerPodFor(newRC, group).Obj()
 
 	if err := w.Default(admissionContext(t, admissionv1.Create, false), got); err != nil {
 		t.Fatalf("Default() = %v, want the Pod of the new generation admitted", err)
 	}
-	if n := liveCalls.all.Load(); n != 1 {
-		t.Errorf("The webhook made %d live reads, want 1 (the RayCluster)", n)
+	if n := liveCalls.all.Load(); n != 2 {
+		t.Errorf("The webhook made %d live reads, want 2 (the RayCluster, and the group's Pods once for adoption)", n)
 	}
 	if id := got.Labels[constants.WorkerIDLabel]; id != "0" {
 		t.Errorf("Worker ID label = %q, want 0", id)

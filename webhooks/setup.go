@@ -24,6 +24,7 @@ import (
 	"crypto/tls"
 	"flag"
 	"fmt"
+	"math"
 	"net"
 	"slices"
 	"strings"
@@ -40,6 +41,7 @@ import (
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/allocator"
 	"github.com/ray-tpu/tpu-slice-operator/internal/forward"
+	"github.com/ray-tpu/tpu-slice-operator/internal/tombstones"
 )
 
 // +kubebuilder:webhookconfiguration:mutating=true,name=webhook-configuration
@@ -59,6 +61,10 @@ const DefaultClaimTimeout = 6 * time.Second
 type Options struct {
 	// ClaimTimeout bounds the retries of one claim; past it the Pod is denied as transient.
 	ClaimTimeout time.Duration
+	// MaxSliceHosts bounds the hosts of a slice: larger topologies are denied.
+	MaxSliceHosts int
+	// Tombstones are the claim tokens of Pods the operator saw deleted (shared with the reconciler).
+	Tombstones *tombstones.Tombstones
 	// Allocator, when set, is used instead of a new one (tests read its Stats).
 	Allocator *allocator.Allocator
 	// Forward, when its Service is set, sends each claim to the replica that owns its worker group.
@@ -118,6 +124,8 @@ func (o *ForwardOptions) validate() error {
 func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.ClaimTimeout, "claim-timeout", DefaultClaimTimeout,
 		"How long one Pod admission may retry its claim before it is denied as transient (below the webhook's 10s timeout).")
+	fs.IntVar(&o.MaxSliceHosts, "max-slice-hosts", allocator.DefaultMaxSliceHosts,
+		"The most hosts (worker Pods) a TPU slice may have: Pods and RayCluster groups of larger topologies are denied. The default is a little above the largest TPU slice sold today (tpu7x: 2,304 hosts).")
 }
 
 // Setup registers every webhook with the manager's webhook server.
@@ -135,7 +143,9 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	}
 	alloc := opts.Allocator
 	if alloc == nil {
-		alloc = allocator.New(mgr.GetClient(), mgr.GetAPIReader(), opts.ClaimTimeout)
+		alloc = allocator.New(mgr.GetClient(), mgr.GetAPIReader(), allocator.Options{
+			Timeout: opts.ClaimTimeout, MaxSliceHosts: int32(min(opts.MaxSliceHosts, math.MaxInt32)), Tombstones: opts.Tombstones, //nolint:gosec // clamped.
+		})
 	}
 	var claimer forward.Claimer = alloc
 	if opts.Forward.Enabled() {
@@ -146,7 +156,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		claimer = router
 	}
 	if err := ctrl.NewWebhookManagedBy(mgr, &corev1.Pod{}).
-		WithDefaulter(&podWebhook{client: mgr.GetClient(), reader: mgr.GetAPIReader(), allocator: alloc, claimer: claimer}).
+		WithDefaulter(&podWebhook{allocator: alloc, claimer: claimer}).
 		Complete(); err != nil {
 		return err
 	}

@@ -22,7 +22,9 @@ import (
 )
 
 // TPUSliceAssignmentSpec identifies one slice: one replica of a RayCluster worker group.
-// The spec is written once, when the slice is first claimed, and never changes.
+// The spec is written once, when the slice is first claimed, and never changes: the API server
+// refuses any change to it. A slice of a new generation is a new object.
+// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec is immutable: a slice of another generation is a new TPUSliceAssignment"
 type TPUSliceAssignmentSpec struct {
 	// rayClusterName is the name of the RayCluster that owns the slice.
 	// +kubebuilder:validation:MinLength=1
@@ -50,8 +52,19 @@ type TPUSliceAssignmentSpec struct {
 	// +optional
 	ReplicaName string `json:"replicaName,omitempty"`
 
-	// hosts is the number of hosts (worker Pods) in the slice; worker IDs are 0..hosts-1.
+	// replacedReplicaNames are the KubeRay replica names earlier generations of this replica had,
+	// oldest first. KubeRay never goes back to a replaced replica, so a Pod naming one of them is a
+	// create of an older generation still in flight, and is refused.
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	// +optional
+	ReplacedReplicaNames []string `json:"replacedReplicaNames,omitempty"`
+
+	// hosts is the number of hosts (worker Pods) in the slice; worker IDs are 0..hosts-1. The
+	// schema's maximum is a backstop far above any TPU slice; the operator's --max-slice-hosts is
+	// the real bound.
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65536
 	// +required
 	Hosts int32 `json:"hosts"`
 

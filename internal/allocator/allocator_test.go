@@ -47,7 +47,7 @@ import (
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/claims"
-	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
+	"github.com/ray-tpu/tpu-slice-operator/internal/identity"
 	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
 	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
 	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
@@ -94,10 +94,15 @@ func newScheme(t *testing.T) *runtime.Scheme {
 	return s
 }
 
-// newClient returns a fake API server holding objs, enforcing resourceVersions, with faults injected by funcs.
+// newClient returns a fake API server holding objs (and, unless they hold one, the test
+// RayCluster asking for one replica), enforcing resourceVersions, with faults injected by funcs.
 func newClient(t *testing.T, funcs interceptor.Funcs, objs ...client.Object) client.WithWatch {
 	t.Helper()
+	if !slices.ContainsFunc(objs, func(o client.Object) bool { _, ok := o.(*rayv1.RayCluster); return ok }) {
+		objs = append(objs, rayCluster(1))
+	}
 	return fake.NewClientBuilder().
+		WithIndex(&corev1.Pod{}, identity.TokenIndex, identity.TokenIndexValue).
 		WithScheme(newScheme(t)).
 		WithStatusSubresource(&tpuv1alpha1.TPUSliceAssignment{}).
 		WithObjects(objs...).
@@ -107,23 +112,28 @@ func newClient(t *testing.T, funcs interceptor.Funcs, objs ...client.Object) cli
 
 // newAllocator returns an Allocator whose clock stands at now.
 func newAllocator(c client.Client, reader client.Reader, timeout time.Duration) *Allocator {
-	a := New(c, reader, timeout)
+	a := New(c, reader, Options{Timeout: timeout})
 	a.now = func() time.Time { return now }
 	return a
 }
 
 // request asks for a worker ID in the v6e group "tpu" of slices of hosts hosts.
-func request(hosts, desiredReplicas int32) Request {
+func request(hosts int32) Request {
 	return Request{
-		Namespace:       testNS,
-		ClusterName:     clusterName,
-		ClusterUID:      clusterUID,
-		GroupName:       groupName,
-		Hosts:           hosts,
-		Topology:        "4x4",
-		Accelerator:     "tpu-v6e-slice",
-		DesiredReplicas: desiredReplicas,
+		Namespace:   testNS,
+		ClusterName: clusterName,
+		ClusterUID:  clusterUID,
+		GroupName:   groupName,
+		Hosts:       hosts,
+		Topology:    "4x4",
+		Accelerator: "tpu-v6e-slice",
 	}
+}
+
+// rayCluster is the test RayCluster (UID clusterUID) whose group "tpu" asks for desired replicas.
+func rayCluster(desired int32) *rayv1.RayCluster {
+	return testutil.MakeRayCluster(clusterName, testNS).UID(clusterUID).
+		TPUGroup(groupName, "tpu-v6e-slice", "4x4", 4, 4, desired).Obj()
 }
 
 func indexed(req Request, replica, host int32, replicaName string) Request {
@@ -168,7 +178,7 @@ func livePods(replica int32, except ...int32) []client.Object {
 
 // createdSlice is a slice as the allocator creates it, holding claims.
 func createdSlice(replica int32, replicaName string, held ...tpuv1alpha1.WorkerClaim) tpuv1alpha1.TPUSliceAssignment {
-	s := NewSlice(request(4, 1), replica, replicaName)
+	s := claims.NewSlice(testNS, sliceSpec(request(4), replica, claims.Write{ReplicaName: replicaName}))
 	s.Status.Claims = held
 	s.Status.Claimed = int32(len(held)) //nolint:gosec // test data.
 	return *s
@@ -211,89 +221,71 @@ func withToken(want []tpuv1alpha1.TPUSliceAssignment, token string) []tpuv1alpha
 
 func objs(groups ...[]client.Object) []client.Object { return slices.Concat(groups...) }
 
-func TestNewSlice(t *testing.T) {
-	req := request(4, 2)
-	got := NewSlice(req, 1, "tpu-xk2p9")
-	want := &tpuv1alpha1.TPUSliceAssignment{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:      sliceName(1),
-			Namespace: testNS,
-			Labels:    map[string]string{constants.ClusterLabel: clusterName, constants.GroupLabel: groupName},
-			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion: "ray.io/v1", Kind: "RayCluster", Name: clusterName, UID: clusterUID, Controller: ptr.To(false),
-			}},
-		},
-		Spec: tpuv1alpha1.TPUSliceAssignmentSpec{
-			RayClusterName: clusterName, RayClusterUID: clusterUID, GroupName: groupName, ReplicaIndex: 1,
-			ReplicaName: "tpu-xk2p9", Hosts: 4, Topology: "4x4", Accelerator: "tpu-v6e-slice",
-		},
+// setDesired sets the replica count the test RayCluster asks for.
+func setDesired(t *testing.T, c client.Client, desired int32) {
+	t.Helper()
+	rc := &rayv1.RayCluster{}
+	if err := c.Get(t.Context(), types.NamespacedName{Namespace: testNS, Name: clusterName}, rc); err != nil {
+		t.Fatal(err)
 	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("NewSlice() (-want,+got):\n%s", diff)
-	}
-}
-
-func TestNewSliceLongNamesGiveValidLabels(t *testing.T) {
-	req := request(4, 1)
-	req.ClusterName, req.GroupName = strings.Repeat("c", 63), strings.Repeat("G_", 40)
-	got := NewSlice(req, 0, "")
-	want := map[string]string{
-		constants.ClusterLabel: naming.LabelValue(req.ClusterName),
-		constants.GroupLabel:   naming.LabelValue(req.GroupName),
-	}
-	if diff := cmp.Diff(want, got.Labels); diff != "" {
-		t.Errorf("NewSlice() labels (-want,+got):\n%s", diff)
-	}
-	if got.Name != naming.SliceName(req.ClusterName, req.GroupName, 0) {
-		t.Errorf("NewSlice() name = %q, want naming.SliceName", got.Name)
+	rc.Spec.WorkerGroupSpecs[0].Replicas = ptr.To(desired)
+	if err := c.Update(t.Context(), rc); err != nil {
+		t.Fatal(err)
 	}
 }
 
 func TestClaim(t *testing.T) {
 	cases := map[string]struct {
-		objs           []client.Object
-		req            Request
+		objs []client.Object
+		req  Request
+		// desired is the replica count the RayCluster asks for.
+		desired        int32
 		want           Assignment
 		wantErr        error
 		wantSlices     []tpuv1alpha1.TPUSliceAssignment
 		wantCacheFresh bool
 	}{
 		"the first claim of a group creates its slice and records one claim": {
-			req:        request(4, 1),
+			req:        request(4),
+			desired:    1,
 			want:       Assignment{SliceName: sliceName(0), Replica: 0, WorkerID: 0},
 			wantSlices: []tpuv1alpha1.TPUSliceAssignment{createdSlice(0, "", claim(0, newToken, now))},
 		},
 		"a partly claimed slice gives its lowest free ID": {
-			objs: []client.Object{existingSlice(0, clusterUID).Claim(0, "a", "", "", earlier).Claim(2, "b", "", "", earlier).Obj()},
-			req:  request(4, 1),
-			want: Assignment{SliceName: sliceName(0), Replica: 0, WorkerID: 1},
+			objs:    []client.Object{existingSlice(0, clusterUID).Claim(0, "a", "", "", earlier).Claim(2, "b", "", "", earlier).Obj()},
+			req:     request(4),
+			desired: 1,
+			want:    Assignment{SliceName: sliceName(0), Replica: 0, WorkerID: 1},
 			wantSlices: []tpuv1alpha1.TPUSliceAssignment{
 				*existingSlice(0, clusterUID).Claim(0, "a", "", "", earlier).Claim(2, "b", "", "", earlier).
 					Claim(1, newToken, "", "", now).Obj(),
 			},
 		},
 		"a full first slice opens replica 1 when the group asks for two": {
-			objs: objs([]client.Object{fullSlice(0).Obj()}, livePods(0)),
-			req:  request(4, 2),
-			want: Assignment{SliceName: sliceName(1), Replica: 1, WorkerID: 0},
+			objs:    objs([]client.Object{fullSlice(0).Obj()}, livePods(0)),
+			req:     request(4),
+			desired: 2,
+			want:    Assignment{SliceName: sliceName(1), Replica: 1, WorkerID: 0},
 			wantSlices: []tpuv1alpha1.TPUSliceAssignment{
 				*fullSlice(0).Obj(),
 				createdSlice(1, "", claim(0, newToken, now)),
 			},
 		},
 		"a started slice is finished before a missing replica index is refilled": {
-			objs: objs([]client.Object{fullSlice(0).Obj(), existingSlice(2, clusterUID).Claim(0, "a", "", "", earlier).Obj()}, livePods(0)),
-			req:  request(4, 3),
-			want: Assignment{SliceName: sliceName(2), Replica: 2, WorkerID: 1},
+			objs:    objs([]client.Object{fullSlice(0).Obj(), existingSlice(2, clusterUID).Claim(0, "a", "", "", earlier).Obj()}, livePods(0)),
+			req:     request(4),
+			desired: 3,
+			want:    Assignment{SliceName: sliceName(2), Replica: 2, WorkerID: 1},
 			wantSlices: []tpuv1alpha1.TPUSliceAssignment{
 				*fullSlice(0).Obj(),
 				*existingSlice(2, clusterUID).Claim(0, "a", "", "", earlier).Claim(1, newToken, "", "", now).Obj(),
 			},
 		},
 		"a missing replica index is refilled before a new one is opened": {
-			objs: objs([]client.Object{fullSlice(0).Obj(), fullSlice(2).Obj()}, livePods(0), livePods(2)),
-			req:  request(4, 4),
-			want: Assignment{SliceName: sliceName(1), Replica: 1, WorkerID: 0},
+			objs:    objs([]client.Object{fullSlice(0).Obj(), fullSlice(2).Obj()}, livePods(0), livePods(2)),
+			req:     request(4),
+			desired: 4,
+			want:    Assignment{SliceName: sliceName(1), Replica: 1, WorkerID: 0},
 			wantSlices: []tpuv1alpha1.TPUSliceAssignment{
 				*fullSlice(0).Obj(),
 				createdSlice(1, "", claim(0, newToken, now)),
@@ -302,12 +294,14 @@ func TestClaim(t *testing.T) {
 		},
 		"every slice full with live Pods is a transient denial": {
 			objs:       objs([]client.Object{fullSlice(0).Obj()}, livePods(0)),
-			req:        request(4, 1),
+			req:        request(4),
+			desired:    1,
 			wantErr:    &DeniedError{Transient: true, Message: "all 1 slices of 4 hosts the worker group asks for are fully claimed; a claim of a Pod that was just created or deleted may still be settling; transient, the Pod's creator retries"},
 			wantSlices: []tpuv1alpha1.TPUSliceAssignment{*fullSlice(0).Obj()},
 		},
 		"a suspended group (no replicas) is a transient denial and opens no slice": {
-			req:     request(4, 0),
+			req:     request(4),
+			desired: 0,
 			wantErr: &DeniedError{Transient: true, Message: "the worker group asks for no replicas (suspended or scaled to zero), so no slice may be opened; transient, the Pod's creator retries"},
 		},
 		"a pending claim whose Pod may still be in flight is not taken over": {
@@ -316,7 +310,8 @@ func TestClaim(t *testing.T) {
 				Claim(1, "t-w-0-1", "w-0-1", "uid-w-0-1", earlier).
 				Claim(2, "t-w-0-2", "w-0-2", "uid-w-0-2", earlier).
 				Claim(3, "pending", "", "", earlier).Obj()}, livePods(0, 3)),
-			req:     request(4, 1),
+			req:     request(4),
+			desired: 1,
 			wantErr: &DeniedError{Transient: true, Message: "all 1 slices of 4 hosts the worker group asks for are fully claimed; a claim of a Pod that was just created or deleted may still be settling; transient, the Pod's creator retries"},
 			wantSlices: []tpuv1alpha1.TPUSliceAssignment{*existingSlice(0, clusterUID).
 				Claim(0, "t-w-0-0", "w-0-0", "uid-w-0-0", earlier).
@@ -325,9 +320,10 @@ func TestClaim(t *testing.T) {
 				Claim(3, "pending", "", "", earlier).Obj()},
 		},
 		"the ID of a bound claim whose Pod is gone is taken over": {
-			objs: objs([]client.Object{fullSlice(0).Obj()}, livePods(0, 2)),
-			req:  request(4, 1),
-			want: Assignment{SliceName: sliceName(0), Replica: 0, WorkerID: 2},
+			objs:    objs([]client.Object{fullSlice(0).Obj()}, livePods(0, 2)),
+			req:     request(4),
+			desired: 1,
+			want:    Assignment{SliceName: sliceName(0), Replica: 0, WorkerID: 2},
 			wantSlices: []tpuv1alpha1.TPUSliceAssignment{{
 				ObjectMeta: fullSlice(0).Obj().ObjectMeta,
 				Spec:       fullSlice(0).Obj().Spec,
@@ -342,8 +338,9 @@ func TestClaim(t *testing.T) {
 					livePod(0, 1).Terminating().Finalizer("example.com/keep").Obj(),
 					livePod(0, 3).Terminating().Finalizer("example.com/keep").Obj(),
 				}),
-			req:  request(4, 1),
-			want: Assignment{SliceName: sliceName(0), Replica: 0, WorkerID: 1},
+			req:     request(4),
+			desired: 1,
+			want:    Assignment{SliceName: sliceName(0), Replica: 0, WorkerID: 1},
 			wantSlices: []tpuv1alpha1.TPUSliceAssignment{{
 				ObjectMeta: fullSlice(0).Obj().ObjectMeta,
 				Spec:       fullSlice(0).Obj().Spec,
@@ -353,9 +350,10 @@ func TestClaim(t *testing.T) {
 			}},
 		},
 		"the ID of a bound claim whose Pod failed is taken over": {
-			objs: objs([]client.Object{fullSlice(0).Obj()}, livePods(0, 0), []client.Object{livePod(0, 0).Phase(corev1.PodFailed).Obj()}),
-			req:  request(4, 1),
-			want: Assignment{SliceName: sliceName(0), Replica: 0, WorkerID: 0},
+			objs:    objs([]client.Object{fullSlice(0).Obj()}, livePods(0, 0), []client.Object{livePod(0, 0).Phase(corev1.PodFailed).Obj()}),
+			req:     request(4),
+			desired: 1,
+			want:    Assignment{SliceName: sliceName(0), Replica: 0, WorkerID: 0},
 			wantSlices: []tpuv1alpha1.TPUSliceAssignment{{
 				ObjectMeta: fullSlice(0).Obj().ObjectMeta,
 				Spec:       fullSlice(0).Obj().Spec,
@@ -365,9 +363,10 @@ func TestClaim(t *testing.T) {
 			}},
 		},
 		"the ID of a bound claim whose Pod name now belongs to another Pod is taken over": {
-			objs: objs([]client.Object{fullSlice(0).Obj()}, livePods(0, 3), []client.Object{livePod(0, 3).UID("someone-else").Obj()}),
-			req:  request(4, 1),
-			want: Assignment{SliceName: sliceName(0), Replica: 0, WorkerID: 3},
+			objs:    objs([]client.Object{fullSlice(0).Obj()}, livePods(0, 3), []client.Object{livePod(0, 3).UID("someone-else").Obj()}),
+			req:     request(4),
+			desired: 1,
+			want:    Assignment{SliceName: sliceName(0), Replica: 0, WorkerID: 3},
 			wantSlices: []tpuv1alpha1.TPUSliceAssignment{{
 				ObjectMeta: fullSlice(0).Obj().ObjectMeta,
 				Spec:       fullSlice(0).Obj().Spec,
@@ -380,7 +379,8 @@ func TestClaim(t *testing.T) {
 			objs: []client.Object{existingSlice(0, oldUID).
 				Claim(0, "old-0", "old-pod-0", "old-uid-0", earlier).
 				Claim(1, "old-1", "", "", earlier).Obj()},
-			req:        request(4, 1),
+			req:        request(4),
+			desired:    1,
 			want:       Assignment{SliceName: sliceName(0), Replica: 0, WorkerID: 0},
 			wantSlices: []tpuv1alpha1.TPUSliceAssignment{createdSlice(0, "", claim(0, newToken, now))},
 		},
@@ -391,8 +391,9 @@ func TestClaim(t *testing.T) {
 				testutil.MakeSlice(naming.SliceName("rc2", groupName, 0), testNS, "rc2", "rc2-uid", groupName, 0, 4).SelectorLabels().
 					Claim(0, "y", "", "", earlier).Obj(),
 			},
-			req:  request(4, 1),
-			want: Assignment{SliceName: sliceName(0), Replica: 0, WorkerID: 0},
+			req:     request(4),
+			desired: 1,
+			want:    Assignment{SliceName: sliceName(0), Replica: 0, WorkerID: 0},
 			wantSlices: []tpuv1alpha1.TPUSliceAssignment{
 				createdSlice(0, "", claim(0, newToken, now)),
 				*testutil.MakeSlice(naming.SliceName(clusterName, "other", 0), testNS, clusterName, clusterUID, "other", 0, 4).SelectorLabels().
@@ -402,37 +403,55 @@ func TestClaim(t *testing.T) {
 			},
 		},
 		"KubeRay's indexes place the Pod exactly, beyond the desired replicas too": {
-			req:        indexed(request(4, 1), 1, 3, "tpu-xk2p9"),
+			desired:    1,
+			req:        indexed(request(4), 1, 3, "tpu-xk2p9"),
 			want:       Assignment{SliceName: sliceName(1), Replica: 1, WorkerID: 3},
 			wantSlices: []tpuv1alpha1.TPUSliceAssignment{createdSlice(1, "tpu-xk2p9", claim(3, newToken, now))},
 		},
 		"KubeRay's indexes join the slice of the same replica name": {
-			objs: []client.Object{existingSlice(1, clusterUID).ReplicaName("tpu-xk2p9").Claim(0, "a", "", "", earlier).Obj()},
-			req:  indexed(request(4, 2), 1, 2, "tpu-xk2p9"),
-			want: Assignment{SliceName: sliceName(1), Replica: 1, WorkerID: 2},
+			objs:    []client.Object{existingSlice(1, clusterUID).ReplicaName("tpu-xk2p9").Claim(0, "a", "", "", earlier).Obj()},
+			desired: 2,
+			req:     indexed(request(4), 1, 2, "tpu-xk2p9"),
+			want:    Assignment{SliceName: sliceName(1), Replica: 1, WorkerID: 2},
 			wantSlices: []tpuv1alpha1.TPUSliceAssignment{
 				*existingSlice(1, clusterUID).ReplicaName("tpu-xk2p9").Claim(0, "a", "", "", earlier).Claim(2, newToken, "", "", now).Obj(),
 			},
 		},
-		"KubeRay's indexes with another replica name replace the slice's stale generation": {
+		"KubeRay's indexes with another replica name replace the slice once the old replica's Pods are gone": {
+			objs: []client.Object{existingSlice(1, clusterUID).ReplicaName("tpu-old").
+				Claim(2, "a", "old-a", "uid-old-a", earlier).Claim(3, "b", "old-b", "uid-old-b", earlier).Obj()},
+			desired: 2,
+			req:     indexed(request(4), 1, 2, "tpu-xk2p9"),
+			want:    Assignment{SliceName: sliceName(1), Replica: 1, WorkerID: 2},
+			wantSlices: []tpuv1alpha1.TPUSliceAssignment{func() tpuv1alpha1.TPUSliceAssignment {
+				s := createdSlice(1, "tpu-xk2p9", claim(2, newToken, now))
+				s.Spec.ReplacedReplicaNames = []string{"tpu-old"}
+				return s
+			}()},
+		},
+		"KubeRay's indexes with another replica name wait while the old replica's claims may have live Pods": {
 			objs: []client.Object{existingSlice(1, clusterUID).ReplicaName("tpu-old").
 				Claim(2, "a", "", "", earlier).Claim(3, "b", "", "", earlier).Obj()},
-			req:        indexed(request(4, 2), 1, 2, "tpu-xk2p9"),
-			want:       Assignment{SliceName: sliceName(1), Replica: 1, WorkerID: 2},
-			wantSlices: []tpuv1alpha1.TPUSliceAssignment{createdSlice(1, "tpu-xk2p9", claim(2, newToken, now))},
+			desired: 2,
+			req:     indexed(request(4), 1, 2, "tpu-xk2p9"),
+			wantErr: &DeniedError{Transient: true, Message: "replica 1 is still held by 2 claims of KubeRay replica tpu-old; it is replaced by tpu-xk2p9 once those Pods are gone; transient, the Pod's creator retries"},
+			wantSlices: []tpuv1alpha1.TPUSliceAssignment{*existingSlice(1, clusterUID).ReplicaName("tpu-old").
+				Claim(2, "a", "", "", earlier).Claim(3, "b", "", "", earlier).Obj()},
 		},
 		"KubeRay's indexes on an ID held by a pending claim are a transient denial": {
 			objs:    []client.Object{existingSlice(0, clusterUID).Claim(1, "a", "", "", earlier).Obj()},
-			req:     indexed(request(4, 1), 0, 1, ""),
+			desired: 1,
+			req:     indexed(request(4), 0, 1, ""),
 			wantErr: &DeniedError{Transient: true, Message: "worker ID 1 of replica 0 is held by another Pod (a claim whose Pod has not been seen yet); it is released once that Pod is gone; transient, the Pod's creator retries"},
 			wantSlices: []tpuv1alpha1.TPUSliceAssignment{
 				*existingSlice(0, clusterUID).Claim(1, "a", "", "", earlier).Obj(),
 			},
 		},
 		"KubeRay's indexes on an ID whose Pod is gone take it over": {
-			objs: objs([]client.Object{fullSlice(0).Obj()}, livePods(0, 1)),
-			req:  indexed(request(4, 1), 0, 1, ""),
-			want: Assignment{SliceName: sliceName(0), Replica: 0, WorkerID: 1},
+			objs:    objs([]client.Object{fullSlice(0).Obj()}, livePods(0, 1)),
+			desired: 1,
+			req:     indexed(request(4), 0, 1, ""),
+			want:    Assignment{SliceName: sliceName(0), Replica: 0, WorkerID: 1},
 			wantSlices: []tpuv1alpha1.TPUSliceAssignment{{
 				ObjectMeta: fullSlice(0).Obj().ObjectMeta,
 				Spec:       fullSlice(0).Obj().Spec,
@@ -442,13 +461,14 @@ func TestClaim(t *testing.T) {
 			}},
 		},
 		"KubeRay's host index outside the slice is a permanent denial": {
-			req:     indexed(request(4, 1), 0, 4, "tpu-xk2p9"),
+			desired: 1,
+			req:     indexed(request(4), 0, 4, "tpu-xk2p9"),
 			wantErr: &DeniedError{Message: "KubeRay labels place the Pod at replica 0, host 4, outside a slice of 4 hosts"},
 		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			c := newClient(t, interceptor.Funcs{}, tc.objs...)
+			c := newClient(t, interceptor.Funcs{}, append(tc.objs, rayCluster(tc.desired))...)
 			a := newAllocator(c, c, timeout)
 			got, err := a.Claim(t.Context(), tc.req)
 			if diff := cmp.Diff(tc.wantErr, err); diff != "" {
@@ -476,7 +496,8 @@ func TestClaimSequentialFillsSlicesInOrder(t *testing.T) {
 	var got []placement
 	tokens := map[placement]string{}
 	for i, desired := range []int32{1, 1, 1, 1, 2} {
-		asg, err := a.Claim(t.Context(), request(4, desired))
+		setDesired(t, c, desired)
+		asg, err := a.Claim(t.Context(), request(4))
 		if err != nil {
 			t.Fatalf("claim %d: %v", i, err)
 		}
@@ -501,7 +522,8 @@ func TestClaimSequentialFillsSlicesInOrder(t *testing.T) {
 		t.Errorf("Stats.Claims = %d, want 5", got)
 	}
 	// Scaled back to one slice, the group has no free ID left: its pending claims are not taken over.
-	_, err := a.Claim(t.Context(), request(4, 1))
+	setDesired(t, c, 1)
+	_, err := a.Claim(t.Context(), request(4))
 	var denied *DeniedError
 	if !errors.As(err, &denied) || !denied.Transient {
 		t.Errorf("sixth claim: got error %v, want a transient *DeniedError", err)
@@ -592,7 +614,7 @@ func TestClaimFaults(t *testing.T) {
 			var calls atomic.Int32
 			c := newClient(t, tc.funcs(&calls))
 			a := newAllocator(c, c, timeout)
-			got, err := a.Claim(t.Context(), request(4, 1))
+			got, err := a.Claim(t.Context(), request(4))
 			if err != nil {
 				t.Fatalf("Claim() error: %v", err)
 			}
@@ -671,7 +693,7 @@ func TestClaimStaleCache(t *testing.T) {
 			cached:        []client.Object{existingSlice(0, clusterUID).Claim(0, "a", "", "", earlier).Obj()},
 			live:          []client.Object{existingSlice(0, clusterUID).Claim(0, "a", "", "", earlier).Obj()},
 			updated:       []client.Object{existingSlice(0, clusterUID).Claim(0, "a", "", "", earlier).Claim(1, "b", "", "", earlier).Obj()},
-			req:           request(4, 1),
+			req:           request(4),
 			want:          Assignment{SliceName: sliceName(0), Replica: 0, WorkerID: 2},
 			wantConflicts: 1,
 			wantSlices: []tpuv1alpha1.TPUSliceAssignment{*existingSlice(0, clusterUID).
@@ -679,7 +701,7 @@ func TestClaimStaleCache(t *testing.T) {
 		},
 		"a slice the cache does not know yet is joined, not created again": {
 			live: []client.Object{existingSlice(0, clusterUID).Claim(0, "a", "", "", earlier).Obj()},
-			req:  request(4, 1),
+			req:  request(4),
 			want: Assignment{SliceName: sliceName(0), Replica: 0, WorkerID: 1},
 			// The AlreadyExists of the create counts as a conflict.
 			wantConflicts: 1,
@@ -693,7 +715,7 @@ func TestClaimStaleCache(t *testing.T) {
 				Claim(0, "t-w-0-0", "w-0-0", "uid-w-0-0", earlier).
 				Claim(1, "t-w-0-1", "w-0-1", "uid-w-0-1", earlier).
 				Claim(3, "t-w-0-3", "w-0-3", "uid-w-0-3", earlier).Obj()},
-			req:  request(4, 1),
+			req:  request(4),
 			want: Assignment{SliceName: sliceName(0), Replica: 0, WorkerID: 2},
 			wantSlices: []tpuv1alpha1.TPUSliceAssignment{*existingSlice(0, clusterUID).
 				Claim(0, "t-w-0-0", "w-0-0", "uid-w-0-0", earlier).
@@ -704,7 +726,7 @@ func TestClaimStaleCache(t *testing.T) {
 		"a Pod the cache still sees alive is not taken over, even if it is gone": {
 			cached:     objs([]client.Object{fullSlice(0).Obj()}, livePods(0)),
 			live:       objs([]client.Object{fullSlice(0).Obj()}, livePods(0, 1)),
-			req:        request(4, 1),
+			req:        request(4),
 			wantErr:    &DeniedError{Transient: true, Message: "all 1 slices of 4 hosts the worker group asks for are fully claimed; a claim of a Pod that was just created or deleted may still be settling; transient, the Pod's creator retries"},
 			wantSlices: []tpuv1alpha1.TPUSliceAssignment{*fullSlice(0).Obj()},
 		},
@@ -712,14 +734,14 @@ func TestClaimStaleCache(t *testing.T) {
 			cached: objs([]client.Object{fullSlice(0).Obj()}, livePods(0, 1),
 				[]client.Object{livePod(0, 1).Terminating().Finalizer("example.com/keep").Obj()}),
 			live:       objs([]client.Object{fullSlice(0).Obj()}, livePods(0)),
-			req:        request(4, 1),
+			req:        request(4),
 			wantErr:    &DeniedError{Transient: true, Message: "all 1 slices of 4 hosts the worker group asks for are fully claimed; a claim of a Pod that was just created or deleted may still be settling; transient, the Pod's creator retries"},
 			wantSlices: []tpuv1alpha1.TPUSliceAssignment{*fullSlice(0).Obj()},
 		},
 		"a Pod the cache does not know yet but that is live is not taken over": {
 			cached:     []client.Object{fullSlice(0).Obj()},
 			live:       objs([]client.Object{fullSlice(0).Obj()}, livePods(0)),
-			req:        request(4, 1),
+			req:        request(4),
 			wantErr:    &DeniedError{Transient: true, Message: "all 1 slices of 4 hosts the worker group asks for are fully claimed; a claim of a Pod that was just created or deleted may still be settling; transient, the Pod's creator retries"},
 			wantSlices: []tpuv1alpha1.TPUSliceAssignment{*fullSlice(0).Obj()},
 		},
@@ -766,13 +788,15 @@ func TestClaimLiveReadsAreGets(t *testing.T) {
 			return c.Get(ctx, key, obj, opts...)
 		},
 		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
-			lists.Add(1)
+			if _, ok := list.(*tpuv1alpha1.TPUSliceAssignmentList); ok {
+				lists.Add(1)
+			}
 			return c.List(ctx, list, opts...)
 		},
 	})
 	a := newAllocator(staleCache(live, cache), reader, timeout)
 	lostBefore := counterValue(t, metrics.ClaimWritesLost)
-	got, err := a.Claim(t.Context(), request(4, 1))
+	got, err := a.Claim(t.Context(), request(4))
 	if err != nil {
 		t.Fatalf("Claim() error: %v", err)
 	}
@@ -789,7 +813,7 @@ func TestClaimLiveReadsAreGets(t *testing.T) {
 		t.Errorf("live Gets = %d, want 1 (the slice the retry writes)", got)
 	}
 	if got := lists.Load(); got != 0 {
-		t.Errorf("live Lists = %d, want 0", got)
+		t.Errorf("live Lists of slices = %d, want 0", got)
 	}
 }
 
@@ -824,7 +848,7 @@ func TestClaimLiveReadIsNotMixedWithTheCache(t *testing.T) {
 	cache := newClient(t, interceptor.Funcs{}, slice.DeepCopy(), livePod(0, 0).Obj(), livePod(0, 2).Obj(), livePod(0, 3).Obj(),
 		livePod(0, 1).UID("uid-old").Terminating().Finalizer("example.com/keep").Obj())
 	a := newAllocator(staleCache(live, cache), restDecoding(live), timeout)
-	_, err := a.Claim(t.Context(), request(4, 1))
+	_, err := a.Claim(t.Context(), request(4))
 	var denied *DeniedError
 	if !errors.As(err, &denied) || !denied.Transient {
 		t.Errorf("Claim() error = %v, want a transient denial: every ID is held by a live Pod", err)
@@ -873,46 +897,54 @@ func TestPlan(t *testing.T) {
 	cases := map[string]struct {
 		objs    []client.Object
 		req     Request
+		desired int32
 		want    Assignment
 		wantErr error
 	}{
 		"a new group would go to ID 0 of replica 0": {
-			req:  request(4, 1),
-			want: Assignment{SliceName: sliceName(0), Replica: 0, WorkerID: 0},
+			req:     request(4),
+			desired: 1,
+			want:    Assignment{SliceName: sliceName(0), Replica: 0, WorkerID: 0},
 		},
 		"a partly claimed slice would give its lowest free ID": {
-			objs: []client.Object{existingSlice(0, clusterUID).Claim(0, "a", "", "", earlier).Claim(1, "b", "", "", earlier).Obj()},
-			req:  request(4, 1),
-			want: Assignment{SliceName: sliceName(0), Replica: 0, WorkerID: 2},
+			objs:    []client.Object{existingSlice(0, clusterUID).Claim(0, "a", "", "", earlier).Claim(1, "b", "", "", earlier).Obj()},
+			req:     request(4),
+			desired: 1,
+			want:    Assignment{SliceName: sliceName(0), Replica: 0, WorkerID: 2},
 		},
 		"a full slice would open the next replica": {
-			objs: objs([]client.Object{fullSlice(0).Obj()}, livePods(0)),
-			req:  request(4, 2),
-			want: Assignment{SliceName: sliceName(1), Replica: 1, WorkerID: 0},
+			objs:    objs([]client.Object{fullSlice(0).Obj()}, livePods(0)),
+			req:     request(4),
+			desired: 2,
+			want:    Assignment{SliceName: sliceName(1), Replica: 1, WorkerID: 0},
 		},
 		"the slice of a deleted RayCluster would be replaced": {
-			objs: []client.Object{existingSlice(0, oldUID).Claim(0, "old", "", "", earlier).Obj()},
-			req:  request(4, 1),
-			want: Assignment{SliceName: sliceName(0), Replica: 0, WorkerID: 0},
+			objs:    []client.Object{existingSlice(0, oldUID).Claim(0, "old", "", "", earlier).Obj()},
+			req:     request(4),
+			desired: 1,
+			want:    Assignment{SliceName: sliceName(0), Replica: 0, WorkerID: 0},
 		},
 		"KubeRay's indexes would place the Pod exactly": {
-			req:  indexed(request(4, 1), 2, 3, "tpu-xk2p9"),
-			want: Assignment{SliceName: sliceName(2), Replica: 2, WorkerID: 3},
+			desired: 1,
+			req:     indexed(request(4), 2, 3, "tpu-xk2p9"),
+			want:    Assignment{SliceName: sliceName(2), Replica: 2, WorkerID: 3},
 		},
 		"every slice full is a transient denial": {
 			objs:    objs([]client.Object{fullSlice(0).Obj()}, livePods(0)),
-			req:     request(4, 1),
-			wantErr: &DeniedError{Transient: true, Message: "all 1 slices of 4 hosts the worker group asks for are fully claimed; a claim of a Pod that was just created or deleted may still be settling"},
+			req:     request(4),
+			desired: 1,
+			wantErr: &DeniedError{Transient: true, Message: "all 1 slices of 4 hosts the worker group asks for are fully claimed; a claim of a Pod that was just created or deleted may still be settling; transient, the Pod's creator retries"},
 		},
 		"KubeRay's host index outside the slice is a permanent denial": {
-			req:     indexed(request(4, 1), 0, 7, "tpu-xk2p9"),
+			desired: 1,
+			req:     indexed(request(4), 0, 7, "tpu-xk2p9"),
 			wantErr: &DeniedError{Message: "KubeRay labels place the Pod at replica 0, host 7, outside a slice of 4 hosts"},
 		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			var writes atomic.Int32
-			c := newClient(t, writeCounter(&writes), tc.objs...)
+			c := newClient(t, writeCounter(&writes), append(tc.objs, rayCluster(tc.desired))...)
 			before := storedSlices(t, c)
 			a := newAllocator(c, c, timeout)
 			got, err := a.Plan(t.Context(), tc.req)
@@ -951,7 +983,7 @@ func TestClaimConcurrent(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			c := newClient(t, interceptor.Funcs{})
+			c := newClient(t, interceptor.Funcs{}, rayCluster(tc.replicas))
 			allocators := make([]*Allocator, tc.allocators)
 			for i := range allocators {
 				allocators[i] = newAllocator(c, c, timeout)
@@ -962,7 +994,7 @@ func TestClaimConcurrent(t *testing.T) {
 			var wg sync.WaitGroup
 			for i := range tc.callers {
 				wg.Go(func() {
-					results[i], errs[i] = allocators[i%tc.allocators].Claim(t.Context(), request(tc.hosts, tc.replicas))
+					results[i], errs[i] = allocators[i%tc.allocators].Claim(t.Context(), request(tc.hosts))
 				})
 			}
 			wg.Wait()
@@ -1045,7 +1077,7 @@ func TestClaimTimeout(t *testing.T) {
 			c := newClient(t, tc.funcs)
 			a := newAllocator(c, c, claimTimeout)
 			start := time.Now()
-			_, err := a.Claim(t.Context(), request(4, 1))
+			_, err := a.Claim(t.Context(), request(4))
 			elapsed := time.Since(start)
 			want := &DeniedError{Transient: true, Message: "timed out after 200ms claiming a worker ID (API server slow or heavily contended); transient, the Pod's creator retries"}
 			if diff := cmp.Diff(want, err); diff != "" {
@@ -1135,7 +1167,7 @@ func TestClaimDeniesAtOnceWhenTheAPIServerRefusesTheWrite(t *testing.T) {
 		},
 	})
 	start := time.Now()
-	_, err := newAllocator(c, c, timeout).Claim(context.Background(), request(4, 1))
+	_, err := newAllocator(c, c, timeout).Claim(context.Background(), request(4))
 	var denied *DeniedError
 	if !errors.As(err, &denied) {
 		t.Fatalf("Claim() error = %v, want a *DeniedError", err)
@@ -1154,7 +1186,7 @@ func TestClaimDeniesAtOnceWhenTheAPIServerRefusesTheWrite(t *testing.T) {
 func TestClaimReplacesASliceOfAnotherHostCount(t *testing.T) {
 	// The group now has 8 hosts per slice; the stored slice was made for 4.
 	c := newClient(t, interceptor.Funcs{}, fullSlice(0).Obj())
-	got, err := newAllocator(c, c, timeout).Claim(context.Background(), request(8, 1))
+	got, err := newAllocator(c, c, timeout).Claim(context.Background(), request(8))
 	if err != nil {
 		t.Fatalf("Claim() error = %v", err)
 	}
@@ -1197,7 +1229,7 @@ func TestClaimWithTheCallersToken(t *testing.T) {
 				updateStatus(t, live, existingSlice(0, clusterUID).Claim(0, "a", "", "", earlier).Claim(1, "t", "", "", earlier).Obj())
 			}
 			a := newAllocator(staleCache(live, cache), live, timeout)
-			req := request(4, 1)
+			req := request(4)
 			req.Claim.Token = "t"
 			got, err := a.Claim(t.Context(), req)
 			if err != nil {
@@ -1260,7 +1292,7 @@ func TestClaimPlansOnItsOwnWrites(t *testing.T) {
 			a := newAllocator(c, live, timeout)
 			ids := make([]int32, 0, 4)
 			for range 4 {
-				got, err := a.Claim(t.Context(), request(4, 1))
+				got, err := a.Claim(t.Context(), request(4))
 				if err != nil {
 					t.Fatalf("Claim() error: %v", err)
 				}
@@ -1286,7 +1318,7 @@ func TestClaimOwnWritesAreNotTrusted(t *testing.T) {
 	cache := newClient(t, interceptor.Funcs{})
 	live := newClient(t, interceptor.Funcs{})
 	a := newAllocator(staleCache(live, cache), live, timeout)
-	first, err := a.Claim(t.Context(), request(4, 1))
+	first, err := a.Claim(t.Context(), request(4))
 	if err != nil {
 		t.Fatalf("Claim() error: %v", err)
 	}
@@ -1299,7 +1331,7 @@ func TestClaimOwnWritesAreNotTrusted(t *testing.T) {
 	if err := live.Status().Update(t.Context(), &slice); err != nil {
 		t.Fatal(err)
 	}
-	second, err := a.Claim(t.Context(), request(4, 1))
+	second, err := a.Claim(t.Context(), request(4))
 	if err != nil {
 		t.Fatalf("Claim() error: %v", err)
 	}

@@ -15,9 +15,15 @@ limitations under the License.
 */
 
 // Package claims decides where TPU worker Pods go: which slice (replica) of a worker group and which
-// worker ID inside it (docs/spec.md §3). It is pure: the caller reads the slices, asks Plan for a decision
-// and commits it with resourceVersion-checked writes; a conflict means the snapshot was stale, and
-// the caller re-reads and plans again. Uniqueness never rests on this package's view being fresh.
+// worker ID inside it (docs/spec.md §3). It is pure: the caller reads the slices, asks Plan for a
+// decision and commits it with resourceVersion-checked writes; a conflict means the snapshot was
+// stale, and the caller re-reads and plans again. Uniqueness never rests on this package's view
+// being fresh.
+//
+// Plan only ever adds claims (docs/spec.md §10). It replaces a slice, or takes over one of its
+// claims, only when the caller's Reclaimable confirms that no live Pod holds what is replaced, or
+// when the slice belongs to another RayCluster generation, which the caller must have confirmed
+// with a live read of the RayCluster.
 package claims
 
 import (
@@ -34,9 +40,9 @@ import (
 
 // Group describes the worker group every request of a Plan call belongs to.
 type Group struct {
-	// ClusterUID is the RayCluster generation; slices recorded for another UID are dead.
+	// ClusterUID is the live RayCluster generation; slices recorded for another UID are dead.
 	ClusterUID types.UID
-	// Hosts is the number of hosts per slice.
+	// Hosts is the number of hosts per slice, from the requests' topology.
 	Hosts int32
 	// DesiredReplicas bounds the replica indexes the operator may choose itself (clamp(replicas,
 	// min, max) of the group). Requests with KubeRay's index labels are not bound by it.
@@ -52,7 +58,8 @@ type Request struct {
 	// single-host group.
 	ReplicaIndex *int32
 	HostIndex    *int32
-	// ReplicaName is KubeRay's replica name; a slice recorded with another name is dead.
+	// ReplicaName is KubeRay's replica name; a slice recorded with another name is of another
+	// generation of that replica.
 	ReplicaName string
 }
 
@@ -66,13 +73,22 @@ type Placement struct {
 type Reason string
 
 const (
-	// ReasonFull means every slice the group asks for is full, or the requested ID is held. Transient:
-	// a live check may find claims to take over, the reconciler releases stale ones, and the
-	// Pod's creator retries.
+	// ReasonFull means every slice the group asks for is full, or the requested ID or replica is
+	// held. Transient: a live check may find claims to take over, the reconciler releases stale
+	// ones, and the Pod's creator retries.
 	ReasonFull Reason = "Full"
 	// ReasonInvalid means the request can never be placed (an index outside the slice).
 	ReasonInvalid Reason = "Invalid"
+	// ReasonHostsMismatch means a slice of the group holds live Pods of another host count: the
+	// group's topology changed while the old replicas still run.
+	ReasonHostsMismatch Reason = "HostsMismatch"
+	// ReasonOlderReplica means the request's KubeRay replica name is one its slice has already
+	// replaced: a create of an older generation of the replica, which KubeRay never goes back to.
+	ReasonOlderReplica Reason = "OlderReplica"
 )
+
+// Transient reports whether a denial for reason may succeed when the Pod's creator retries as is.
+func (r Reason) Transient() bool { return r == ReasonFull }
 
 // Outcome is Plan's answer for one request: a placement, or a reason with a message.
 type Outcome struct {
@@ -86,82 +102,201 @@ type Outcome struct {
 // Placed reports whether the request got a placement.
 func (o Outcome) Placed() bool { return o.Reason == "" }
 
-// Reclaimable reports whether a bound claim's Pod is known to be gone, terminating or finished, so
-// that its ID may be taken over. Plan calls it only when a slice would otherwise be full.
+// Reclaimable reports whether a claim's Pod is known to be gone, terminating or finished (for a
+// pending claim: its Pod was seen and is gone), so that its ID may be taken over or its slice
+// replaced. Plan calls it only when a slice would otherwise be full or blocked; nil means nothing
+// is reclaimable.
 type Reclaimable func(replica int32, claim *tpuv1alpha1.WorkerClaim) bool
 
 // Slices is the caller's view of the group's slices, by replica index.
 type Slices map[int32]*tpuv1alpha1.TPUSliceAssignment
 
-// Live reports whether a slice belongs to the current generation: same RayCluster UID and, when
-// both are known, the same KubeRay replica name.
-func Live(slice *tpuv1alpha1.TPUSliceAssignment, clusterUID types.UID, replicaName string) bool {
+// SameGeneration reports whether a slice belongs to the RayCluster generation clusterUID and, when
+// both are known, to the KubeRay replica replicaName.
+func SameGeneration(slice *tpuv1alpha1.TPUSliceAssignment, clusterUID types.UID, replicaName string) bool {
 	if slice == nil || slice.Spec.RayClusterUID != clusterUID {
 		return false
 	}
 	return replicaName == "" || slice.Spec.ReplicaName == "" || slice.Spec.ReplicaName == replicaName
 }
 
-// Current reports whether a slice belongs to the group's current generation: Live, and recorded
-// with the group's host count. A slice recorded with another host count (the group's topology or
-// chips changed) is a dead generation too: its IDs would not number the new slices' hosts.
-func Current(slice *tpuv1alpha1.TPUSliceAssignment, g Group, replicaName string) bool {
-	return Live(slice, g.ClusterUID, replicaName) && slice.Spec.Hosts == g.Hosts
+// Write is what committing a plan must make one replica's slice hold.
+type Write struct {
+	// Claims is the slice's whole claim list after the commit.
+	Claims []tpuv1alpha1.WorkerClaim
+	// Replace is set when the existing slice is of a dead generation and is deleted and created
+	// anew (with ReplicaName and ReplacedReplicaNames).
+	Replace bool
+	// ReplicaName is the KubeRay replica name a new slice records.
+	ReplicaName string
+	// ReplacedReplicaNames are the KubeRay replica names a new slice records as replaced.
+	ReplacedReplicaNames []string
 }
 
+// MaxReplacedReplicaNames bounds the replaced replica names a slice remembers.
+const MaxReplacedReplicaNames = 16
+
 // Plan places every request, in order, as if they were committed one after the other: a later
-// request sees the IDs given to earlier ones. It does not modify slices. The returned state holds,
-// for each replica it touched, the claims the slice must hold after the commit (dead generations
-// start empty).
-func Plan(g Group, current Slices, reqs []Request, reclaimable Reclaimable) ([]Outcome, map[int32][]tpuv1alpha1.WorkerClaim) {
-	p := planner{group: g, reclaimable: reclaimable, claims: map[int32][]tpuv1alpha1.WorkerClaim{}, live: map[int32]bool{}}
+// request sees the IDs given to earlier ones. It does not modify slices. It returns, for each
+// replica it touched, what the slice must hold after the commit.
+func Plan(g Group, current Slices, reqs []Request, reclaimable Reclaimable) ([]Outcome, map[int32]Write) {
+	p := &planner{group: g, current: current, reclaimable: reclaimable, state: map[int32]*replicaState{}}
 	for replica, s := range current {
-		if Current(s, g, "") {
-			p.live[replica] = true
-			p.claims[replica] = s.Status.Claims
-		}
+		p.state[replica] = p.classify(s)
 	}
-	touched := map[int32][]tpuv1alpha1.WorkerClaim{}
 	outcomes := make([]Outcome, len(reqs))
+	if msg, blocked := p.hostsMismatch(); blocked {
+		for i := range outcomes {
+			outcomes[i] = Outcome{Reason: ReasonHostsMismatch, Message: msg}
+		}
+		return outcomes, map[int32]Write{}
+	}
+	touched := map[int32]Write{}
 	for i := range reqs {
 		req := &reqs[i]
-		if req.ReplicaIndex != nil && req.ReplicaName != "" {
-			// KubeRay replaced the replica: a slice recorded under another name is dead.
-			if s := current[*req.ReplicaIndex]; s != nil && p.live[*req.ReplicaIndex] && !Current(s, g, req.ReplicaName) {
-				if _, seen := touched[*req.ReplicaIndex]; !seen {
-					p.live[*req.ReplicaIndex] = false
-					p.claims[*req.ReplicaIndex] = nil
-				}
-			}
-		}
 		out := p.place(req)
 		outcomes[i] = out
 		if !out.Placed() {
 			continue
 		}
-		r := out.Placement.Replica
-		next := slices.Clone(p.claims[r])
+		st := p.replica(out.Placement.Replica)
+		if !st.usable {
+			// A new slice, or a new generation of a dead one.
+			st.usable, st.claims = true, nil
+			st.write = Write{Replace: st.slice != nil, ReplicaName: req.ReplicaName, ReplacedReplicaNames: st.replacedNames(g.ClusterUID, req.ReplicaName)}
+		}
+		next := slices.Clone(st.claims)
 		// A request whose claim is already there (a retry after a write whose answer was lost)
 		// keeps it as it is: appending it again would put two claims on one ID.
-		if held := p.claim(r, out.Placement.WorkerID); held == nil || held.Token != req.Token {
+		if held := st.claim(out.Placement.WorkerID); held == nil || held.Token != req.Token {
 			if out.Takeover != nil {
 				next = slices.DeleteFunc(next, func(c tpuv1alpha1.WorkerClaim) bool { return c.WorkerID == out.Placement.WorkerID })
 			}
 			next = append(next, tpuv1alpha1.WorkerClaim{WorkerID: out.Placement.WorkerID, Token: req.Token})
 		}
-		p.claims[r] = next
-		p.live[r] = true
-		touched[r] = next
+		st.claims = next
+		st.write.Claims = next
+		if st.write.ReplicaName == "" && st.slice != nil && !st.write.Replace {
+			st.write.ReplicaName = st.slice.Spec.ReplicaName
+		}
+		touched[out.Placement.Replica] = st.write
 	}
 	return outcomes, touched
 }
 
+// replicaState is the planner's view of one replica's slice.
+type replicaState struct {
+	slice *tpuv1alpha1.TPUSliceAssignment
+	// usable reports whether claims may be added to the slice as it is (current generation, same
+	// host count); claims are its claims as planned so far.
+	usable bool
+	claims []tpuv1alpha1.WorkerClaim
+	// otherHosts is set for a current-generation slice recorded with another host count.
+	otherHosts bool
+	// write is what the plan writes to the slice so far.
+	write Write
+}
+
+func (st *replicaState) claim(id int32) *tpuv1alpha1.WorkerClaim {
+	if !st.usable {
+		return nil
+	}
+	for i := range st.claims {
+		if st.claims[i].WorkerID == id {
+			return &st.claims[i]
+		}
+	}
+	return nil
+}
+
+// replacedNames are the replica names a new generation of this slice records as replaced: those of
+// the old slice when it is of the same RayCluster generation.
+func (st *replicaState) replacedNames(clusterUID types.UID, newName string) []string {
+	if st.slice == nil || st.slice.Spec.RayClusterUID != clusterUID {
+		return nil
+	}
+	old := st.slice.Spec
+	names := slices.Clone(old.ReplacedReplicaNames)
+	if old.ReplicaName != "" && old.ReplicaName != newName {
+		names = append(names, old.ReplicaName)
+	}
+	return names[max(0, len(names)-MaxReplacedReplicaNames):]
+}
+
 type planner struct {
 	group       Group
+	current     Slices
 	reclaimable Reclaimable
-	// claims of each live replica as planned so far.
-	claims map[int32][]tpuv1alpha1.WorkerClaim
-	live   map[int32]bool
+	state       map[int32]*replicaState
+}
+
+func (p *planner) classify(s *tpuv1alpha1.TPUSliceAssignment) *replicaState {
+	st := &replicaState{slice: s}
+	if s == nil || s.Spec.RayClusterUID != p.group.ClusterUID {
+		return st
+	}
+	if s.Spec.Hosts != p.group.Hosts {
+		st.otherHosts = true
+		return st
+	}
+	st.usable, st.claims = true, s.Status.Claims
+	return st
+}
+
+func (p *planner) replica(r int32) *replicaState {
+	st := p.state[r]
+	if st == nil {
+		st = &replicaState{}
+		p.state[r] = st
+	}
+	return st
+}
+
+// hostsMismatch reports whether a current-generation slice of the group recorded with another host
+// count still holds a claim no Reclaimable confirms gone: its Pods run with the old topology, and
+// a Pod of the new one would split the group (docs/spec.md §10). A slice whose claims are all gone
+// is replaced.
+func (p *planner) hostsMismatch() (string, bool) {
+	for _, r := range p.sortedReplicas() {
+		st := p.state[r]
+		if !st.otherHosts {
+			continue
+		}
+		if held := p.held(r, st.slice.Status.Claims); held > 0 {
+			return fmt.Sprintf(
+				"this Pod's topology gives %d hosts per slice, but replica %d of its worker group is a slice of %d hosts that still holds %d claims of live or starting Pods; "+
+					"delete the group's old replicas (or the RayCluster) before changing its topology, or keep the template's topology",
+				p.group.Hosts, r, st.slice.Spec.Hosts, held), true
+		}
+	}
+	return "", false
+}
+
+// held counts the claims of a slice that no Reclaimable confirms gone.
+func (p *planner) held(replica int32, list []tpuv1alpha1.WorkerClaim) int {
+	n := 0
+	for i := range list {
+		if p.reclaimable == nil || !p.reclaimable(replica, &list[i]) {
+			n++
+		}
+	}
+	return n
+}
+
+func (p *planner) sortedReplicas() []int32 {
+	out := make([]int32, 0, len(p.state))
+	for r := range p.state {
+		out = append(out, r)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// free reports whether a new generation may be started at replica r: no slice, a slice of another
+// RayCluster generation, or one of another host count whose claims are all gone.
+func (p *planner) free(r int32) bool {
+	st := p.state[r]
+	return st == nil || (!st.usable && (st.slice == nil || st.slice.Spec.RayClusterUID != p.group.ClusterUID || st.otherHosts))
 }
 
 func (p *planner) place(req *Request) Outcome {
@@ -174,7 +309,7 @@ func (p *planner) place(req *Request) Outcome {
 		return Outcome{Placement: Placement{Replica: r, WorkerID: id}}
 	}
 	// 1. The lowest-index existing slice with a free ID (finish slices already started).
-	for _, r := range p.liveReplicas() {
+	for _, r := range p.usableReplicas() {
 		if r >= p.group.DesiredReplicas {
 			break
 		}
@@ -184,12 +319,12 @@ func (p *planner) place(req *Request) Outcome {
 	}
 	// 2. The lowest unused replica index: holes are refilled.
 	for r := range p.group.DesiredReplicas {
-		if !p.live[r] {
+		if p.free(r) {
 			return Outcome{Placement: Placement{Replica: r, WorkerID: 0}}
 		}
 	}
 	// 3. Every slice is full: take over the lowest claim whose Pod is gone.
-	for _, r := range p.liveReplicas() {
+	for _, r := range p.usableReplicas() {
 		if r >= p.group.DesiredReplicas {
 			break
 		}
@@ -214,17 +349,54 @@ func (p *planner) placeIndexed(req *Request) Outcome {
 		return Outcome{Reason: ReasonInvalid, Message: fmt.Sprintf(
 			"KubeRay labels place the Pod at replica %d, host %d, outside a slice of %d hosts", replica, id, p.group.Hosts)}
 	}
-	held := p.claim(replica, id)
+	if out, done := p.newReplicaGeneration(replica, req.ReplicaName); done {
+		return out
+	}
+	st := p.replica(replica)
+	held := st.claim(id)
 	switch {
 	case held == nil:
 		return Outcome{Placement: Placement{Replica: replica, WorkerID: id}}
 	case req.Token != "" && held.Token == req.Token:
 		return Outcome{Placement: Placement{Replica: replica, WorkerID: id}}
-	case held.PodUID != "" && p.reclaimable != nil && p.reclaimable(replica, held):
+	case p.reclaimable != nil && p.reclaimable(replica, held):
 		return Outcome{Placement: Placement{Replica: replica, WorkerID: id}, Takeover: held}
 	}
 	return Outcome{Reason: ReasonFull, Message: fmt.Sprintf(
 		"worker ID %d of replica %d is held by another Pod (%s); it is released once that Pod is gone", id, replica, describe(held))}
+}
+
+// newReplicaGeneration handles a request whose KubeRay replica name differs from the one its
+// slice records. KubeRay replaces a replica whole under a new name and never goes back to an old
+// one, so a name the slice has already replaced is an older generation (a create still in flight
+// from before the replacement) and is denied. Any other name starts a new generation of the
+// replica, but only once every claim of the old one is confirmed gone: a request cannot, by naming
+// a replica, take IDs from live Pods (docs/spec.md §10).
+func (p *planner) newReplicaGeneration(replica int32, name string) (Outcome, bool) {
+	st := p.replica(replica)
+	if !st.usable || name == "" || st.slice == nil {
+		return Outcome{}, false
+	}
+	// The generation as planned so far: an earlier request of this plan may have started one.
+	current, replaced := st.slice.Spec.ReplicaName, st.slice.Spec.ReplacedReplicaNames
+	if st.write.Claims != nil && st.write.Replace {
+		current, replaced = st.write.ReplicaName, st.write.ReplacedReplicaNames
+	}
+	if current == "" || current == name {
+		return Outcome{}, false
+	}
+	if slices.Contains(replaced, name) {
+		return Outcome{Reason: ReasonOlderReplica, Message: fmt.Sprintf(
+			"the Pod belongs to KubeRay replica %s, which replica %d has already replaced with %s; a create of the older replica is refused (KubeRay recreates what it still wants)",
+			name, replica, current)}, true
+	}
+	if held := p.held(replica, st.claims); held > 0 {
+		return Outcome{Reason: ReasonFull, Message: fmt.Sprintf(
+			"replica %d is still held by %d claims of KubeRay replica %s; it is replaced by %s once those Pods are gone",
+			replica, held, current, name)}, true
+	}
+	st.usable, st.claims = false, nil
+	return Outcome{}, false
 }
 
 func describe(c *tpuv1alpha1.WorkerClaim) string {
@@ -234,11 +406,11 @@ func describe(c *tpuv1alpha1.WorkerClaim) string {
 	return "a claim whose Pod has not been seen yet"
 }
 
-// liveReplicas returns the replica indexes of live slices, ascending.
-func (p *planner) liveReplicas() []int32 {
-	out := make([]int32, 0, len(p.live))
-	for r, live := range p.live {
-		if live {
+// usableReplicas returns the replica indexes of usable slices, ascending.
+func (p *planner) usableReplicas() []int32 {
+	out := make([]int32, 0, len(p.state))
+	for r, st := range p.state {
+		if st.usable {
 			out = append(out, r)
 		}
 	}
@@ -246,25 +418,13 @@ func (p *planner) liveReplicas() []int32 {
 	return out
 }
 
-func (p *planner) claim(replica, id int32) *tpuv1alpha1.WorkerClaim {
-	if !p.live[replica] {
-		return nil
-	}
-	for i := range p.claims[replica] {
-		if p.claims[replica][i].WorkerID == id {
-			return &p.claims[replica][i]
-		}
-	}
-	return nil
-}
-
-// claimOf returns where a live replica holds a claim with token.
+// claimOf returns where a usable replica holds a claim with token.
 func (p *planner) claimOf(token string) (replica, id int32, ok bool) {
 	if token == "" {
 		return 0, 0, false
 	}
-	for _, r := range p.liveReplicas() {
-		for _, c := range p.claims[r] {
+	for _, r := range p.usableReplicas() {
+		for _, c := range p.state[r].claims {
 			if c.Token == token {
 				return r, c.WorkerID, true
 			}
@@ -273,10 +433,10 @@ func (p *planner) claimOf(token string) (replica, id int32, ok bool) {
 	return 0, 0, false
 }
 
-// lowestFree returns the lowest worker ID of a live replica that no claim holds.
+// lowestFree returns the lowest worker ID of a usable replica that no claim holds.
 func (p *planner) lowestFree(replica int32) (int32, bool) {
 	taken := make([]bool, p.group.Hosts)
-	for _, c := range p.claims[replica] {
+	for _, c := range p.state[replica].claims {
 		if c.WorkerID >= 0 && c.WorkerID < p.group.Hosts {
 			taken[c.WorkerID] = true
 		}
@@ -294,9 +454,10 @@ func (p *planner) lowestReclaimable(replica int32) *tpuv1alpha1.WorkerClaim {
 		return nil
 	}
 	var best *tpuv1alpha1.WorkerClaim
-	for i := range p.claims[replica] {
-		c := &p.claims[replica][i]
-		if c.PodUID != "" && (best == nil || c.WorkerID < best.WorkerID) && p.reclaimable(replica, c) {
+	list := p.state[replica].claims
+	for i := range list {
+		c := &list[i]
+		if (best == nil || c.WorkerID < best.WorkerID) && p.reclaimable(replica, c) {
 			best = c
 		}
 	}

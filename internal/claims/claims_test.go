@@ -106,15 +106,21 @@ func indexed(token string, replica, host int32, replicaName string) claims.Reque
 	return r
 }
 
-// reclaimableTokens returns a Reclaimable that accepts the claims of tokens and fails the test when
-// it is offered a pending claim (docs/spec.md §3.2: only bound claims may be taken over).
-func reclaimableTokens(t *testing.T, tokens ...string) claims.Reclaimable {
-	return func(replica int32, c *tpuv1alpha1.WorkerClaim) bool {
-		if c.PodUID == "" {
-			t.Errorf("Reclaimable was offered pending claim %q of replica %d", c.Token, replica)
-		}
+// reclaimableTokens returns a Reclaimable that accepts the claims of tokens: the caller's live
+// check found their Pods gone (for a pending claim: seen, then gone).
+func reclaimableTokens(_ *testing.T, tokens ...string) claims.Reclaimable {
+	return func(_ int32, c *tpuv1alpha1.WorkerClaim) bool {
 		return slices.Contains(tokens, c.Token)
 	}
+}
+
+// claimsOf returns the claim lists of a plan's writes.
+func claimsOf(writes map[int32]claims.Write) map[int32][]tpuv1alpha1.WorkerClaim {
+	out := make(map[int32][]tpuv1alpha1.WorkerClaim, len(writes))
+	for r, w := range writes {
+		out[r] = w.Claims
+	}
+	return out
 }
 
 func sliceMap(ss ...*tpuv1alpha1.TPUSliceAssignment) claims.Slices {
@@ -235,15 +241,25 @@ func TestPlanWithoutKubeRayIndexes(t *testing.T) {
 				1: {existing(0, "r1-0", "pod-r1-0", "uid-r1-0"), pending(1, "t2")},
 			},
 		},
-		"pending claims are never offered for takeover": {
+		"pending claims whose Pods may still be created are not taken over": {
+			group: claims.Group{ClusterUID: clusterUID, Hosts: 2, DesiredReplicas: 1},
+			current: sliceMap(makeSlice(0, 2).
+				Claim(0, "p0", "", "", claimedAt).
+				Claim(1, "p1", "", "", claimedAt).Obj()),
+			reqs:          tokens(1),
+			reclaimTokens: []string{},
+			wantOutcomes:  []claims.Outcome{fullOutcome(1)},
+			wantTouched:   map[int32][]tpuv1alpha1.WorkerClaim{},
+		},
+		"a pending claim whose Pod was seen and is gone is taken over, the lowest first": {
 			group: claims.Group{ClusterUID: clusterUID, Hosts: 2, DesiredReplicas: 1},
 			current: sliceMap(makeSlice(0, 2).
 				Claim(0, "p0", "", "", claimedAt).
 				Claim(1, "p1", "", "", claimedAt).Obj()),
 			reqs:          tokens(1),
 			reclaimTokens: []string{"p0", "p1"},
-			wantOutcomes:  []claims.Outcome{fullOutcome(1)},
-			wantTouched:   map[int32][]tpuv1alpha1.WorkerClaim{},
+			wantOutcomes:  []claims.Outcome{takeover(0, 0, existing(0, "p0", "", ""))},
+			wantTouched:   map[int32][]tpuv1alpha1.WorkerClaim{0: {existing(1, "p1", "", ""), pending(0, "t1")}},
 		},
 		"a slice of a deleted RayCluster generation counts as empty": {
 			group: claims.Group{ClusterUID: clusterUID, Hosts: 2, DesiredReplicas: 1},
@@ -279,7 +295,8 @@ func TestPlanWithoutKubeRayIndexes(t *testing.T) {
 			if tc.reclaimTokens != nil {
 				reclaimable = reclaimableTokens(t, tc.reclaimTokens...)
 			}
-			gotOutcomes, gotTouched := claims.Plan(tc.group, tc.current, tc.reqs, reclaimable)
+			gotOutcomes, gotWrites := claims.Plan(tc.group, tc.current, tc.reqs, reclaimable)
+			gotTouched := claimsOf(gotWrites)
 			if diff := cmp.Diff(tc.wantOutcomes, gotOutcomes); diff != "" {
 				t.Errorf("Plan() outcomes (-want,+got):\n%s", diff)
 			}
@@ -349,14 +366,22 @@ func TestPlanWithKubeRayIndexes(t *testing.T) {
 				Message: "worker ID 2 of replica 1 is held by another Pod (Pod pod-a); it is released once that Pod is gone"}},
 			wantTouched: map[int32][]tpuv1alpha1.WorkerClaim{},
 		},
-		"an ID held by another token's pending claim is Full and not offered for takeover": {
+		"an ID held by another token's pending claim whose Pod may still be created is Full": {
+			group:         group,
+			current:       sliceMap(makeSlice(1, hosts).ReplicaName("rs-b").Claim(2, "a", "", "", claimedAt).Obj()),
+			reqs:          []claims.Request{indexed("t1", 1, 2, "rs-b")},
+			reclaimTokens: []string{},
+			wantOutcomes: []claims.Outcome{{Reason: claims.ReasonFull,
+				Message: "worker ID 2 of replica 1 is held by another Pod (a claim whose Pod has not been seen yet); it is released once that Pod is gone"}},
+			wantTouched: map[int32][]tpuv1alpha1.WorkerClaim{},
+		},
+		"an ID held by a pending claim whose Pod was seen and is gone is taken over": {
 			group:         group,
 			current:       sliceMap(makeSlice(1, hosts).ReplicaName("rs-b").Claim(2, "a", "", "", claimedAt).Obj()),
 			reqs:          []claims.Request{indexed("t1", 1, 2, "rs-b")},
 			reclaimTokens: []string{"a"},
-			wantOutcomes: []claims.Outcome{{Reason: claims.ReasonFull,
-				Message: "worker ID 2 of replica 1 is held by another Pod (a claim whose Pod has not been seen yet); it is released once that Pod is gone"}},
-			wantTouched: map[int32][]tpuv1alpha1.WorkerClaim{},
+			wantOutcomes:  []claims.Outcome{takeover(1, 2, existing(2, "a", "", ""))},
+			wantTouched:   map[int32][]tpuv1alpha1.WorkerClaim{1: {pending(2, "t1")}},
 		},
 		"an ID held by the same token is placed again and the claim kept as it is": {
 			group:        group,
@@ -375,14 +400,39 @@ func TestPlanWithKubeRayIndexes(t *testing.T) {
 			wantOutcomes:  []claims.Outcome{takeover(1, 2, existing(2, "a", "pod-a", "uid-a"))},
 			wantTouched:   map[int32][]tpuv1alpha1.WorkerClaim{1: {existing(0, "b", "pod-b", "uid-b"), pending(2, "t1")}},
 		},
-		"a slice recorded under another replica name is a dead generation": {
+		"a replica recorded under another name is replaced once every Pod of the old one is gone": {
 			group: group,
 			current: sliceMap(makeSlice(1, hosts).ReplicaName("rs-old").
 				Claim(0, "a", "pod-a", "uid-a", claimedAt).
 				Claim(1, "b", "pod-b", "uid-b", claimedAt).Obj()),
-			reqs:         []claims.Request{indexed("t1", 1, 1, "rs-new")},
-			wantOutcomes: []claims.Outcome{placed(1, 1)},
-			wantTouched:  map[int32][]tpuv1alpha1.WorkerClaim{1: {pending(1, "t1")}},
+			reqs:          []claims.Request{indexed("t1", 1, 1, "rs-new")},
+			reclaimTokens: []string{"a", "b"},
+			wantOutcomes:  []claims.Outcome{placed(1, 1)},
+			wantTouched:   map[int32][]tpuv1alpha1.WorkerClaim{1: {pending(1, "t1")}},
+		},
+		"a replica recorded under another name whose old Pods still run is not replaced": {
+			group: group,
+			current: sliceMap(makeSlice(1, hosts).ReplicaName("rs-old").
+				Claim(0, "a", "pod-a", "uid-a", claimedAt).
+				Claim(1, "b", "pod-b", "uid-b", claimedAt).Obj()),
+			reqs:          []claims.Request{indexed("t1", 1, 1, "rs-new")},
+			reclaimTokens: []string{"a"},
+			wantOutcomes: []claims.Outcome{{Reason: claims.ReasonFull,
+				Message: "replica 1 is still held by 1 claims of KubeRay replica rs-old; it is replaced by rs-new once those Pods are gone"}},
+			wantTouched: map[int32][]tpuv1alpha1.WorkerClaim{},
+		},
+		"a Pod of a replica name the slice has already replaced is an older generation": {
+			group: group,
+			current: sliceMap(func() *tpuv1alpha1.TPUSliceAssignment {
+				s := makeSlice(1, hosts).ReplicaName("rs-new").Obj()
+				s.Spec.ReplacedReplicaNames = []string{"rs-older", "rs-old"}
+				return s
+			}()),
+			reqs:          []claims.Request{indexed("t1", 1, 1, "rs-old")},
+			reclaimTokens: []string{},
+			wantOutcomes: []claims.Outcome{{Reason: claims.ReasonOlderReplica,
+				Message: "the Pod belongs to KubeRay replica rs-old, which replica 1 has already replaced with rs-new; a create of the older replica is refused (KubeRay recreates what it still wants)"}},
+			wantTouched: map[int32][]tpuv1alpha1.WorkerClaim{},
 		},
 		"a slice of a deleted RayCluster at the requested replica is a dead generation": {
 			group: group,
@@ -400,9 +450,10 @@ func TestPlanWithKubeRayIndexes(t *testing.T) {
 				s.Spec.ReplicaName = "rs-old"
 				return s
 			}()),
-			reqs:         []claims.Request{indexed("t1", 1, 3, "rs-new"), indexed("t2", 1, 0, "rs-new")},
-			wantOutcomes: []claims.Outcome{placed(1, 3), placed(1, 0)},
-			wantTouched:  map[int32][]tpuv1alpha1.WorkerClaim{1: {pending(3, "t1"), pending(0, "t2")}},
+			reclaimTokens: []string{"old-0", "old-1", "old-2", "old-3"},
+			reqs:          []claims.Request{indexed("t1", 1, 3, "rs-new"), indexed("t2", 1, 0, "rs-new")},
+			wantOutcomes:  []claims.Outcome{placed(1, 3), placed(1, 0)},
+			wantTouched:   map[int32][]tpuv1alpha1.WorkerClaim{1: {pending(3, "t1"), pending(0, "t2")}},
 		},
 		"two Pods with the same indexes in one call: the second is Full": {
 			group:        group,
@@ -423,7 +474,8 @@ func TestPlanWithKubeRayIndexes(t *testing.T) {
 			if tc.reclaimTokens != nil {
 				reclaimable = reclaimableTokens(t, tc.reclaimTokens...)
 			}
-			gotOutcomes, gotTouched := claims.Plan(tc.group, tc.current, tc.reqs, reclaimable)
+			gotOutcomes, gotWrites := claims.Plan(tc.group, tc.current, tc.reqs, reclaimable)
+			gotTouched := claimsOf(gotWrites)
 			if diff := cmp.Diff(tc.wantOutcomes, gotOutcomes); diff != "" {
 				t.Errorf("Plan() outcomes (-want,+got):\n%s", diff)
 			}
@@ -449,7 +501,7 @@ func TestPlanDoesNotModifyItsInput(t *testing.T) {
 	}
 	wantReqs := slices.Clone(reqs)
 
-	outcomes, touched := claims.Plan(group, current, reqs, reclaimableTokens(t, "r0-1"))
+	outcomes, writes := claims.Plan(group, current, reqs, reclaimableTokens(t, "r0-1", "b"))
 
 	wantOutcomes := []claims.Outcome{
 		placed(1, 1), placed(1, 0), placed(2, 0), placed(2, 1),
@@ -459,9 +511,9 @@ func TestPlanDoesNotModifyItsInput(t *testing.T) {
 		t.Fatalf("Plan() outcomes (-want,+got):\n%s", diff)
 	}
 	// Writing into the returned lists must not reach the caller's slices either.
-	for r := range touched {
-		for i := range touched[r] {
-			touched[r][i].Token = "scribbled"
+	for r := range writes {
+		for i := range writes[r].Claims {
+			writes[r].Claims[i].Token = "scribbled"
 		}
 	}
 	if diff := cmp.Diff(wantCurrent, current); diff != "" {
@@ -472,7 +524,7 @@ func TestPlanDoesNotModifyItsInput(t *testing.T) {
 	}
 }
 
-func TestLive(t *testing.T) {
+func TestSameGeneration(t *testing.T) {
 	cases := map[string]struct {
 		slice       *tpuv1alpha1.TPUSliceAssignment
 		replicaName string
@@ -511,8 +563,8 @@ func TestLive(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			if got := claims.Live(tc.slice, clusterUID, tc.replicaName); got != tc.want {
-				t.Errorf("Live() = %v, want %v", got, tc.want)
+			if got := claims.SameGeneration(tc.slice, clusterUID, tc.replicaName); got != tc.want {
+				t.Errorf("SameGeneration() = %v, want %v", got, tc.want)
 			}
 		})
 	}
@@ -655,7 +707,8 @@ func TestPlanInvariants(t *testing.T) {
 			free := freeIDs(group, current)
 			before := liveClaims(group, current)
 
-			outcomes, touched := claims.Plan(group, current, reqs, nil)
+			outcomes, writes := claims.Plan(group, current, reqs, nil)
+			touched := claimsOf(writes)
 
 			// Exactly the first min(len(reqs), free) requests are placed; the rest are Full.
 			wantPlaced := min(len(reqs), free)
@@ -718,7 +771,7 @@ func TestPlanInvariants(t *testing.T) {
 func liveClaims(g claims.Group, current claims.Slices) map[int32][]tpuv1alpha1.WorkerClaim {
 	out := map[int32][]tpuv1alpha1.WorkerClaim{}
 	for r, s := range current {
-		if claims.Live(s, g.ClusterUID, "") {
+		if claims.SameGeneration(s, g.ClusterUID, "") && s.Spec.Hosts == g.Hosts {
 			out[r] = s.Status.Claims
 		}
 	}
@@ -735,40 +788,77 @@ func freeIDs(g claims.Group, current claims.Slices) int {
 	return free
 }
 
-func TestPlanTreatsAnotherHostCountAsADeadGeneration(t *testing.T) {
-	// The group's topology changed from 4 to 8 hosts per slice: the old slice's IDs would not
-	// number the new slice's hosts, so its claims are not honored.
-	g := claims.Group{ClusterUID: clusterUID, Hosts: 8, DesiredReplicas: 1}
-	old := full(0, 4, "old")
-	outcomes, touched := claims.Plan(g, claims.Slices{0: old}, tokens(1), nil)
-	if diff := cmp.Diff([]claims.Outcome{placed(0, 0)}, outcomes); diff != "" {
-		t.Errorf("Plan() outcomes (-want,+got):\n%s", diff)
-	}
-	want := map[int32][]tpuv1alpha1.WorkerClaim{0: {pending(0, "t1")}}
-	if diff := cmp.Diff(want, touched); diff != "" {
-		t.Errorf("Plan() touched (-want,+got):\n%s", diff)
-	}
-}
-
-func TestCurrent(t *testing.T) {
-	g := claims.Group{ClusterUID: clusterUID, Hosts: 4, DesiredReplicas: 1}
+func TestPlanWithAnotherHostCount(t *testing.T) {
+	// The group's topology changed from 4 to 8 hosts per slice while replica 0 holds the old one.
+	g := claims.Group{ClusterUID: clusterUID, Hosts: 8, DesiredReplicas: 2}
+	mismatch := "this Pod's topology gives 8 hosts per slice, but replica 0 of its worker group is a slice of 4 hosts that still holds 4 claims of live or starting Pods; " +
+		"delete the group's old replicas (or the RayCluster) before changing its topology, or keep the template's topology"
 	cases := map[string]struct {
-		slice       *tpuv1alpha1.TPUSliceAssignment
-		replicaName string
-		want        bool
+		current       claims.Slices
+		reqs          []claims.Request
+		reclaimTokens []string
+		wantOutcomes  []claims.Outcome
+		wantWrites    map[int32]claims.Write
 	}{
-		"same UID and host count":       {slice: makeSlice(0, 4).Obj(), want: true},
-		"another host count":            {slice: makeSlice(0, 8).Obj(), want: false},
-		"another cluster generation":    {slice: testutil.MakeSlice("s", testNamespace, testCluster, oldUID, testGroup, 0, 4).Obj(), want: false},
-		"another KubeRay replica name":  {slice: makeSlice(0, 4).ReplicaName("tpu-aaaaa").Obj(), replicaName: "tpu-bbbbb", want: false},
-		"the same KubeRay replica name": {slice: makeSlice(0, 4).ReplicaName("tpu-aaaaa").Obj(), replicaName: "tpu-aaaaa", want: true},
-		"no slice":                      {slice: nil, want: false},
+		"a slice of another host count with live Pods denies every Pod of the group, naming both counts": {
+			current:      sliceMap(full(0, 4, "old")),
+			reqs:         tokens(2),
+			wantOutcomes: []claims.Outcome{{Reason: claims.ReasonHostsMismatch, Message: mismatch}, {Reason: claims.ReasonHostsMismatch, Message: mismatch}},
+			wantWrites:   map[int32]claims.Write{},
+		},
+		"the same with KubeRay's indexes": {
+			current:      sliceMap(full(0, 4, "old")),
+			reqs:         []claims.Request{indexed("t1", 1, 0, "rs-b")},
+			wantOutcomes: []claims.Outcome{{Reason: claims.ReasonHostsMismatch, Message: mismatch}},
+			wantWrites:   map[int32]claims.Write{},
+		},
+		"a slice of another host count whose Pods are all gone is replaced": {
+			current:       sliceMap(full(0, 4, "old")),
+			reqs:          tokens(1),
+			reclaimTokens: []string{"old-0", "old-1", "old-2", "old-3"},
+			wantOutcomes:  []claims.Outcome{placed(0, 0)},
+			wantWrites:    map[int32]claims.Write{0: {Claims: []tpuv1alpha1.WorkerClaim{pending(0, "t1")}, Replace: true}},
+		},
+		"an empty slice of another host count is replaced": {
+			current:      sliceMap(makeSlice(0, 4).Obj()),
+			reqs:         tokens(1),
+			wantOutcomes: []claims.Outcome{placed(0, 0)},
+			wantWrites:   map[int32]claims.Write{0: {Claims: []tpuv1alpha1.WorkerClaim{pending(0, "t1")}, Replace: true}},
+		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			if got := claims.Current(tc.slice, g, tc.replicaName); got != tc.want {
-				t.Errorf("Current() = %v, want %v", got, tc.want)
+			var reclaimable claims.Reclaimable
+			if tc.reclaimTokens != nil {
+				reclaimable = reclaimableTokens(t, tc.reclaimTokens...)
+			}
+			outcomes, writes := claims.Plan(g, tc.current, tc.reqs, reclaimable)
+			if diff := cmp.Diff(tc.wantOutcomes, outcomes); diff != "" {
+				t.Errorf("Plan() outcomes (-want,+got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantWrites, writes, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("Plan() writes (-want,+got):\n%s", diff)
 			}
 		})
+	}
+}
+
+func TestPlanRecordsReplacedReplicaNames(t *testing.T) {
+	g := claims.Group{ClusterUID: clusterUID, Hosts: 2, DesiredReplicas: 2}
+	old := makeSlice(1, 2).ReplicaName("rs-b").Claim(0, "a", "pod-a", "uid-a", claimedAt).Obj()
+	old.Spec.ReplacedReplicaNames = []string{"rs-a"}
+	other := testutil.MakeSlice("rc-tpu-0", testNamespace, testCluster, oldUID, testGroup, 0, 2).ReplicaName("rs-x").Obj()
+	outcomes, writes := claims.Plan(g, sliceMap(old, other),
+		[]claims.Request{indexed("t1", 1, 0, "rs-c"), indexed("t2", 1, 1, "rs-c"), indexed("t3", 0, 0, "rs-y")}, reclaimableTokens(t, "a"))
+	if diff := cmp.Diff([]claims.Outcome{placed(1, 0), placed(1, 1), placed(0, 0)}, outcomes); diff != "" {
+		t.Errorf("Plan() outcomes (-want,+got):\n%s", diff)
+	}
+	want := map[int32]claims.Write{
+		1: {Claims: []tpuv1alpha1.WorkerClaim{pending(0, "t1"), pending(1, "t2")}, Replace: true, ReplicaName: "rs-c", ReplacedReplicaNames: []string{"rs-a", "rs-b"}},
+		// Another RayCluster generation's names are not carried over.
+		0: {Claims: []tpuv1alpha1.WorkerClaim{pending(0, "t3")}, Replace: true, ReplicaName: "rs-y"},
+	}
+	if diff := cmp.Diff(want, writes, cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("Plan() writes (-want,+got):\n%s", diff)
 	}
 }

@@ -263,8 +263,8 @@ func (r *Router) ServeHTTP(w http.ResponseWriter, httpReq *http.Request) {
 func validate(in *wireRequest) string {
 	req := &in.Request
 	switch {
-	case req.Namespace == "" || req.ClusterName == "" || req.ClusterUID == "" || req.GroupName == "":
-		return "the claim must name the namespace, RayCluster (name and UID) and worker group"
+	case req.Namespace == "" || req.ClusterName == "" || req.GroupName == "":
+		return "the claim must name the namespace, RayCluster and worker group"
 	case req.Hosts < 1:
 		return "the claim's slice must have at least one host"
 	case req.Claim.Token == "":

@@ -95,7 +95,7 @@ func (f *fakeClaimer) tokens() []string {
 func request() allocator.Request {
 	return allocator.Request{
 		Namespace: "team-a", ClusterName: "rc", ClusterUID: "uid-1", GroupName: "tpu",
-		Hosts: 4, Topology: "4x4", Accelerator: "tpu-v6e-slice", DesiredReplicas: 2,
+		Hosts: 4, Topology: "4x4", Accelerator: "tpu-v6e-slice",
 	}
 }
 

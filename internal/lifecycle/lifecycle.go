@@ -14,26 +14,35 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package lifecycle decides what happens to a slice's claims given the Pods that carry its label
-// (docs/spec.md §8): bind pending claims, release claims whose Pod is gone or finished, release pending
-// claims past their TTL, repair Pods created after their claim expired. It is pure; the reconciler
-// feeds it a cached view first and, when the decision would release or delete anything, a live view
-// whose resourceVersion the resulting write is conditioned on.
+// Package lifecycle decides what happens to a slice's claims given the Pods that may hold its worker
+// IDs (docs/spec.md §8): bind pending claims, release claims whose Pod is gone or finished, release
+// pending claims past their TTL, record live Pods that hold an ID without a claim (late Pods and
+// Pods from before the operator ran), and resolve two live Pods with one ID.
+//
+// What links a claim to a Pod is the Pod's immutable identity: its UID once bound, and before
+// that the worker ID and slice its spec names (package identity). The claim-token annotation only
+// chooses between Pods that the spec already qualifies; labels are not read at all. So a label or
+// annotation edit never releases, moves or duplicates an ID.
+//
+// The package is pure; the reconciler feeds it a cached view first and, when the decision would
+// release, add or delete anything, a live view whose resourceVersion the resulting write is
+// conditioned on.
 package lifecycle
 
 import (
 	"cmp"
 	"fmt"
 	"slices"
-	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
-	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
+	"github.com/ray-tpu/tpu-slice-operator/internal/identity"
 )
 
 // Release reasons.
@@ -44,21 +53,29 @@ const (
 	ReasonPendingExpired = "PendingExpired"
 )
 
-// ConditionReady is True when every host ID of the slice is bound to a live Pod.
-const ConditionReady = "Ready"
-
 // Release is a claim to remove, and why.
 type Release struct {
 	Claim  tpuv1alpha1.WorkerClaim
 	Reason string
 }
 
-// Duplicate is a live Pod whose claim is no longer in the slice and whose worker ID another live
-// Pod holds: it must be deleted (its owner recreates it with a fresh ID).
+// Duplicate is a live Pod that this operator admitted (it carries a claim token) whose worker ID
+// another live Pod of the slice holds: its create committed after its claim was released, or it
+// is a second Pod carrying one claim's token. It must be deleted; its owner recreates it and the
+// new Pod gets a fresh ID.
 type Duplicate struct {
 	Pod      *corev1.Pod
 	WorkerID int32
 	Holder   string
+}
+
+// Conflict is a live Pod with a TPU identity of this slice that the slice cannot record and that
+// this operator did not admit (no claim token): it is reported, never deleted.
+type Conflict struct {
+	Pod      *corev1.Pod
+	WorkerID int32
+	// Why says what the identity conflicts with.
+	Why string
 }
 
 // Decision is what the reconciler should write.
@@ -66,125 +83,251 @@ type Decision struct {
 	// Claims is the slice's new claim list; Changed reports whether it differs from the current one.
 	Claims  []tpuv1alpha1.WorkerClaim
 	Changed bool
-	// Bound, Released and Repaired list what changed, for Events and metrics.
+	// Bound, Released, Repaired and Adopted list what changed, for Events and metrics. Repaired
+	// claims are of Pods the operator admitted whose claim had been released (a create that
+	// committed late, or whose slice was deleted meanwhile); Adopted claims are of Pods that carry
+	// an identity but no claim token (created before the operator ran, or by hand).
 	Bound    []tpuv1alpha1.WorkerClaim
 	Released []Release
 	Repaired []tpuv1alpha1.WorkerClaim
-	// Duplicates are Pods to delete.
+	Adopted  []tpuv1alpha1.WorkerClaim
+	// Duplicates are Pods to delete; Conflicts are Pods to report.
 	Duplicates []Duplicate
-	// Destructive reports whether the decision releases claims or deletes Pods: it must then be
-	// made on a live read.
+	Conflicts  []Conflict
+	// Destructive reports whether the decision releases or adds claims or deletes Pods: it must
+	// then be made on a live read.
 	Destructive bool
 	// RequeueAfter is when a pending claim's TTL runs out, zero when none waits.
 	RequeueAfter time.Duration
-	// Ready is the slice's Ready condition.
-	Ready metav1.Condition
+	// Ready and Conflict are the slice's conditions of those types.
+	Ready, Conflict metav1.Condition
 }
 
-// Live reports whether a Pod counts as live (docs/spec.md §9): not terminating, not Failed or Succeeded.
-func Live(pod *corev1.Pod) bool {
+// View is what Decide decides on.
+type View struct {
+	Slice *tpuv1alpha1.TPUSliceAssignment
+	// Pods are every Pod that may hold one of the slice's worker IDs: those whose spec identity
+	// names the slice and those its bound claims name. Others are ignored.
+	Pods []corev1.Pod
+	// Gone reports whether the Pod that carried a claim token has been seen and then deleted.
+	// Nil means nothing is known.
+	Gone func(token string) bool
+	// PendingFor returns how long the observer has known a pending claim, on its own clock (never
+	// the claim's claimedAt, which another machine's clock wrote). Nil means since claimedAt, for
+	// tests of a single clock.
+	PendingFor func(claim tpuv1alpha1.WorkerClaim) time.Duration
+	// Now stamps the claims the decision adds.
+	Now time.Time
+}
+
+// PodLive reports whether a Pod counts as live (docs/spec.md §9): not terminating, not Failed or
+// Succeeded.
+func PodLive(pod *corev1.Pod) bool {
 	return pod.DeletionTimestamp == nil && pod.Status.Phase != corev1.PodFailed && pod.Status.Phase != corev1.PodSucceeded
 }
 
-// Decide computes the decision for slice given every Pod labeled with it.
-func Decide(slice *tpuv1alpha1.TPUSliceAssignment, pods []corev1.Pod, now time.Time, ttl time.Duration) Decision {
-	var d Decision
-	byUID := make(map[string]*corev1.Pod, len(pods))
-	byToken := make(map[string]*corev1.Pod, len(pods))
-	for i := range pods {
-		p := &pods[i]
-		byUID[string(p.UID)] = p
-		if t := p.Annotations[constants.ClaimTokenAnnotation]; t != "" {
-			byToken[t] = p
-		}
-	}
-	tokens := map[string]bool{}
-	for _, c := range slice.Status.Claims {
-		tokens[c.Token] = true
+// member is a Pod whose spec identity places it in the slice.
+type member struct {
+	pod *corev1.Pod
+	id  identity.Identity
+}
+
+// decider holds the state of one Decide call.
+type decider struct {
+	View
+	ttl     time.Duration
+	d       Decision
+	byUID   map[types.UID]*corev1.Pod
+	members []member
+	// strangers are Pods whose identity names the slice but whose topology gives another host count.
+	strangers []member
+	// holders are the UIDs of Pods that hold a claim after this decision.
+	holders map[types.UID]bool
+}
+
+// Decide computes the decision for a slice given the Pods that may hold its worker IDs.
+func Decide(v View, ttl time.Duration) Decision {
+	dc := &decider{View: v, ttl: ttl, byUID: make(map[types.UID]*corev1.Pod, len(v.Pods)), holders: map[types.UID]bool{}}
+	dc.index()
+	for _, c := range v.Slice.Status.Claims {
 		if c.PodUID != "" {
-			pod := byUID[string(c.PodUID)]
-			switch {
-			case pod == nil:
-				d.release(c, ReasonPodGone)
-			case pod.DeletionTimestamp != nil:
-				d.release(c, ReasonPodTerminating)
-			case !Live(pod):
-				d.release(c, ReasonPodFinished)
-			default:
-				d.Claims = append(d.Claims, c)
-			}
-			continue
-		}
-		pod := byToken[c.Token]
-		switch {
-		case pod != nil && Live(pod):
-			c.PodName, c.PodUID = pod.Name, pod.UID
-			d.Claims = append(d.Claims, c)
-			d.Bound = append(d.Bound, c)
-			d.Changed = true
-		case pod != nil && pod.DeletionTimestamp != nil:
-			d.release(c, ReasonPodTerminating)
-		case pod != nil:
-			d.release(c, ReasonPodFinished)
-		default:
-			if age := now.Sub(c.ClaimedAt.Time); age < ttl {
-				d.Claims = append(d.Claims, c)
-				if wait := ttl - age; d.RequeueAfter == 0 || wait < d.RequeueAfter {
-					d.RequeueAfter = wait
-				}
-			} else {
-				d.release(c, ReasonPendingExpired)
-			}
+			dc.bound(c)
 		}
 	}
-	d.repairLatePods(slice, pods, tokens, now)
+	for _, c := range v.Slice.Status.Claims {
+		if c.PodUID == "" {
+			dc.pending(c)
+		}
+	}
+	dc.unclaimed()
+	d := &dc.d
 	slices.SortFunc(d.Claims, func(a, b tpuv1alpha1.WorkerClaim) int { return cmp.Compare(a.WorkerID, b.WorkerID) })
-	d.Ready = readyCondition(slice, d.Claims)
-	return d
+	d.Ready = readyCondition(v.Slice, d.Claims)
+	d.Conflict = conflictCondition(v.Slice, d.Conflicts)
+	return *d
 }
 
-func (d *Decision) release(c tpuv1alpha1.WorkerClaim, reason string) {
-	d.Released = append(d.Released, Release{Claim: c, Reason: reason})
-	d.Changed, d.Destructive = true, true
+// index sorts the Pods whose identity places them in the slice, oldest first, so that every choice
+// between Pods is deterministic and favors the Pod that was there first.
+func (dc *decider) index() {
+	s := dc.Slice
+	for i := range dc.Pods {
+		p := &dc.Pods[i]
+		dc.byUID[p.UID] = p
+		id, ok := identity.FromPod(p)
+		if !ok || id.Cluster != s.Spec.RayClusterName || id.Group != s.Spec.GroupName || id.Replica != s.Spec.ReplicaIndex {
+			continue
+		}
+		// A Pod of a deleted RayCluster generation (same names, another owner UID) awaits the
+		// garbage collector: it never holds an ID of the new generation.
+		if id.ClusterUID != "" && id.ClusterUID != s.Spec.RayClusterUID {
+			continue
+		}
+		if id.Hosts != 0 && id.Hosts != s.Spec.Hosts {
+			dc.strangers = append(dc.strangers, member{pod: p, id: id})
+			continue
+		}
+		dc.members = append(dc.members, member{pod: p, id: id})
+	}
+	slices.SortStableFunc(dc.members, oldestFirst)
+	slices.SortStableFunc(dc.strangers, oldestFirst)
 }
 
-// repairLatePods handles live Pods whose token is not in the slice: their create committed after
-// the claim was released. The ID is claimed again when free; otherwise the Pod is a duplicate.
-func (d *Decision) repairLatePods(slice *tpuv1alpha1.TPUSliceAssignment, pods []corev1.Pod, tokens map[string]bool, now time.Time) {
-	for i := range pods {
-		p := &pods[i]
-		token := p.Annotations[constants.ClaimTokenAnnotation]
-		if token == "" || tokens[token] || !Live(p) || !sameGeneration(p, slice) {
-			continue
-		}
-		d.Destructive = true
-		id, err := strconv.ParseInt(p.Labels[constants.WorkerIDLabel], 10, 32)
-		if err != nil || id < 0 || id >= int64(slice.Spec.Hosts) {
-			d.Duplicates = append(d.Duplicates, Duplicate{Pod: p, WorkerID: -1})
-			continue
-		}
-		holder := slices.IndexFunc(d.Claims, func(c tpuv1alpha1.WorkerClaim) bool { return c.WorkerID == int32(id) })
-		if holder < 0 {
-			c := tpuv1alpha1.WorkerClaim{WorkerID: int32(id), Token: token, PodName: p.Name, PodUID: p.UID, ClaimedAt: metav1.NewTime(now)}
-			d.Claims = append(d.Claims, c)
-			d.Repaired = append(d.Repaired, c)
-			d.Changed = true
-			continue
-		}
-		name := d.Claims[holder].PodName
-		if name == "" {
-			name = "(pending claim " + d.Claims[holder].Token + ")"
-		}
-		d.Duplicates = append(d.Duplicates, Duplicate{Pod: p, WorkerID: int32(id), Holder: name})
+func oldestFirst(a, b member) int {
+	if c := a.pod.CreationTimestamp.Compare(b.pod.CreationTimestamp.Time); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.pod.Name, b.pod.Name)
+}
+
+// bound keeps a bound claim while its Pod (same UID) is live.
+func (dc *decider) bound(c tpuv1alpha1.WorkerClaim) {
+	pod := dc.byUID[c.PodUID]
+	switch {
+	case pod == nil:
+		dc.release(c, ReasonPodGone)
+	case pod.DeletionTimestamp != nil:
+		dc.release(c, ReasonPodTerminating)
+	case !PodLive(pod):
+		dc.release(c, ReasonPodFinished)
+	default:
+		dc.d.Claims = append(dc.d.Claims, c)
+		dc.holders[pod.UID] = true
 	}
 }
 
-// sameGeneration reports whether pod belongs to the RayCluster generation the slice records. A Pod
-// of a deleted generation (same cluster name, other UID) carries the same slice label but awaits
-// the garbage collector: it must never take an ID of the new generation.
-func sameGeneration(pod *corev1.Pod, slice *tpuv1alpha1.TPUSliceAssignment) bool {
-	ref := metav1.GetControllerOfNoCopy(pod)
-	return ref == nil || ref.Kind != "RayCluster" || ref.UID == slice.Spec.RayClusterUID
+// pending binds a pending claim to the live Pod whose spec holds its worker ID (the one carrying
+// its token first), releases it when its Pod is known to be gone or finished, or past its TTL, and
+// otherwise keeps it.
+func (dc *decider) pending(c tpuv1alpha1.WorkerClaim) {
+	var byToken, bySpec *corev1.Pod
+	finished := ""
+	for _, m := range dc.members {
+		if m.id.WorkerID != c.WorkerID || dc.holders[m.pod.UID] {
+			continue
+		}
+		token := identity.Token(m.pod)
+		switch {
+		case PodLive(m.pod) && token == c.Token && byToken == nil:
+			byToken = m.pod
+		case PodLive(m.pod) && bySpec == nil:
+			// The Pod holds the ID by its spec without this claim's token: its annotation was
+			// removed or edited, it was created before the operator, or its own claim was
+			// released before its create committed. It is there; the claim's own Pod, if it
+			// ever appears, is the late one.
+			bySpec = m.pod
+		case !PodLive(m.pod) && token == c.Token:
+			finished = ReasonPodFinished
+			if m.pod.DeletionTimestamp != nil {
+				finished = ReasonPodTerminating
+			}
+		}
+	}
+	if pod := cmp.Or(byToken, bySpec); pod != nil {
+		c.PodName, c.PodUID = pod.Name, pod.UID
+		dc.d.Claims = append(dc.d.Claims, c)
+		dc.d.Bound = append(dc.d.Bound, c)
+		dc.d.Changed = true
+		dc.holders[pod.UID] = true
+		return
+	}
+	switch {
+	case finished != "":
+		dc.release(c, finished)
+		return
+	case dc.Gone != nil && dc.Gone(c.Token):
+		dc.release(c, ReasonPodGone)
+		return
+	}
+	age := dc.pendingFor(c)
+	if age >= dc.ttl {
+		dc.release(c, ReasonPendingExpired)
+		return
+	}
+	dc.d.Claims = append(dc.d.Claims, c)
+	if wait := dc.ttl - age; dc.d.RequeueAfter == 0 || wait < dc.d.RequeueAfter {
+		dc.d.RequeueAfter = wait
+	}
+}
+
+func (dc *decider) pendingFor(c tpuv1alpha1.WorkerClaim) time.Duration {
+	if dc.PendingFor != nil {
+		return dc.PendingFor(c)
+	}
+	return dc.Now.Sub(c.ClaimedAt.Time)
+}
+
+// unclaimed handles the live Pods whose spec places them in the slice but that hold no claim: a
+// free worker ID is claimed for them; a taken one makes a Pod this operator admitted a duplicate
+// (deleted) and any other Pod a conflict (reported).
+func (dc *decider) unclaimed() {
+	hosts := dc.Slice.Spec.Hosts
+	for _, m := range dc.strangers {
+		if PodLive(m.pod) {
+			dc.conflict(m.pod, m.id.WorkerID, fmt.Sprintf("its topology gives %d hosts, the slice has %d", m.id.Hosts, hosts))
+		}
+	}
+	for _, m := range dc.members {
+		p, id := m.pod, m.id.WorkerID
+		if dc.holders[p.UID] || !PodLive(p) {
+			continue
+		}
+		token := identity.Token(p)
+		if id >= hosts {
+			dc.conflict(p, id, fmt.Sprintf("worker ID %d is outside a slice of %d hosts", id, hosts))
+			continue
+		}
+		holder := slices.IndexFunc(dc.d.Claims, func(c tpuv1alpha1.WorkerClaim) bool { return c.WorkerID == id })
+		if holder < 0 {
+			c := tpuv1alpha1.WorkerClaim{WorkerID: id, Token: cmp.Or(token, string(p.UID)), PodName: p.Name, PodUID: p.UID,
+				ClaimedAt: metav1.NewTime(dc.Now)}
+			dc.d.Claims = append(dc.d.Claims, c)
+			if token != "" {
+				dc.d.Repaired = append(dc.d.Repaired, c)
+			} else {
+				dc.d.Adopted = append(dc.d.Adopted, c)
+			}
+			dc.holders[p.UID] = true
+			dc.d.Changed, dc.d.Destructive = true, true
+			continue
+		}
+		name := dc.d.Claims[holder].PodName
+		if token == "" {
+			dc.conflict(p, id, "Pod "+name+" holds that worker ID")
+			continue
+		}
+		dc.d.Duplicates = append(dc.d.Duplicates, Duplicate{Pod: p, WorkerID: id, Holder: name})
+		dc.d.Destructive = true
+	}
+}
+
+func (dc *decider) release(c tpuv1alpha1.WorkerClaim, reason string) {
+	dc.d.Released = append(dc.d.Released, Release{Claim: c, Reason: reason})
+	dc.d.Changed, dc.d.Destructive = true, true
+}
+
+func (dc *decider) conflict(p *corev1.Pod, id int32, why string) {
+	dc.d.Conflicts = append(dc.d.Conflicts, Conflict{Pod: p, WorkerID: id, Why: why})
 }
 
 func readyCondition(slice *tpuv1alpha1.TPUSliceAssignment, claims []tpuv1alpha1.WorkerClaim) metav1.Condition {
@@ -194,13 +337,37 @@ func readyCondition(slice *tpuv1alpha1.TPUSliceAssignment, claims []tpuv1alpha1.
 			bound++
 		}
 	}
-	cond := metav1.Condition{Type: ConditionReady, ObservedGeneration: slice.Generation}
+	cond := metav1.Condition{Type: tpuv1alpha1.ConditionReady, ObservedGeneration: slice.Generation}
 	if int32(bound) == slice.Spec.Hosts { //nolint:gosec // bound <= len(claims) <= Hosts.
-		cond.Status, cond.Reason = metav1.ConditionTrue, "AllHostsBound"
+		cond.Status, cond.Reason = metav1.ConditionTrue, tpuv1alpha1.ReasonAllHostsBound
 	} else {
-		cond.Status, cond.Reason = metav1.ConditionFalse, "HostsMissing"
+		cond.Status, cond.Reason = metav1.ConditionFalse, tpuv1alpha1.ReasonHostsMissing
 	}
 	cond.Message = fmt.Sprintf("%d of %d hosts bound to a Pod, %d claimed", bound, slice.Spec.Hosts, len(claims))
+	return cond
+}
+
+// maxConflictsNamed bounds the Pods a Conflict condition's message names.
+const maxConflictsNamed = 5
+
+func conflictCondition(slice *tpuv1alpha1.TPUSliceAssignment, conflicts []Conflict) metav1.Condition {
+	cond := metav1.Condition{Type: tpuv1alpha1.ConditionConflict, ObservedGeneration: slice.Generation,
+		Status: metav1.ConditionFalse, Reason: tpuv1alpha1.ReasonNoConflict, Message: "every live Pod's TPU identity is recorded"}
+	if len(conflicts) == 0 {
+		return cond
+	}
+	named := make([]string, 0, min(len(conflicts), maxConflictsNamed))
+	for _, c := range conflicts[:min(len(conflicts), maxConflictsNamed)] {
+		named = append(named, fmt.Sprintf("Pod %s (worker ID %d: %s)", c.Pod.Name, c.WorkerID, c.Why))
+	}
+	more := ""
+	if n := len(conflicts) - len(named); n > 0 {
+		more = fmt.Sprintf(" and %d more", n)
+	}
+	cond.Status, cond.Reason = metav1.ConditionTrue, tpuv1alpha1.ReasonIdentityConflict
+	cond.Message = fmt.Sprintf("%d live Pods carry a TPU identity of this slice that it cannot record: %s%s; "+
+		"they were not given it by this operator and are left running: delete the one that should go",
+		len(conflicts), strings.Join(named, ", "), more)
 	return cond
 }
 
@@ -214,8 +381,10 @@ func ApplyStatus(status *tpuv1alpha1.TPUSliceAssignmentStatus, d Decision) bool 
 		status.Claimed = n
 		changed = true
 	}
-	if apimeta.SetStatusCondition(&status.Conditions, d.Ready) {
-		changed = true
+	for _, cond := range []metav1.Condition{d.Ready, d.Conflict} {
+		if cond.Type != "" && apimeta.SetStatusCondition(&status.Conditions, cond) {
+			changed = true
+		}
 	}
 	return changed
 }

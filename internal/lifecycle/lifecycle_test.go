@@ -17,6 +17,8 @@ limitations under the License.
 package lifecycle_test
 
 import (
+	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -55,16 +57,23 @@ func makeSlice() *testutil.SliceWrapper {
 	return testutil.MakeSlice(testSlice, testNamespace, testCluster, clusterUID, testGroup, 0, testHosts)
 }
 
-// workerPod is a created worker Pod of the test slice carrying the webhook's claim token and worker
-// ID label, Running; its UID is uid-<name>.
-func workerPod(name, token, workerID string) *testutil.PodWrapper {
-	return testutil.MakeWorkerPod(testNamespace, testCluster, clusterUID, testGroup).
+// workerPod is a created, Running worker Pod of the test slice whose spec carries worker ID id
+// (v4 2x2x4, 4 chips: 4 hosts), created at longAgo, with the webhook's claim-token annotation
+// (none when token is empty) and its labels; its UID is uid-<name>.
+func workerPod(name, token string, id int32) *testutil.PodWrapper {
+	p := testutil.MakeWorkerPod(testNamespace, testCluster, clusterUID, testGroup).
 		Named(name).
 		UID(types.UID("uid-"+name)).
-		Annotation(constants.ClaimTokenAnnotation, token).
+		TPU(4).Topology("tpu-v4-podslice", "2x2x4").
+		TPUIdentity(testGroup, 0, id).
 		Label(constants.SliceLabel, testSlice).
-		Label(constants.WorkerIDLabel, workerID).
+		Label(constants.WorkerIDLabel, strconv.Itoa(int(id))).
+		Created(longAgo).
 		Phase(corev1.PodRunning)
+	if token != "" {
+		p.Annotation(constants.ClaimTokenAnnotation, token)
+	}
+	return p
 }
 
 // claim is a claim of the test slice, bound to Pod pod (UID uid-<pod>) unless pod is empty.
@@ -78,8 +87,12 @@ func claim(id int32, token, pod string, at time.Time) tpuv1alpha1.WorkerClaim {
 
 // notReady is the Ready condition of a slice of generation 0 with a host not bound to a Pod.
 func notReady(msg string) metav1.Condition {
-	return metav1.Condition{Type: lifecycle.ConditionReady, Status: metav1.ConditionFalse, Reason: "HostsMissing", Message: msg}
+	return metav1.Condition{Type: tpuv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: tpuv1alpha1.ReasonHostsMissing, Message: msg}
 }
+
+// noConflict is the Conflict condition of a slice whose live Pods' identities are all recorded.
+var noConflict = metav1.Condition{Type: tpuv1alpha1.ConditionConflict, Status: metav1.ConditionFalse,
+	Reason: tpuv1alpha1.ReasonNoConflict, Message: "every live Pod's TPU identity is recorded"}
 
 // pods returns the Pods as Decide receives them, from a List.
 func pods(ps ...*corev1.Pod) []corev1.Pod {
@@ -90,28 +103,38 @@ func pods(ps ...*corev1.Pod) []corev1.Pod {
 	return out
 }
 
+func view(slice *tpuv1alpha1.TPUSliceAssignment, ps []corev1.Pod, gone ...string) lifecycle.View {
+	return lifecycle.View{Slice: slice, Pods: ps, Now: now, Gone: func(token string) bool { return slices.Contains(gone, token) }}
+}
+
 func TestDecide(t *testing.T) {
-	lateFree := workerPod("late", "t-late", "2").Obj()
-	// A Pod of a deleted RayCluster of the same name: same slice label, another owner UID.
-	oldGeneration := workerPod("old", "t-old", "2").Obj()
+	lateFree := workerPod("late", "t-late", 2).Obj()
+	// A Pod of a deleted RayCluster of the same name: same identity, another owner UID.
+	oldGeneration := workerPod("old", "t-old", 2).Obj()
 	oldGeneration.OwnerReferences[0].UID = "uid-deleted-generation"
-	lateHeld := workerPod("late", "t-late", "1").Obj()
-	badLabel := workerPod("bad-label", "t-bad", "x").Obj()
-	outside := workerPod("outside", "t-outside", "4").Obj()
-	negative := workerPod("negative", "t-negative", "-1").Obj()
-	unlabelled := workerPod("unlabelled", "t-unlabelled", "").Obj()
-	delete(unlabelled.Labels, constants.WorkerIDLabel)
-	firstLate := workerPod("late-1", "t-late-1", "3").Obj()
-	secondLate := workerPod("late-2", "t-late-2", "3").Obj()
+	lateHeld := workerPod("late", "t-late", 1).Obj()
+	firstLate := workerPod("late-1", "t-late-1", 3).Created(longAgo.Add(time.Second)).Obj()
+	secondLate := workerPod("late-2", "t-late-2", 3).Created(longAgo.Add(2 * time.Second)).Obj()
+	copied := workerPod("copy", "t1", 1).Created(longAgo.Add(time.Minute)).Obj()
+	preExisting := workerPod("pre", "", 1).Obj()
+	outside := workerPod("outside", "", 7).Obj()
+	otherHosts := workerPod("one-host", "", 0).Topology("tpu-v4-podslice", "2x2x1").Obj()
+	noIdentity := testutil.MakeWorkerPod(testNamespace, testCluster, clusterUID, testGroup).Named("plain").UID("uid-plain").
+		TPU(4).Topology("tpu-v4-podslice", "2x2x4").Label(constants.SliceLabel, testSlice).Label(constants.WorkerIDLabel, "0").
+		Annotation(constants.ClaimTokenAnnotation, "t-plain").Phase(corev1.PodRunning).Obj()
+	stripped := workerPod("w0", "t0", 0).WithoutLabel(constants.SliceLabel).WithoutLabel(constants.WorkerIDLabel).Obj()
+	delete(stripped.Annotations, constants.ClaimTokenAnnotation)
 
 	cases := map[string]struct {
 		slice *tpuv1alpha1.TPUSliceAssignment
 		pods  []corev1.Pod
-		want  lifecycle.Decision
+		// gone are the tokens whose Pods were seen deleted.
+		gone []string
+		want lifecycle.Decision
 	}{
 		"a pending claim whose Pod is live is bound to it": {
 			slice: makeSlice().Claim(1, "t1", "", "", now.Add(-5*time.Second)).Obj(),
-			pods:  pods(workerPod("w1", "t1", "1").Obj()),
+			pods:  pods(workerPod("w1", "t1", 1).Obj()),
 			want: lifecycle.Decision{
 				Claims:  []tpuv1alpha1.WorkerClaim{claim(1, "t1", "w1", now.Add(-5*time.Second))},
 				Changed: true,
@@ -121,7 +144,7 @@ func TestDecide(t *testing.T) {
 		},
 		"a pending Pod (not yet running) binds its claim too": {
 			slice: makeSlice().Claim(1, "t1", "", "", now.Add(-5*time.Second)).Obj(),
-			pods:  pods(workerPod("w1", "t1", "1").Phase(corev1.PodPending).Obj()),
+			pods:  pods(workerPod("w1", "t1", 1).Phase(corev1.PodPending).Obj()),
 			want: lifecycle.Decision{
 				Claims:  []tpuv1alpha1.WorkerClaim{claim(1, "t1", "w1", now.Add(-5*time.Second))},
 				Changed: true,
@@ -131,7 +154,15 @@ func TestDecide(t *testing.T) {
 		},
 		"a bound claim whose Pod is live is kept": {
 			slice: makeSlice().Claim(0, "t0", "w0", "uid-w0", longAgo).Obj(),
-			pods:  pods(workerPod("w0", "t0", "0").Obj()),
+			pods:  pods(workerPod("w0", "t0", 0).Obj()),
+			want: lifecycle.Decision{
+				Claims: []tpuv1alpha1.WorkerClaim{claim(0, "t0", "w0", longAgo)},
+				Ready:  notReady("1 of 4 hosts bound to a Pod, 1 claimed"),
+			},
+		},
+		"a bound claim is kept when the Pod's labels and claim token are removed": {
+			slice: makeSlice().Claim(0, "t0", "w0", "uid-w0", longAgo).Obj(),
+			pods:  pods(stripped),
 			want: lifecycle.Decision{
 				Claims: []tpuv1alpha1.WorkerClaim{claim(0, "t0", "w0", longAgo)},
 				Ready:  notReady("1 of 4 hosts bound to a Pod, 1 claimed"),
@@ -146,19 +177,21 @@ func TestDecide(t *testing.T) {
 				Ready:       notReady("0 of 4 hosts bound to a Pod, 0 claimed"),
 			},
 		},
-		"a bound claim whose Pod was replaced by one of the same name is released": {
+		"a bound claim whose Pod was replaced by one of the same name is released, and the new Pod's ID recorded": {
 			slice: makeSlice().Claim(0, "t0", "w0", "uid-w0", longAgo).Obj(),
-			pods:  pods(workerPod("w0", "t0", "0").UID("uid-w0-new").Obj()),
+			pods:  pods(workerPod("w0", "t0", 0).UID("uid-w0-new").Obj()),
 			want: lifecycle.Decision{
+				Claims:      []tpuv1alpha1.WorkerClaim{{WorkerID: 0, Token: "t0", PodName: "w0", PodUID: "uid-w0-new", ClaimedAt: metav1.NewTime(now)}},
 				Changed:     true,
 				Released:    []lifecycle.Release{{Claim: claim(0, "t0", "w0", longAgo), Reason: lifecycle.ReasonPodGone}},
+				Repaired:    []tpuv1alpha1.WorkerClaim{{WorkerID: 0, Token: "t0", PodName: "w0", PodUID: "uid-w0-new", ClaimedAt: metav1.NewTime(now)}},
 				Destructive: true,
-				Ready:       notReady("0 of 4 hosts bound to a Pod, 0 claimed"),
+				Ready:       notReady("1 of 4 hosts bound to a Pod, 1 claimed"),
 			},
 		},
 		"a bound claim whose Pod is terminating is released": {
 			slice: makeSlice().Claim(0, "t0", "w0", "uid-w0", longAgo).Obj(),
-			pods:  pods(workerPod("w0", "t0", "0").Terminating().Obj()),
+			pods:  pods(workerPod("w0", "t0", 0).Terminating().Obj()),
 			want: lifecycle.Decision{
 				Changed:     true,
 				Released:    []lifecycle.Release{{Claim: claim(0, "t0", "w0", longAgo), Reason: lifecycle.ReasonPodTerminating}},
@@ -171,8 +204,8 @@ func TestDecide(t *testing.T) {
 				Claim(0, "t0", "w0", "uid-w0", longAgo).
 				Claim(1, "t1", "w1", "uid-w1", longAgo).Obj(),
 			pods: pods(
-				workerPod("w0", "t0", "0").Phase(corev1.PodFailed).Obj(),
-				workerPod("w1", "t1", "1").Phase(corev1.PodSucceeded).Obj()),
+				workerPod("w0", "t0", 0).Phase(corev1.PodFailed).Obj(),
+				workerPod("w1", "t1", 1).Phase(corev1.PodSucceeded).Obj()),
 			want: lifecycle.Decision{
 				Changed: true,
 				Released: []lifecycle.Release{
@@ -210,9 +243,21 @@ func TestDecide(t *testing.T) {
 				Ready:       notReady("0 of 4 hosts bound to a Pod, 0 claimed"),
 			},
 		},
+		"a pending claim whose Pod was seen and then deleted is released at once": {
+			slice: makeSlice().Claim(2, "t2", "", "", now.Add(-time.Second)).Claim(3, "t3", "", "", now.Add(-time.Second)).Obj(),
+			gone:  []string{"t2"},
+			want: lifecycle.Decision{
+				Claims:       []tpuv1alpha1.WorkerClaim{claim(3, "t3", "", now.Add(-time.Second))},
+				Changed:      true,
+				Released:     []lifecycle.Release{{Claim: claim(2, "t2", "", now.Add(-time.Second)), Reason: lifecycle.ReasonPodGone}},
+				Destructive:  true,
+				RequeueAfter: ttl - time.Second,
+				Ready:        notReady("0 of 4 hosts bound to a Pod, 1 claimed"),
+			},
+		},
 		"a pending claim past the TTL whose Pod has appeared is bound, not released": {
 			slice: makeSlice().Claim(2, "t2", "", "", now.Add(-2*ttl)).Obj(),
-			pods:  pods(workerPod("w2", "t2", "2").Obj()),
+			pods:  pods(workerPod("w2", "t2", 2).Obj()),
 			want: lifecycle.Decision{
 				Claims:  []tpuv1alpha1.WorkerClaim{claim(2, "t2", "w2", now.Add(-2*ttl))},
 				Changed: true,
@@ -220,9 +265,30 @@ func TestDecide(t *testing.T) {
 				Ready:   notReady("1 of 4 hosts bound to a Pod, 1 claimed"),
 			},
 		},
+		"a pending claim whose Pod lost its claim token is bound to the Pod its spec names": {
+			slice: makeSlice().Claim(0, "t0", "", "", now.Add(-time.Second)).Obj(),
+			pods:  pods(stripped),
+			gone:  []string{"t0"},
+			want: lifecycle.Decision{
+				Claims:  []tpuv1alpha1.WorkerClaim{claim(0, "t0", "w0", now.Add(-time.Second))},
+				Changed: true,
+				Bound:   []tpuv1alpha1.WorkerClaim{claim(0, "t0", "w0", now.Add(-time.Second))},
+				Ready:   notReady("1 of 4 hosts bound to a Pod, 1 claimed"),
+			},
+		},
+		"a pending claim whose Pod's token was edited is bound to it, not a duplicate": {
+			slice: makeSlice().Claim(1, "t1", "", "", now.Add(-time.Second)).Obj(),
+			pods:  pods(workerPod("w1", "edited", 1).Obj()),
+			want: lifecycle.Decision{
+				Claims:  []tpuv1alpha1.WorkerClaim{claim(1, "t1", "w1", now.Add(-time.Second))},
+				Changed: true,
+				Bound:   []tpuv1alpha1.WorkerClaim{claim(1, "t1", "w1", now.Add(-time.Second))},
+				Ready:   notReady("1 of 4 hosts bound to a Pod, 1 claimed"),
+			},
+		},
 		"a pending claim whose Pod is already terminating is released": {
 			slice: makeSlice().Claim(2, "t2", "", "", now.Add(-time.Second)).Obj(),
-			pods:  pods(workerPod("w2", "t2", "2").Terminating().Obj()),
+			pods:  pods(workerPod("w2", "t2", 2).Terminating().Obj()),
 			want: lifecycle.Decision{
 				Changed:     true,
 				Released:    []lifecycle.Release{{Claim: claim(2, "t2", "", now.Add(-time.Second)), Reason: lifecycle.ReasonPodTerminating}},
@@ -232,7 +298,7 @@ func TestDecide(t *testing.T) {
 		},
 		"a pending claim whose Pod already failed is released as finished": {
 			slice: makeSlice().Claim(2, "t2", "", "", now.Add(-time.Second)).Obj(),
-			pods:  pods(workerPod("w2", "t2", "2").Phase(corev1.PodFailed).Obj()),
+			pods:  pods(workerPod("w2", "t2", 2).Phase(corev1.PodFailed).Obj()),
 			want: lifecycle.Decision{
 				Changed:     true,
 				Released:    []lifecycle.Release{{Claim: claim(2, "t2", "", now.Add(-time.Second)), Reason: lifecycle.ReasonPodFinished}},
@@ -242,7 +308,7 @@ func TestDecide(t *testing.T) {
 		},
 		"a late Pod whose worker ID is free claims it again": {
 			slice: makeSlice().Claim(0, "t0", "w0", "uid-w0", longAgo).Obj(),
-			pods:  pods(workerPod("w0", "t0", "0").Obj(), lateFree),
+			pods:  pods(workerPod("w0", "t0", 0).Obj(), lateFree),
 			want: lifecycle.Decision{
 				Claims:      []tpuv1alpha1.WorkerClaim{claim(0, "t0", "w0", longAgo), claim(2, "t-late", "late", now)},
 				Changed:     true,
@@ -251,12 +317,32 @@ func TestDecide(t *testing.T) {
 				Ready:       notReady("2 of 4 hosts bound to a Pod, 2 claimed"),
 			},
 		},
+		"a Pod without a claim token whose worker ID is free is adopted": {
+			slice: makeSlice().Obj(),
+			pods:  pods(preExisting),
+			want: lifecycle.Decision{
+				Claims:      []tpuv1alpha1.WorkerClaim{claim(1, "uid-pre", "pre", now)},
+				Changed:     true,
+				Adopted:     []tpuv1alpha1.WorkerClaim{claim(1, "uid-pre", "pre", now)},
+				Destructive: true,
+				Ready:       notReady("1 of 4 hosts bound to a Pod, 1 claimed"),
+			},
+		},
 		"a Pod of a deleted RayCluster generation never takes an ID of the new one": {
 			slice: makeSlice().Claim(0, "t0", "w0", "uid-w0", longAgo).Obj(),
-			pods:  pods(workerPod("w0", "t0", "0").Obj(), oldGeneration),
+			pods:  pods(workerPod("w0", "t0", 0).Obj(), oldGeneration),
 			want: lifecycle.Decision{
 				Claims: []tpuv1alpha1.WorkerClaim{claim(0, "t0", "w0", longAgo)},
 				Ready:  notReady("1 of 4 hosts bound to a Pod, 1 claimed"),
+			},
+		},
+		"a Pod whose spec carries no identity holds nothing, whatever its labels and token say": {
+			slice: makeSlice().Claim(0, "t-plain", "", "", now.Add(-time.Second)).Obj(),
+			pods:  pods(noIdentity),
+			want: lifecycle.Decision{
+				Claims:       []tpuv1alpha1.WorkerClaim{claim(0, "t-plain", "", now.Add(-time.Second))},
+				RequeueAfter: ttl - time.Second,
+				Ready:        notReady("0 of 4 hosts bound to a Pod, 1 claimed"),
 			},
 		},
 		"a late Pod takes the ID of a claim released in the same decision": {
@@ -273,7 +359,7 @@ func TestDecide(t *testing.T) {
 		},
 		"a late Pod whose worker ID another live Pod holds is a duplicate": {
 			slice: makeSlice().Claim(1, "t1", "w1", "uid-w1", longAgo).Obj(),
-			pods:  pods(workerPod("w1", "t1", "1").Obj(), lateHeld),
+			pods:  pods(workerPod("w1", "t1", 1).Obj(), lateHeld),
 			want: lifecycle.Decision{
 				Claims:      []tpuv1alpha1.WorkerClaim{claim(1, "t1", "w1", longAgo)},
 				Duplicates:  []lifecycle.Duplicate{{Pod: lateHeld, WorkerID: 1, Holder: "w1"}},
@@ -283,7 +369,7 @@ func TestDecide(t *testing.T) {
 		},
 		"a late Pod whose worker ID a claim bound in the same decision holds is a duplicate": {
 			slice: makeSlice().Claim(1, "t1", "", "", now.Add(-time.Second)).Obj(),
-			pods:  pods(workerPod("w1", "t1", "1").Obj(), lateHeld),
+			pods:  pods(workerPod("w1", "t1", 1).Obj(), lateHeld),
 			want: lifecycle.Decision{
 				Claims:      []tpuv1alpha1.WorkerClaim{claim(1, "t1", "w1", now.Add(-time.Second))},
 				Changed:     true,
@@ -293,34 +379,59 @@ func TestDecide(t *testing.T) {
 				Ready:       notReady("1 of 4 hosts bound to a Pod, 1 claimed"),
 			},
 		},
-		"a late Pod whose worker ID a pending claim holds is a duplicate": {
+		"a live late Pod holds the ID a pending claim (no Pod yet) has: the claim is bound to it": {
 			slice: makeSlice().Claim(1, "t1", "", "", now.Add(-20*time.Second)).Obj(),
 			pods:  pods(lateHeld),
 			want: lifecycle.Decision{
-				Claims:       []tpuv1alpha1.WorkerClaim{claim(1, "t1", "", now.Add(-20*time.Second))},
-				Duplicates:   []lifecycle.Duplicate{{Pod: lateHeld, WorkerID: 1, Holder: "(pending claim t1)"}},
-				Destructive:  true,
-				RequeueAfter: 10 * time.Second,
-				Ready:        notReady("0 of 4 hosts bound to a Pod, 1 claimed"),
+				Claims:  []tpuv1alpha1.WorkerClaim{claim(1, "t1", "late", now.Add(-20*time.Second))},
+				Changed: true,
+				Bound:   []tpuv1alpha1.WorkerClaim{claim(1, "t1", "late", now.Add(-20*time.Second))},
+				Ready:   notReady("1 of 4 hosts bound to a Pod, 1 claimed"),
 			},
 		},
-		"late Pods without a usable worker ID label are duplicates with ID -1": {
-			slice: makeSlice().Obj(),
-			pods:  pods(badLabel, outside, negative, unlabelled),
+		"two live Pods carrying one claim's token: the first holds it, the copy is a duplicate": {
+			slice: makeSlice().Claim(1, "t1", "", "", now.Add(-time.Second)).Obj(),
+			pods:  pods(copied, workerPod("w1", "t1", 1).Obj()),
 			want: lifecycle.Decision{
-				Duplicates: []lifecycle.Duplicate{
-					{Pod: badLabel, WorkerID: -1},
-					{Pod: outside, WorkerID: -1},
-					{Pod: negative, WorkerID: -1},
-					{Pod: unlabelled, WorkerID: -1},
-				},
+				Claims:      []tpuv1alpha1.WorkerClaim{claim(1, "t1", "w1", now.Add(-time.Second))},
+				Changed:     true,
+				Bound:       []tpuv1alpha1.WorkerClaim{claim(1, "t1", "w1", now.Add(-time.Second))},
+				Duplicates:  []lifecycle.Duplicate{{Pod: copied, WorkerID: 1, Holder: "w1"}},
 				Destructive: true,
-				Ready:       notReady("0 of 4 hosts bound to a Pod, 0 claimed"),
+				Ready:       notReady("1 of 4 hosts bound to a Pod, 1 claimed"),
+			},
+		},
+		"a Pod without a claim token whose worker ID another live Pod holds is reported, not deleted": {
+			slice: makeSlice().Claim(1, "t1", "w1", "uid-w1", longAgo).Obj(),
+			pods:  pods(workerPod("w1", "t1", 1).Obj(), preExisting),
+			want: lifecycle.Decision{
+				Claims:    []tpuv1alpha1.WorkerClaim{claim(1, "t1", "w1", longAgo)},
+				Conflicts: []lifecycle.Conflict{{Pod: preExisting, WorkerID: 1, Why: "Pod w1 holds that worker ID"}},
+				Ready:     notReady("1 of 4 hosts bound to a Pod, 1 claimed"),
+				Conflict: metav1.Condition{Type: tpuv1alpha1.ConditionConflict, Status: metav1.ConditionTrue, Reason: tpuv1alpha1.ReasonIdentityConflict,
+					Message: "1 live Pods carry a TPU identity of this slice that it cannot record: Pod pre (worker ID 1: Pod w1 holds that worker ID); " +
+						"they were not given it by this operator and are left running: delete the one that should go"},
+			},
+		},
+		"Pods with an ID outside the slice or another topology are reported, never deleted or bound": {
+			slice: makeSlice().Claim(0, "t0", "", "", now.Add(-time.Second)).Obj(),
+			pods:  pods(outside, otherHosts),
+			want: lifecycle.Decision{
+				Claims: []tpuv1alpha1.WorkerClaim{claim(0, "t0", "", now.Add(-time.Second))},
+				Conflicts: []lifecycle.Conflict{
+					{Pod: otherHosts, WorkerID: 0, Why: "its topology gives 1 hosts, the slice has 4"},
+					{Pod: outside, WorkerID: 7, Why: "worker ID 7 is outside a slice of 4 hosts"},
+				},
+				RequeueAfter: ttl - time.Second,
+				Ready:        notReady("0 of 4 hosts bound to a Pod, 1 claimed"),
+				Conflict: metav1.Condition{Type: tpuv1alpha1.ConditionConflict, Status: metav1.ConditionTrue, Reason: tpuv1alpha1.ReasonIdentityConflict,
+					Message: "2 live Pods carry a TPU identity of this slice that it cannot record: Pod one-host (worker ID 0: its topology gives 1 hosts, the slice has 4), " +
+						"Pod outside (worker ID 7: worker ID 7 is outside a slice of 4 hosts); they were not given it by this operator and are left running: delete the one that should go"},
 			},
 		},
 		"two late Pods with one ID: the first is repaired, the second is its duplicate": {
 			slice: makeSlice().Obj(),
-			pods:  pods(firstLate, secondLate),
+			pods:  pods(secondLate, firstLate),
 			want: lifecycle.Decision{
 				Claims:      []tpuv1alpha1.WorkerClaim{claim(3, "t-late-1", "late-1", now)},
 				Changed:     true,
@@ -330,13 +441,12 @@ func TestDecide(t *testing.T) {
 				Ready:       notReady("1 of 4 hosts bound to a Pod, 1 claimed"),
 			},
 		},
-		"terminated late Pods and Pods without a claim token are ignored": {
+		"terminated late Pods are ignored": {
 			slice: makeSlice().Obj(),
 			pods: pods(
-				workerPod("terminating", "t-a", "0").Terminating().Obj(),
-				workerPod("failed", "t-b", "1").Phase(corev1.PodFailed).Obj(),
-				workerPod("succeeded", "t-c", "2").Phase(corev1.PodSucceeded).Obj(),
-				workerPod("untokened", "", "3").Obj()),
+				workerPod("terminating", "t-a", 0).Terminating().Obj(),
+				workerPod("failed", "t-b", 1).Phase(corev1.PodFailed).Obj(),
+				workerPod("succeeded", "t-c", 2).Phase(corev1.PodSucceeded).Obj()),
 			want: lifecycle.Decision{
 				Ready: notReady("0 of 4 hosts bound to a Pod, 0 claimed"),
 			},
@@ -352,10 +462,10 @@ func TestDecide(t *testing.T) {
 				return s
 			}(),
 			pods: pods(
-				workerPod("w0", "t0", "0").Obj(),
-				workerPod("w1", "t1", "1").Obj(),
-				workerPod("w2", "t2", "2").Obj(),
-				workerPod("w3", "t3", "3").Obj()),
+				workerPod("w0", "t0", 0).Obj(),
+				workerPod("w1", "t1", 1).Obj(),
+				workerPod("w2", "t2", 2).Obj(),
+				workerPod("w3", "t3", 3).Obj()),
 			want: lifecycle.Decision{
 				Claims: []tpuv1alpha1.WorkerClaim{
 					claim(0, "t0", "w0", longAgo),
@@ -366,12 +476,13 @@ func TestDecide(t *testing.T) {
 				Changed: true,
 				Bound:   []tpuv1alpha1.WorkerClaim{claim(2, "t2", "w2", now.Add(-time.Second))},
 				Ready: metav1.Condition{
-					Type:               lifecycle.ConditionReady,
+					Type:               tpuv1alpha1.ConditionReady,
 					Status:             metav1.ConditionTrue,
 					ObservedGeneration: 7,
-					Reason:             "AllHostsBound",
+					Reason:             tpuv1alpha1.ReasonAllHostsBound,
 					Message:            "4 of 4 hosts bound to a Pod, 4 claimed",
 				},
+				Conflict: func() metav1.Condition { c := noConflict; c.ObservedGeneration = 7; return c }(),
 			},
 		},
 		"every host claimed but one Pod not seen yet: not Ready": {
@@ -381,9 +492,9 @@ func TestDecide(t *testing.T) {
 				Claim(2, "t2", "w2", "uid-w2", longAgo).
 				Claim(3, "t3", "", "", now.Add(-time.Second)).Obj(),
 			pods: pods(
-				workerPod("w0", "t0", "0").Obj(),
-				workerPod("w1", "t1", "1").Obj(),
-				workerPod("w2", "t2", "2").Obj()),
+				workerPod("w0", "t0", 0).Obj(),
+				workerPod("w1", "t1", 1).Obj(),
+				workerPod("w2", "t2", 2).Obj()),
 			want: lifecycle.Decision{
 				Claims: []tpuv1alpha1.WorkerClaim{
 					claim(0, "t0", "w0", longAgo),
@@ -398,13 +509,16 @@ func TestDecide(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
+			if tc.want.Conflict.Type == "" {
+				tc.want.Conflict = noConflict
+			}
 			wantSlice := tc.slice.DeepCopy()
 			wantPods := make([]corev1.Pod, 0, len(tc.pods))
 			for i := range tc.pods {
 				wantPods = append(wantPods, *tc.pods[i].DeepCopy())
 			}
 
-			got := lifecycle.Decide(tc.slice, tc.pods, now, ttl)
+			got := lifecycle.Decide(view(tc.slice, tc.pods, tc.gone...), ttl)
 
 			if diff := cmp.Diff(tc.want, got, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("Decide() (-want,+got):\n%s", diff)
@@ -419,12 +533,26 @@ func TestDecide(t *testing.T) {
 	}
 }
 
+// TestDecidePendingForUsesTheObserversClock: the TTL counts from when the observer first saw the
+// claim (PendingFor), not from claimedAt, which another machine's clock wrote.
+func TestDecidePendingForUsesTheObserversClock(t *testing.T) {
+	// claimedAt is an hour in the past (the webhook's clock is an hour behind), but the observer
+	// saw the claim 5 s ago: it is kept.
+	slice := makeSlice().Claim(2, "t2", "", "", now.Add(-time.Hour)).Obj()
+	v := view(slice, nil)
+	v.PendingFor = func(tpuv1alpha1.WorkerClaim) time.Duration { return 5 * time.Second }
+	got := lifecycle.Decide(v, ttl)
+	if len(got.Released) != 0 || got.RequeueAfter != ttl-5*time.Second {
+		t.Errorf("Decide() released %v, requeue after %v; want nothing released, requeue after %v", got.Released, got.RequeueAfter, ttl-5*time.Second)
+	}
+}
+
 func TestApplyStatus(t *testing.T) {
 	// readyTrue and readyFalse are as Decide returns them (no transition time); stored adds the
 	// transition time a condition already in the status has.
-	readyTrue := metav1.Condition{Type: lifecycle.ConditionReady, Status: metav1.ConditionTrue, Reason: "AllHostsBound",
+	readyTrue := metav1.Condition{Type: tpuv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: "AllHostsBound",
 		Message: "1 of 1 hosts bound to a Pod, 1 claimed"}
-	readyFalse := metav1.Condition{Type: lifecycle.ConditionReady, Status: metav1.ConditionFalse, Reason: "HostsMissing",
+	readyFalse := metav1.Condition{Type: tpuv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: "HostsMissing",
 		Message: "0 of 1 hosts bound to a Pod, 1 claimed"}
 	stored := func(c metav1.Condition) []metav1.Condition {
 		c.LastTransitionTime = metav1.NewTime(longAgo)
@@ -526,11 +654,11 @@ func TestDecideApplyStatusConverges(t *testing.T) {
 		Claim(3, "t3", "", "", now.Add(-time.Minute)).Obj()
 	slice.Status.Claimed = 0
 	livePods := pods(
-		workerPod("w0", "t0", "0").Obj(),
-		workerPod("w1", "t1", "1").Obj(),
-		workerPod("late", "t-late", "2").Obj())
+		workerPod("w0", "t0", 0).Obj(),
+		workerPod("w1", "t1", 1).Obj(),
+		workerPod("late", "t-late", 2).Obj())
 
-	first := lifecycle.Decide(slice, livePods, now, ttl)
+	first := lifecycle.Decide(view(slice, livePods), ttl)
 	if !lifecycle.ApplyStatus(&slice.Status, first) {
 		t.Fatal("first ApplyStatus() = false, want true")
 	}
@@ -542,19 +670,22 @@ func TestDecideApplyStatusConverges(t *testing.T) {
 		},
 		Claimed: 3,
 		Conditions: []metav1.Condition{{
-			Type: lifecycle.ConditionReady, Status: metav1.ConditionFalse, Reason: "HostsMissing",
+			Type: tpuv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: "HostsMissing",
 			Message: "3 of 4 hosts bound to a Pod, 3 claimed",
-		}},
+		}, noConflict},
 	}
 	if diff := cmp.Diff(wantStatus, slice.Status, cmpopts.IgnoreFields(metav1.Condition{}, "LastTransitionTime")); diff != "" {
 		t.Fatalf("status after the first pass (-want,+got):\n%s", diff)
 	}
 	afterFirst := slice.Status.DeepCopy()
 
-	second := lifecycle.Decide(slice, livePods, now.Add(time.Second), ttl)
+	v := view(slice, livePods)
+	v.Now = now.Add(time.Second)
+	second := lifecycle.Decide(v, ttl)
 	wantSecond := lifecycle.Decision{
-		Claims: wantStatus.Claims,
-		Ready:  wantStatus.Conditions[0],
+		Claims:   wantStatus.Claims,
+		Ready:    wantStatus.Conditions[0],
+		Conflict: noConflict,
 	}
 	if diff := cmp.Diff(wantSecond, second, cmpopts.EquateEmpty(), cmpopts.IgnoreFields(metav1.Condition{}, "LastTransitionTime")); diff != "" {
 		t.Errorf("second Decide() (-want,+got):\n%s", diff)
@@ -567,24 +698,24 @@ func TestDecideApplyStatusConverges(t *testing.T) {
 	}
 }
 
-func TestLive(t *testing.T) {
+func TestPodLive(t *testing.T) {
 	cases := map[string]struct {
 		pod  *corev1.Pod
 		want bool
 	}{
-		"running":               {pod: workerPod("w", "t", "0").Obj(), want: true},
-		"pending":               {pod: workerPod("w", "t", "0").Phase(corev1.PodPending).Obj(), want: true},
-		"no phase yet":          {pod: workerPod("w", "t", "0").Phase("").Obj(), want: true},
-		"unknown":               {pod: workerPod("w", "t", "0").Phase(corev1.PodUnknown).Obj(), want: true},
-		"terminating":           {pod: workerPod("w", "t", "0").Terminating().Obj(), want: false},
-		"failed":                {pod: workerPod("w", "t", "0").Phase(corev1.PodFailed).Obj(), want: false},
-		"succeeded":             {pod: workerPod("w", "t", "0").Phase(corev1.PodSucceeded).Obj(), want: false},
-		"terminating and ready": {pod: workerPod("w", "t", "0").Terminating().Phase(corev1.PodRunning).Obj(), want: false},
+		"running":               {pod: workerPod("w", "t", 0).Obj(), want: true},
+		"pending":               {pod: workerPod("w", "t", 0).Phase(corev1.PodPending).Obj(), want: true},
+		"no phase yet":          {pod: workerPod("w", "t", 0).Phase("").Obj(), want: true},
+		"unknown":               {pod: workerPod("w", "t", 0).Phase(corev1.PodUnknown).Obj(), want: true},
+		"terminating":           {pod: workerPod("w", "t", 0).Terminating().Obj(), want: false},
+		"failed":                {pod: workerPod("w", "t", 0).Phase(corev1.PodFailed).Obj(), want: false},
+		"succeeded":             {pod: workerPod("w", "t", 0).Phase(corev1.PodSucceeded).Obj(), want: false},
+		"terminating and ready": {pod: workerPod("w", "t", 0).Terminating().Phase(corev1.PodRunning).Obj(), want: false},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			if got := lifecycle.Live(tc.pod); got != tc.want {
-				t.Errorf("Live() = %v, want %v", got, tc.want)
+			if got := lifecycle.PodLive(tc.pod); got != tc.want {
+				t.Errorf("PodLive() = %v, want %v", got, tc.want)
 			}
 		})
 	}

@@ -42,6 +42,12 @@ const (
 	ResultNotCreate       = "not_create"
 )
 
+// Where claims of Pods that carried an identity but no claim were recorded.
+const (
+	AdoptedAtAdmission  = "admission"
+	AdoptedByReconciler = "reconciler"
+)
+
 // Results of claim forwarding between replicas.
 const (
 	// ForwardAnswered: the owner committed or denied the claim.
@@ -99,6 +105,20 @@ var (
 		Help: "Claims forwarded to the replica that owns their worker group (answered, fallback: claimed locally after a failed forward) or served for a peer (served).",
 	}, []string{"result"})
 
+	// ClaimsAdopted counts the bound claims recorded for live Pods that carried a TPU identity but
+	// no claim, by where they were recorded.
+	ClaimsAdopted = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "claims_adopted_total",
+		Help: "Claims recorded for live Pods that carried a TPU identity in their spec but no claim (created before the operator ran, by hand, or late), by where (admission: before a group's first ID was handed out; reconciler).",
+	}, []string{"source"})
+
+	// PodsDeleted counts the live Pods the reconciler deleted because another live Pod of their
+	// slice holds their worker ID (docs/spec.md §8 repair).
+	PodsDeleted = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: namespace, Name: "duplicate_pods_deleted_total",
+		Help: "Live TPU worker Pods deleted because another live Pod of their slice holds their worker ID (a create that committed after its claim was released, or a second Pod carrying one claim's token).",
+	})
+
 	// ClaimsReleased counts claims the reconciler released, by reason.
 	ClaimsReleased = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: namespace, Name: "claims_released_total",
@@ -107,7 +127,8 @@ var (
 )
 
 func init() {
-	crmetrics.Registry.MustRegister(Admissions, ClaimAttempts, ClaimConflicts, ClaimDuration, ClaimWrites, ClaimWritesLost, ClaimForwards, ClaimsReleased)
+	crmetrics.Registry.MustRegister(Admissions, ClaimAttempts, ClaimConflicts, ClaimDuration, ClaimWrites, ClaimWritesLost, ClaimForwards,
+		ClaimsAdopted, PodsDeleted, ClaimsReleased)
 }
 
 // sliceCollector reports the slices in the cache by state when scraped.
@@ -135,7 +156,7 @@ func (c *sliceCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ready := 0
 	for i := range list.Items {
-		if apimeta.IsStatusConditionTrue(list.Items[i].Status.Conditions, "Ready") {
+		if apimeta.IsStatusConditionTrue(list.Items[i].Status.Conditions, tpuv1alpha1.ConditionReady) {
 			ready++
 		}
 	}

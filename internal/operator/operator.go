@@ -25,6 +25,7 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
@@ -46,6 +47,9 @@ import (
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/controllers"
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
+	"github.com/ray-tpu/tpu-slice-operator/internal/identity"
+	"github.com/ray-tpu/tpu-slice-operator/internal/tombstones"
+	"github.com/ray-tpu/tpu-slice-operator/internal/topology"
 	"github.com/ray-tpu/tpu-slice-operator/webhooks"
 )
 
@@ -78,6 +82,9 @@ type Options struct {
 	DisableWebhooks bool
 	// DisableControllers skips the reconcilers (a webhook-only replica, as in tests with many instances).
 	DisableControllers bool
+	// Tombstones, when set, records the Pod deletions the webhooks and reconcilers share (a new
+	// set when nil).
+	Tombstones *tombstones.Tombstones
 
 	qps float64 // flag target for KubeAPIQPS (flag has no float32)
 }
@@ -112,8 +119,10 @@ func CacheOptions(opts Options) cache.Options {
 	return cache.Options{ByObject: byObject}
 }
 
-// TrimPod keeps the parts of a Pod the operator reads: identity, labels, our annotation, owner,
-// deletion state and phase. Specs and the rest of the status are dropped from the cache.
+// TrimPod keeps the parts of a Pod the operator reads: name, UID, labels, our annotation, owner,
+// deletion state and phase, and of the spec what its TPU identity is read from (package identity):
+// the node selectors, hostname and subdomain, and of each TPU container its name, TPU resources and
+// the TPU_WORKER_ID and TPU_NAME variables. Everything else is dropped from the cache.
 func TrimPod(obj any) (any, error) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
@@ -136,8 +145,36 @@ func TrimPod(obj any) (any, error) {
 			Annotations:       annotations,
 			OwnerReferences:   pod.OwnerReferences,
 		},
+		Spec:   trimSpec(&pod.Spec),
 		Status: corev1.PodStatus{Phase: pod.Status.Phase},
 	}, nil
+}
+
+// identityEnv are the variables a Pod's TPU identity is read from.
+var identityEnv = []string{constants.EnvWorkerID, constants.EnvName}
+
+func trimSpec(spec *corev1.PodSpec) corev1.PodSpec {
+	out := corev1.PodSpec{NodeSelector: spec.NodeSelector, Hostname: spec.Hostname, Subdomain: spec.Subdomain}
+	for _, i := range topology.TPUContainers(spec) {
+		c := &spec.Containers[i]
+		kept := corev1.Container{Name: c.Name, Resources: corev1.ResourceRequirements{
+			Requests: tpuOnly(c.Resources.Requests), Limits: tpuOnly(c.Resources.Limits),
+		}}
+		for _, e := range c.Env {
+			if slices.Contains(identityEnv, e.Name) {
+				kept.Env = append(kept.Env, e)
+			}
+		}
+		out.Containers = append(out.Containers, kept)
+	}
+	return out
+}
+
+func tpuOnly(list corev1.ResourceList) corev1.ResourceList {
+	if q, ok := list[constants.TPUResourceName]; ok {
+		return corev1.ResourceList{constants.TPUResourceName: q}
+	}
+	return nil
 }
 
 // BindFlags registers the client flags; the webhook and controller options bind their own.
@@ -183,8 +220,14 @@ func New(cfg *rest.Config, mgrOpts manager.Options, opts Options) (manager.Manag
 	return mgr, nil
 }
 
-// Setup registers the operator's webhooks and reconcilers with mgr.
+// Setup registers the operator's webhooks and reconcilers with mgr, and what they share: the Pod
+// cache's indexes by spec identity and claim token, and the tombstones of deleted Pods.
 func Setup(mgr manager.Manager, opts Options) error {
+	graves, err := watchPods(mgr, opts.Tombstones)
+	if err != nil {
+		return err
+	}
+	opts.Webhooks.Tombstones, opts.Controllers.Tombstones = graves, graves
 	if !opts.DisableWebhooks {
 		if err := webhooks.Setup(mgr, opts.Webhooks); err != nil {
 			return fmt.Errorf("setting up webhooks: %w", err)
@@ -196,6 +239,30 @@ func Setup(mgr manager.Manager, opts Options) error {
 		}
 	}
 	return nil
+}
+
+// watchPods registers the Pod cache's field indexes and returns the tombstones its informer records.
+func watchPods(mgr manager.Manager, graves *tombstones.Tombstones) (*tombstones.Tombstones, error) {
+	ctx := context.Background()
+	for name, index := range map[string]client.IndexerFunc{
+		identity.SliceIndex: identity.SliceIndexValue,
+		identity.TokenIndex: identity.TokenIndexValue,
+	} {
+		if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, name, index); err != nil {
+			return nil, fmt.Errorf("indexing Pods by %s: %w", name, err)
+		}
+	}
+	informer, err := mgr.GetCache().GetInformer(ctx, &corev1.Pod{}, cache.BlockUntilSynced(false))
+	if err != nil {
+		return nil, fmt.Errorf("starting the Pod informer: %w", err)
+	}
+	if graves == nil {
+		graves = tombstones.New(0)
+	}
+	if _, err := informer.AddEventHandler(graves.Handler()); err != nil {
+		return nil, fmt.Errorf("watching Pod deletions: %w", err)
+	}
+	return graves, nil
 }
 
 // CachesSynced is a readiness check that passes once every informer of c has synced.

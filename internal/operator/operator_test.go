@@ -22,14 +22,21 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
+	"github.com/ray-tpu/tpu-slice-operator/internal/identity"
+	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
 )
 
 // recordingCache records the objects informers are requested for, without any API server.
@@ -37,10 +44,23 @@ type recordingCache struct {
 	cache.Cache
 	synced    bool
 	informers []string
+	indexes   []string
 }
 
 func (c *recordingCache) GetInformer(_ context.Context, obj client.Object, _ ...cache.InformerGetOption) (cache.Informer, error) {
 	c.informers = append(c.informers, fmt.Sprintf("%T", obj))
+	return recordingInformer{}, nil
+}
+
+func (c *recordingCache) IndexField(_ context.Context, obj client.Object, field string, _ client.IndexerFunc) error {
+	c.indexes = append(c.indexes, fmt.Sprintf("%T %s", obj, field))
+	return nil
+}
+
+// recordingInformer accepts event handlers and does nothing else.
+type recordingInformer struct{ cache.Informer }
+
+func (recordingInformer) AddEventHandler(toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error) {
 	return nil, nil
 }
 
@@ -77,8 +97,44 @@ func TestSetupStartsWebhookInformers(t *testing.T) {
 		t.Fatalf("Setup() error: %v", err)
 	}
 	slices.Sort(rec.informers)
-	want := []string{"*v1.Pod", "*v1.RayCluster", "*v1alpha1.TPUSliceAssignment"}
+	want := []string{"*v1.Pod", "*v1.Pod", "*v1.RayCluster", "*v1alpha1.TPUSliceAssignment"}
 	if diff := cmp.Diff(want, rec.informers); diff != "" {
 		t.Errorf("informers registered at setup (-want,+got):\n%s", diff)
+	}
+	// The Pod cache is indexed by spec identity and claim token, for webhooks and reconciler alike.
+	slices.Sort(rec.indexes)
+	wantIndexes := []string{"*v1.Pod " + identity.TokenIndex, "*v1.Pod " + identity.SliceIndex}
+	slices.Sort(wantIndexes)
+	if diff := cmp.Diff(wantIndexes, rec.indexes); diff != "" {
+		t.Errorf("indexes registered at setup (-want,+got):\n%s", diff)
+	}
+}
+
+// TestTrimPodKeepsTheIdentity: the cached Pod carries exactly what its TPU identity is read from,
+// so the reconciler and the webhook see the same identity in the cache as in the API server.
+func TestTrimPodKeepsTheIdentity(t *testing.T) {
+	pod := testutil.MakeWorkerPod("ml", "rc", "uid-rc", "tpu").Named("w").UID("uid-w").
+		Topology("tpu7x", "2x2x2").TPU(2).Container("second", 2).Container("sidecar", 0).
+		TPUIdentity("tpu", 1, 2).Env(0, "BIG", strings.Repeat("x", 4096)).Env(1, constants.EnvWorkerID, "3").Env(1, constants.EnvName, "tpu-1").
+		Annotation(constants.ClaimTokenAnnotation, "t").Annotation("other", "dropped").Phase(corev1.PodRunning).Obj()
+	pod.Spec.Hostname, pod.Spec.Subdomain = "tpu-1-1", "rc-headless"
+	trimmed, err := TrimPod(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := trimmed.(*corev1.Pod)
+	want, _ := identity.FromPod(pod)
+	got, ok := identity.FromPod(tp)
+	if !ok {
+		t.Fatal("the trimmed Pod carries no identity")
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("identity of the trimmed Pod (-want,+got):\n%s", diff)
+	}
+	if len(tp.Spec.Containers) != 2 || len(tp.Spec.Containers[0].Env) != 2 {
+		t.Errorf("trimmed containers %+v, want the two TPU containers with their two identity variables", tp.Spec.Containers)
+	}
+	if diff := cmp.Diff(map[string]string{constants.ClaimTokenAnnotation: "t"}, tp.Annotations); diff != "" {
+		t.Errorf("trimmed annotations (-want,+got):\n%s", diff)
 	}
 }

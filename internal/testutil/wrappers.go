@@ -18,6 +18,7 @@ limitations under the License.
 package testutil
 
 import (
+	"slices"
 	"strconv"
 	"time"
 
@@ -372,5 +373,31 @@ func (p *PodWrapper) Affinity(a *corev1.Affinity) *PodWrapper {
 // WithoutLabel removes a label.
 func (p *PodWrapper) WithoutLabel(k string) *PodWrapper {
 	delete(p.Labels, k)
+	return p
+}
+
+// TPUIdentity sets, on the first TPU container (which must exist), the TPU identity the reference
+// webhook or this operator writes: TPU_WORKER_ID=workerID and TPU_NAME=<group>-<replica>, replacing
+// existing entries.
+func (p *PodWrapper) TPUIdentity(group string, replica, workerID int32) *PodWrapper {
+	for i := range p.Spec.Containers {
+		c := &p.Spec.Containers[i]
+		if _, ok := c.Resources.Requests[constants.TPUResourceName]; !ok {
+			continue
+		}
+		c.Env = slices.DeleteFunc(c.Env, func(e corev1.EnvVar) bool {
+			return e.Name == constants.EnvWorkerID || e.Name == constants.EnvName
+		})
+		c.Env = append(c.Env,
+			corev1.EnvVar{Name: constants.EnvWorkerID, Value: strconv.Itoa(int(workerID))},
+			corev1.EnvVar{Name: constants.EnvName, Value: group + "-" + strconv.Itoa(int(replica))})
+		return p
+	}
+	panic("TPUIdentity: the Pod has no TPU container")
+}
+
+// Created sets the creation timestamp.
+func (p *PodWrapper) Created(at time.Time) *PodWrapper {
+	p.CreationTimestamp = metav1.NewTime(at)
 	return p
 }

@@ -60,6 +60,7 @@ import (
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/allocator"
+	"github.com/ray-tpu/tpu-slice-operator/internal/claims"
 	"github.com/ray-tpu/tpu-slice-operator/internal/localenv"
 	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
 	"github.com/ray-tpu/tpu-slice-operator/internal/operator"
@@ -475,10 +476,10 @@ func (b *bench) claimWriteFloor(ctx context.Context, rc *rayv1.RayCluster, s sce
 		for id := range s.hosts {
 			t := time.Now()
 			if slice == nil {
-				slice = allocator.NewSlice(allocator.Request{
-					Namespace: rc.Namespace, ClusterName: cluster, ClusterUID: rc.UID, GroupName: "tpu",
+				slice = claims.NewSlice(rc.Namespace, tpuv1alpha1.TPUSliceAssignmentSpec{
+					RayClusterName: cluster, RayClusterUID: rc.UID, GroupName: "tpu", ReplicaIndex: r,
 					Hosts: s.hosts, Topology: s.topology,
-				}, r, "")
+				})
 				if err := b.c.Create(ctx, slice); err != nil {
 					return f, err
 				}
@@ -516,7 +517,7 @@ func (b *bench) singleWriterFloor(ctx context.Context, alloc *allocator.Allocato
 	n := int(s.slices * s.hosts)
 	req := allocator.Request{
 		Namespace: rc.Namespace, ClusterName: rc.Name, ClusterUID: rc.UID, GroupName: "tpu",
-		Hosts: s.hosts, Topology: s.topology, Accelerator: "tpu-v6e-slice", DesiredReplicas: s.slices,
+		Hosts: s.hosts, Topology: s.topology, Accelerator: "tpu-v6e-slice",
 	}
 	before := alloc.Stats.Writes.Load()
 	var next, failures atomic.Int64

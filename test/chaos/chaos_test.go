@@ -264,7 +264,7 @@ func (r *runner) workerPods(keep func(*corev1.Pod) bool) []corev1.Pod {
 	}
 	var out []corev1.Pod
 	for i := range pods.Items {
-		if p := &pods.Items[i]; lifecycle.Live(p) && r.current(p) && (keep == nil || keep(p)) {
+		if p := &pods.Items[i]; lifecycle.PodLive(p) && r.current(p) && (keep == nil || keep(p)) {
 			out = append(out, *p)
 		}
 	}
@@ -408,7 +408,7 @@ func (r *runner) dumpState() {
 		for _, c := range s.Status.Claims {
 			state := "pending"
 			if p := byUID[string(c.PodUID)]; p != nil {
-				state = fmt.Sprintf("pod=%s live=%t current=%t", p.Name, lifecycle.Live(p), r.current(p))
+				state = fmt.Sprintf("pod=%s live=%t current=%t", p.Name, lifecycle.PodLive(p), r.current(p))
 			} else if c.PodUID != "" {
 				state = "pod gone"
 			}

@@ -53,6 +53,7 @@ import (
 	"github.com/ray-tpu/tpu-slice-operator/internal/forward"
 	"github.com/ray-tpu/tpu-slice-operator/internal/localenv"
 	"github.com/ray-tpu/tpu-slice-operator/internal/operator"
+	"github.com/ray-tpu/tpu-slice-operator/internal/tombstones"
 )
 
 // Env is a running control plane with our webhooks installed.
@@ -271,7 +272,12 @@ func (e *Env) StartInstance(ctx context.Context, opts InstanceOptions) (*Instanc
 		if timeout == 0 {
 			timeout = 6 * time.Second
 		}
-		opts.Operator.Webhooks.Allocator = allocator.New(mgr.GetClient(), mgr.GetAPIReader(), timeout)
+		if opts.Operator.Tombstones == nil {
+			opts.Operator.Tombstones = tombstones.New(0)
+		}
+		opts.Operator.Webhooks.Allocator = allocator.New(mgr.GetClient(), mgr.GetAPIReader(), allocator.Options{
+			Timeout: timeout, MaxSliceHosts: int32(opts.Operator.Webhooks.MaxSliceHosts), Tombstones: opts.Operator.Tombstones, //nolint:gosec // a test flag.
+		})
 	}
 	inst.Allocator = opts.Operator.Webhooks.Allocator
 	if err := operator.Setup(mgr, opts.Operator); err != nil {

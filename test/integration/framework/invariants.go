@@ -85,7 +85,7 @@ func CheckAdmittedPods(ctx context.Context, c client.Reader, namespace string, k
 	var errs []error
 	for i := range pods.Items {
 		pod := &pods.Items[i]
-		if pod.Labels[rayutils.RayNodeTypeLabelKey] != "worker" || topology.ChipsPerPod(&pod.Spec) == 0 || !lifecycle.Live(pod) {
+		if pod.Labels[rayutils.RayNodeTypeLabelKey] != "worker" || topology.ChipsPerPod(&pod.Spec) == 0 || !lifecycle.PodLive(pod) {
 			continue
 		}
 		report.LivePods++
@@ -156,7 +156,7 @@ func CheckClaimsMatchPods(ctx context.Context, c client.Reader, namespace string
 	live := map[string]string{} // token -> slice
 	for i := range pods.Items {
 		p := &pods.Items[i]
-		if t := p.Annotations[constants.ClaimTokenAnnotation]; t != "" && lifecycle.Live(p) {
+		if t := p.Annotations[constants.ClaimTokenAnnotation]; t != "" && lifecycle.PodLive(p) {
 			live[t] = p.Labels[constants.SliceLabel]
 		}
 	}

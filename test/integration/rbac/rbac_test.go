@@ -150,7 +150,7 @@ var _ = Describe("The operator running as its ServiceAccount", func() {
 
 		By("the reconciler binding every claim to its Pod and recording an Event on each")
 		expectClaimsMatchPods(ns, 8)
-		Eventually(func() []string { return eventsFor(ns, controllers.ReasonWorkerIDAssigned) }, testutil.Timeout, testutil.Interval).
+		Eventually(func() []string { return eventsFor(ns, controllers.ReasonTPUWorkerIDAssigned) }, testutil.Timeout, testutil.Interval).
 			Should(ConsistOf(podNames(pods)))
 
 		By("deleting a worker: its claim is released and its ID goes to the replacement")
@@ -158,7 +158,7 @@ var _ = Describe("The operator running as its ServiceAccount", func() {
 		victimID, _ := framework.WorkerEnv(victim, constants.EnvWorkerID)
 		Expect(admin.Delete(ctx, victim)).To(Succeed())
 		expectClaimsMatchPods(ns, 7)
-		Eventually(func() []string { return eventsFor(ns, controllers.ReasonClaimReleased) }, testutil.Timeout, testutil.Interval).
+		Eventually(func() []string { return eventsFor(ns, controllers.ReasonTPUClaimReleased) }, testutil.Timeout, testutil.Interval).
 			Should(ConsistOf(rc.Name))
 		replacement := createPod(testutil.WorkerPodFor(rc, "tpu").Obj())
 		Expect(replacement.Labels).To(HaveKeyWithValue(constants.SliceLabel, victim.Labels[constants.SliceLabel]))

@@ -1,0 +1,113 @@
+/*
+Copyright 2026 The tpu-slice-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controllers
+
+import (
+	"hash/fnv"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
+)
+
+// observations is what the reconciler has seen of each slice, timed by its own clock: when a
+// pending claim was first seen (the pending TTL counts from there) and when the slice's set of
+// claims last changed (the bind settle counts from there). Timing on the observer's clock alone
+// means the decisions never compare two machines' clocks: a claim's claimedAt is written by the
+// webhook replica that made it. After a restart everything is seen anew, which only makes the
+// waits longer.
+type observations struct {
+	mu     sync.Mutex
+	slices map[types.NamespacedName]*observed
+}
+
+type observed struct {
+	fingerprint uint64
+	changed     time.Time
+	firstSeen   map[string]time.Time
+}
+
+func newObservations() *observations {
+	return &observations{slices: map[types.NamespacedName]*observed{}}
+}
+
+// observe records the slice as seen at now and returns how long each of its pending claims has
+// been seen.
+func (o *observations) observe(key types.NamespacedName, slice *tpuv1alpha1.TPUSliceAssignment, now time.Time) func(tpuv1alpha1.WorkerClaim) time.Duration {
+	fp := fingerprint(slice.Status.Claims)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	s := o.slices[key]
+	if s == nil {
+		s = &observed{fingerprint: fp, changed: now, firstSeen: map[string]time.Time{}}
+		o.slices[key] = s
+	} else if s.fingerprint != fp {
+		s.fingerprint, s.changed = fp, now
+	}
+	pending := make(map[string]time.Time, len(s.firstSeen))
+	for _, c := range slice.Status.Claims {
+		if c.PodUID != "" {
+			continue
+		}
+		if t, ok := s.firstSeen[c.Token]; ok {
+			pending[c.Token] = t
+		} else {
+			pending[c.Token] = now
+		}
+	}
+	s.firstSeen = pending
+	return func(c tpuv1alpha1.WorkerClaim) time.Duration {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		if t, ok := pending[c.Token]; ok {
+			return now.Sub(t)
+		}
+		return 0
+	}
+}
+
+// changedAt returns when the slice's claims were last seen to change (zero if never seen).
+func (o *observations) changedAt(key types.NamespacedName) time.Time {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if s := o.slices[key]; s != nil {
+		return s.changed
+	}
+	return time.Time{}
+}
+
+// forget drops what was seen of a slice that is gone.
+func (o *observations) forget(key types.NamespacedName) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.slices, key)
+}
+
+// fingerprint identifies a set of claims by their worker IDs and tokens, in any order: binding a
+// claim (or sorting the list) does not change it, a new or released claim does.
+func fingerprint(list []tpuv1alpha1.WorkerClaim) uint64 {
+	var sum uint64
+	for _, c := range list {
+		h := fnv.New64a()
+		_, _ = h.Write([]byte{byte(c.WorkerID), byte(c.WorkerID >> 8), byte(c.WorkerID >> 16), byte(c.WorkerID >> 24)})
+		_, _ = h.Write([]byte(c.Token))
+		sum += h.Sum64()
+	}
+	return sum + uint64(len(list))
+}

@@ -1,0 +1,175 @@
+/*
+Copyright 2026 The tpu-slice-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	rayutils "github.com/ray-project/kuberay/ray-operator/controllers/ray/utils"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
+	"github.com/ray-tpu/tpu-slice-operator/internal/claims"
+	"github.com/ray-tpu/tpu-slice-operator/internal/identity"
+	"github.com/ray-tpu/tpu-slice-operator/internal/lifecycle"
+	"github.com/ray-tpu/tpu-slice-operator/internal/topology"
+)
+
+// liveGetConcurrency bounds the live Pod reads one reconcile makes at once.
+const liveGetConcurrency = 16
+
+// cachedPods returns, from the cache, the Pods whose spec identity names the slice. Labels play no
+// part: a Pod whose tpu.ray.io labels were removed is still found.
+func (r *TPUSliceAssignmentReconciler) cachedPods(ctx context.Context, slice *tpuv1alpha1.TPUSliceAssignment) ([]corev1.Pod, error) {
+	var pods corev1.PodList
+	if err := r.client.List(ctx, &pods, client.InNamespace(slice.Namespace), client.MatchingFields{identity.SliceIndex: slice.Name}); err != nil {
+		return nil, fmt.Errorf("listing Pods of slice %s: %w", slice.Name, err)
+	}
+	return pods.Items, nil
+}
+
+// livePods reads from the API server the Pods that may hold the slice's worker IDs: the worker
+// group's Pods (by KubeRay's labels), and every Pod a bound claim names that this List did not
+// return (its labels were edited), by name.
+func (r *TPUSliceAssignmentReconciler) livePods(ctx context.Context, slice *tpuv1alpha1.TPUSliceAssignment) ([]corev1.Pod, error) {
+	var list corev1.PodList
+	if err := r.reader.List(ctx, &list, client.InNamespace(slice.Namespace), client.MatchingLabels{
+		rayutils.RayClusterLabelKey:   slice.Spec.RayClusterName,
+		rayutils.RayNodeGroupLabelKey: slice.Spec.GroupName,
+	}); err != nil {
+		return nil, fmt.Errorf("listing Pods of slice %s: %w", slice.Name, err)
+	}
+	listed := make(map[types.UID]bool, len(list.Items))
+	for i := range list.Items {
+		listed[list.Items[i].UID] = true
+	}
+	var missing []string
+	for _, c := range slice.Status.Claims {
+		if c.PodUID != "" && !listed[c.PodUID] {
+			missing = append(missing, c.PodName)
+		}
+	}
+	found, err := r.getPods(ctx, slice.Namespace, missing)
+	if err != nil {
+		return nil, err
+	}
+	return append(list.Items, found...), nil
+}
+
+// getPods reads the named Pods from the API server, a few at a time; missing ones are left out.
+func (r *TPUSliceAssignmentReconciler) getPods(ctx context.Context, namespace string, names []string) ([]corev1.Pod, error) {
+	var (
+		mu    sync.Mutex
+		found []corev1.Pod
+		errs  []error
+		wg    sync.WaitGroup
+		slots = make(chan struct{}, liveGetConcurrency)
+	)
+	for _, name := range names {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			pod := &corev1.Pod{} // fresh: decoding into a reused object keeps omitted fields.
+			err := r.reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, pod)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				found = append(found, *pod)
+			case !apierrors.IsNotFound(err):
+				errs = append(errs, err)
+			}
+		})
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("reading Pods of bound claims: %w", errs[0])
+	}
+	return found, nil
+}
+
+// recreate creates the slice key names when live Pods still carry an identity of it although it
+// does not exist: Pods created before the operator ran, or a create that committed after its slice
+// was deleted (a scale-down while it was in flight). The returned slice is then reconciled as any
+// other, which records those Pods' claims (docs/spec.md §8). It returns nil when no live Pod of a
+// live RayCluster generation names the slice.
+func (r *TPUSliceAssignmentReconciler) recreate(ctx context.Context, key types.NamespacedName) (*tpuv1alpha1.TPUSliceAssignment, error) {
+	var pods corev1.PodList
+	if err := r.client.List(ctx, &pods, client.InNamespace(key.Namespace), client.MatchingFields{identity.SliceIndex: key.Name}); err != nil {
+		return nil, err
+	}
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		id, ok := identity.FromPod(pod)
+		if !ok || !lifecycle.PodLive(pod) {
+			continue
+		}
+		spec, ok, err := r.specFor(ctx, pod, id)
+		if err != nil || !ok {
+			return nil, err
+		}
+		slice := claims.NewSlice(key.Namespace, spec)
+		if err := r.client.Create(ctx, slice); err != nil {
+			if apierrors.IsAlreadyExists(err) {
+				return nil, nil // another writer was first; its create event reconciles it.
+			}
+			return nil, fmt.Errorf("re-creating slice %s for its live Pods: %w", key.Name, err)
+		}
+		ctrl.LoggerFrom(ctx).Info("Re-created TPUSliceAssignment that live Pods hold worker IDs of", "slice", key, "pod", pod.Name)
+		return slice, nil
+	}
+	return nil, nil
+}
+
+// specFor returns the spec of the slice a live Pod's identity names, and false when its RayCluster
+// generation or worker group no longer exists (the Pod awaits the garbage collector or KubeRay).
+func (r *TPUSliceAssignmentReconciler) specFor(ctx context.Context, pod *corev1.Pod, id identity.Identity) (tpuv1alpha1.TPUSliceAssignmentSpec, bool, error) {
+	rc, err := r.rayCluster(ctx, pod.Namespace, id.Cluster, id.ClusterUID)
+	if err != nil || rc == nil || (id.ClusterUID != "" && rc.UID != id.ClusterUID) {
+		return tpuv1alpha1.TPUSliceAssignmentSpec{}, false, err
+	}
+	if _, ok := claims.DesiredReplicas(rc, id.Group); !ok {
+		return tpuv1alpha1.TPUSliceAssignmentSpec{}, false, nil
+	}
+	// A Pod whose topology gives no slice cannot have one re-created for it: nothing to do.
+	shape, ok := sliceShape(pod)
+	if !ok {
+		return tpuv1alpha1.TPUSliceAssignmentSpec{}, false, nil
+	}
+	return tpuv1alpha1.TPUSliceAssignmentSpec{
+		RayClusterName: id.Cluster,
+		RayClusterUID:  rc.UID,
+		GroupName:      id.Group,
+		ReplicaIndex:   id.Replica,
+		ReplicaName:    pod.Labels[rayutils.RayWorkerReplicaNameKey],
+		Hosts:          shape.Hosts,
+		Topology:       shape.Topology.String(),
+		Accelerator:    shape.Accelerator,
+	}, true, nil
+}
+
+// sliceShape returns the slice a Pod's topology and TPU resources describe, if they describe one.
+func sliceShape(pod *corev1.Pod) (topology.Slice, bool) {
+	shape, err := topology.FromPodSpec(&pod.Spec)
+	return shape, err == nil
+}

@@ -1,0 +1,274 @@
+/*
+Copyright 2026 The tpu-slice-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package allocator
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/ray-tpu/tpu-slice-operator/internal/claims"
+	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
+	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
+)
+
+// queue holds the calls of one worker group waiting for, or in, a commit.
+type queue struct {
+	pending []*call
+	running bool
+	// contended is when a write of this group last lost a conflict, and wrote when one last
+	// landed (guarded by Allocator.mu).
+	contended, wrote time.Time
+	// written holds, by replica, the slices this process last wrote for the group, until the cache
+	// has seen them (used only by the queue's drain goroutine).
+	written map[int32]ownWrite
+}
+
+// idle reports whether the queue may be forgotten: nothing recent to remember about its group.
+func (q *queue) idle() bool {
+	return time.Since(q.contended) >= contentionWindow && time.Since(q.wrote) >= contentionWindow
+}
+
+// contentionWindow is how long after a lost conflict a group's batches confirm the slices they write
+// with live reads: while other writers are active on the group the cache is nearly always one write
+// behind, and a live read costs less than a write that is bound to lose.
+const contentionWindow = time.Second
+
+// enqueue adds c to its group's queue and starts the queue's drain goroutine if none runs.
+func (a *Allocator) enqueue(key groupKey, c *call) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	q := a.queues[key]
+	if q == nil {
+		q = &queue{}
+		a.queues[key] = q
+	}
+	q.pending = append(q.pending, c)
+	if !q.running {
+		q.running = true
+		go a.drain(key, q)
+	}
+}
+
+// drain commits the queue's calls in batches until it is empty.
+func (a *Allocator) drain(key groupKey, q *queue) {
+	for {
+		a.mu.Lock()
+		batch := q.pending
+		q.pending = nil
+		if len(batch) == 0 {
+			q.running = false
+			a.forgetLater(key, q)
+			a.mu.Unlock()
+			return
+		}
+		a.mu.Unlock()
+		a.commit(key, q, batch)
+	}
+}
+
+// forgetLater drops an idle queue now, or once the contention window has passed unless it is in
+// use again by then; a.mu is held.
+func (a *Allocator) forgetLater(key groupKey, q *queue) {
+	if q.idle() {
+		delete(a.queues, key)
+		return
+	}
+	time.AfterFunc(contentionWindow, func() {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		if a.queues[key] == q && !q.running && q.idle() {
+			delete(a.queues, key)
+		}
+	})
+}
+
+// commit places and writes a batch of calls for one worker group, retrying conflicts until each
+// call is answered or its deadline passes.
+func (a *Allocator) commit(key groupKey, q *queue, batch []*call) {
+	log := ctrl.FromContext(batch[0].ctx)
+	pending := batch
+	a.mu.Lock()
+	live := time.Since(q.contended) < contentionWindow
+	a.mu.Unlock()
+	for attempt := 0; ; attempt++ {
+		pending = dropExpired(pending)
+		if len(pending) == 0 {
+			return
+		}
+		ctx := latestDeadline(pending)
+		last := pending[len(pending)-1]
+		err := a.ensureAdopted(ctx, key, q, last.req)
+		var p plan
+		if err == nil {
+			p, err = a.plan(ctx, q, last, tokensOf(pending), live)
+		}
+		if err != nil {
+			if d := (*DeniedError)(nil); errors.As(err, &d) {
+				a.answerAll(pending, d)
+				return
+			}
+			log.V(1).Info("Reading slices failed, retrying", "err", err, "attempt", attempt)
+			live = true
+			a.backoff(ctx, attempt)
+			continue
+		}
+		a.Stats.Attempts.Add(int64(len(pending)))
+		for _, c := range pending {
+			c.attempts++
+		}
+		retry := a.apply(ctx, q, last.req, pending, p)
+		if len(retry) == 0 {
+			return
+		}
+		// Claims that queued while this batch was writing join its retry: one write carries them all.
+		a.mu.Lock()
+		pending = append(retry, q.pending...)
+		q.pending = nil
+		a.mu.Unlock()
+		live = true
+		a.backoff(ctx, attempt)
+	}
+}
+
+// tokensOf returns the claim requests of calls, each with its call's token.
+func tokensOf(calls []*call) []claims.Request {
+	reqs := make([]claims.Request, len(calls))
+	for i, c := range calls {
+		reqs[i] = c.req.Claim
+		reqs[i].Token = c.token
+	}
+	return reqs
+}
+
+// apply writes a plan, slice by slice, answers the calls it placed or denied for good and returns
+// those to retry: calls whose write failed, and calls denied as full while some write failed (the
+// IDs planned for them may be free after all).
+func (a *Allocator) apply(ctx context.Context, q *queue, req Request, pending []*call, p plan) []*call {
+	log := ctrl.FromContext(ctx)
+	var retry []*call
+	for replica, w := range p.writes {
+		placed := p.placedIn(replica)
+		written, over, err := a.writeSlice(ctx, req, replica, p.current[replica], w)
+		if err != nil {
+			switch {
+			case isConflict(err):
+				a.lostWrite(q, pending, placed)
+			case isPermanent(err):
+				// The API server refuses the write itself (invalid, forbidden, too large):
+				// retrying cannot help, and the Pod must not wait for the deadline to learn that.
+				d := &DeniedError{Message: "the API server refused the TPUSliceAssignment write: " + err.Error()}
+				for _, i := range placed {
+					a.Stats.Denials.Add(1)
+					pending[i].finish(result{err: d})
+				}
+				continue
+			default:
+				log.Info("Writing TPUSliceAssignment failed, retrying", "err", err, "replica", replica)
+			}
+			for _, i := range placed {
+				retry = append(retry, pending[i])
+			}
+			continue
+		}
+		q.remember(replica, over, written)
+		a.mu.Lock()
+		q.wrote = time.Now()
+		a.mu.Unlock()
+		for _, i := range placed {
+			a.Stats.Claims.Add(1)
+			pending[i].finish(result{assignment: Assignment{
+				SliceName: naming.SliceName(req.ClusterName, req.GroupName, replica),
+				Replica:   replica,
+				WorkerID:  p.outcomes[i].Placement.WorkerID,
+				Token:     pending[i].token,
+			}})
+		}
+	}
+	for i, o := range p.outcomes {
+		switch {
+		case o.Placed():
+		case o.Reason == claims.ReasonFull && len(retry) > 0:
+			retry = append(retry, pending[i])
+		default:
+			pending[i].finish(result{err: a.deny(o.Reason.Transient(), "%s", denialMessage(o))})
+		}
+	}
+	return retry
+}
+
+// lostWrite records that a write carrying the calls placed lost a conflict.
+func (a *Allocator) lostWrite(q *queue, pending []*call, placed []int) {
+	a.Stats.LostWrites.Add(1)
+	metrics.ClaimWritesLost.Inc()
+	a.Stats.Conflicts.Add(int64(len(placed)))
+	a.mu.Lock()
+	q.contended = time.Now()
+	a.mu.Unlock()
+	for _, i := range placed {
+		pending[i].conflicts++
+	}
+}
+
+func (a *Allocator) answerAll(calls []*call, d *DeniedError) {
+	for _, c := range calls {
+		c.finish(result{err: d})
+	}
+}
+
+// latestDeadline returns the context of the call whose deadline is the latest: the batch works
+// until then.
+func latestDeadline(calls []*call) context.Context {
+	latest := calls[0]
+	for _, c := range calls[1:] {
+		if d, _ := c.ctx.Deadline(); d.After(deadline(latest.ctx)) {
+			latest = c
+		}
+	}
+	return latest.ctx
+}
+
+func deadline(ctx context.Context) time.Time {
+	d, _ := ctx.Deadline()
+	return d
+}
+
+func dropExpired(calls []*call) []*call {
+	out := calls[:0]
+	for _, c := range calls {
+		if c.ctx.Err() == nil {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// backoff sleeps 10 ms × 2^attempt, at most 250 ms, with ±50% jitter, or until ctx ends.
+func (a *Allocator) backoff(ctx context.Context, attempt int) {
+	d := 10 * time.Millisecond << min(attempt, 5)
+	d = min(d, 250*time.Millisecond)
+	d = d/2 + time.Duration(rand.Int64N(int64(d)))
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

@@ -1,0 +1,334 @@
+/*
+Copyright 2026 The tpu-slice-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package allocator
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
+	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
+	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
+	"github.com/ray-tpu/tpu-slice-operator/internal/tombstones"
+)
+
+// identityPod is a live worker Pod of the test group (KubeRay's labels, owner clusterUID) whose spec
+// carries worker ID id of replica (v6e 4x4, 4 chips: 4 hosts), as the reference webhook or an
+// earlier install left it, without this operator's claim token.
+func identityPod(name string, replica, id int32) *testutil.PodWrapper {
+	return testutil.MakeWorkerPod(testNS, clusterName, clusterUID, groupName).Named(name).UID(types.UID("uid-"+name)).
+		TPU(4).Topology("tpu-v6e-slice", "4x4").TPUIdentity(groupName, replica, id).
+		Created(earlier).Phase(corev1.PodRunning)
+}
+
+func adopted(id int32, pod string) tpuv1alpha1.WorkerClaim {
+	return tpuv1alpha1.WorkerClaim{WorkerID: id, Token: "uid-" + pod, PodName: pod, PodUID: types.UID("uid-" + pod), ClaimedAt: metav1.NewTime(now)}
+}
+
+// TestClaimAdoptsPodsThatCarryAnIdentity: Pods that got their identity before the operator ran
+// (docs/spec.md §3.4) hold their IDs from the very first admission of their group, when no slice
+// of the group exists yet.
+func TestClaimAdoptsPodsThatCarryAnIdentity(t *testing.T) {
+	c := newClient(t, interceptor.Funcs{},
+		rayCluster(2),
+		identityPod("ref-0-0", 0, 0).Obj(), identityPod("ref-0-1", 0, 1).Obj(), identityPod("ref-0-3", 0, 3).Obj(),
+		identityPod("ref-1-0", 1, 0).Obj(),
+		// Not adopted: finished, of another RayCluster generation, of another host count.
+		identityPod("done", 0, 2).Phase(corev1.PodSucceeded).Obj(),
+		func() *corev1.Pod {
+			p := identityPod("old-gen", 0, 2).Obj()
+			p.OwnerReferences[0].UID = oldUID
+			return p
+		}(),
+		identityPod("other-topology", 0, 2).Topology("tpu-v6e-slice", "2x4").Obj(),
+	)
+	a := newAllocator(c, c, timeout)
+	got, err := a.Claim(t.Context(), request(4))
+	if err != nil {
+		t.Fatalf("Claim() error: %v", err)
+	}
+	if diff := cmp.Diff(Assignment{SliceName: sliceName(0), Replica: 0, WorkerID: 2, Token: got.Token}, got); diff != "" {
+		t.Errorf("Claim() (-want,+got):\n%s", diff)
+	}
+	want := []tpuv1alpha1.TPUSliceAssignment{
+		createdSlice(0, "", adopted(0, "ref-0-0"), adopted(1, "ref-0-1"), adopted(3, "ref-0-3"), claim(2, got.Token, now)),
+		createdSlice(1, "", adopted(0, "ref-1-0")),
+	}
+	if diff := cmp.Diff(want, storedSlices(t, c), cmpSlices); diff != "" {
+		t.Errorf("stored slices (-want,+got):\n%s", diff)
+	}
+	if got := a.Stats.Adopted.Load(); got != 4 {
+		t.Errorf("Stats.Adopted = %d, want 4", got)
+	}
+	// The next claims of the group give the free IDs, and no Pod is adopted twice.
+	for _, wantID := range []int32{1, 2, 3} {
+		got, err := a.Claim(t.Context(), request(4))
+		if err != nil || got.Replica != 1 || got.WorkerID != wantID {
+			t.Errorf("next Claim() = replica %d ID %d, %v; want replica 1 ID %d", got.Replica, got.WorkerID, err, wantID)
+		}
+	}
+	if got := a.Stats.Adopted.Load(); got != 4 {
+		t.Errorf("Stats.Adopted after more claims = %d, want 4", got)
+	}
+}
+
+// TestClaimAdoptionLeavesTakenIDsAlone: a Pod whose identity names an ID another claim holds is
+// not recorded over it (the reconciler reports the conflict).
+func TestClaimAdoptionLeavesTakenIDsAlone(t *testing.T) {
+	held := existingSlice(0, clusterUID).Claim(0, "t-w", "w", "uid-w", earlier).Obj()
+	c := newClient(t, interceptor.Funcs{}, held, identityPod("ref-0-0", 0, 0).Obj(), identityPod("ref-0-1", 0, 1).Obj())
+	a := newAllocator(c, c, timeout)
+	got, err := a.Claim(t.Context(), request(4))
+	if err != nil || got.WorkerID != 2 {
+		t.Fatalf("Claim() = ID %d, %v; want ID 2", got.WorkerID, err)
+	}
+	want := []tpuv1alpha1.TPUSliceAssignment{*existingSlice(0, clusterUID).
+		Claim(0, "t-w", "w", "uid-w", earlier).Claim(1, "uid-ref-0-1", "ref-0-1", "uid-ref-0-1", now).Claim(2, got.Token, "", "", now).Obj()}
+	if diff := cmp.Diff(want, storedSlices(t, c), cmpSlices); diff != "" {
+		t.Errorf("stored slices (-want,+got):\n%s", diff)
+	}
+}
+
+// TestClaimTakesOverAPendingClaimWhosePodWasSeenGone: fast release (docs/spec.md §8). A pending
+// claim whose Pod was seen and then deleted is taken over at once, without waiting for the TTL; one
+// whose Pod was never seen is not.
+func TestClaimTakesOverAPendingClaimWhosePodWasSeenGone(t *testing.T) {
+	full := existingSlice(0, clusterUID).
+		Claim(0, "t-w-0-0", "w-0-0", "uid-w-0-0", earlier).
+		Claim(1, "t-w-0-1", "w-0-1", "uid-w-0-1", earlier).
+		Claim(2, "deleted-soon", "", "", now).
+		Claim(3, "in-flight", "", "", now).Obj()
+	graves := tombstones.New(time.Minute)
+	deleted := testutil.MakePod("quick", testNS).UID("uid-quick").Annotation(constants.ClaimTokenAnnotation, "deleted-soon").Obj()
+	graves.Record(deleted)
+	c := newClient(t, interceptor.Funcs{}, full, livePod(0, 0).Obj(), livePod(0, 1).Obj())
+	a := New(c, c, Options{Timeout: timeout, Tombstones: graves})
+	a.now = func() time.Time { return now }
+	got, err := a.Claim(t.Context(), request(4))
+	if err != nil {
+		t.Fatalf("Claim() error: %v", err)
+	}
+	if got.WorkerID != 2 {
+		t.Errorf("Claim() took ID %d, want 2 (the pending claim whose Pod was seen deleted)", got.WorkerID)
+	}
+	// Nothing else is reclaimable now: the in-flight claim stays.
+	_, err = a.Claim(t.Context(), request(4))
+	var denied *DeniedError
+	if !errors.As(err, &denied) || !denied.Transient {
+		t.Errorf("second Claim() error = %v, want a transient denial", err)
+	}
+}
+
+// TestClaimDoesNotTakeOverAPendingClaimWhoseSeenPodLives: a tombstone is a hint: a Pod that left
+// the cache because its labels changed looks deleted to the informer, so the live read decides.
+func TestClaimDoesNotTakeOverAPendingClaimWhoseSeenPodLives(t *testing.T) {
+	full := existingSlice(0, clusterUID).
+		Claim(0, "t-w-0-0", "w-0-0", "uid-w-0-0", earlier).Claim(1, "t-w-0-1", "w-0-1", "uid-w-0-1", earlier).
+		Claim(2, "t-w-0-2", "w-0-2", "uid-w-0-2", earlier).Claim(3, "relabelled", "", "", now).Obj()
+	relabelled := testutil.MakePod("relabelled", testNS).UID("uid-relabelled").Phase(corev1.PodRunning).
+		Annotation(constants.ClaimTokenAnnotation, "relabelled").Obj()
+	graves := tombstones.New(time.Minute)
+	graves.Record(relabelled)
+	live := newClient(t, interceptor.Funcs{}, append(livePods(0), full, relabelled)...)
+	cache := newClient(t, interceptor.Funcs{}, append(livePods(0), full)...) // the cache lost it
+	a := New(staleCache(live, cache), live, Options{Timeout: timeout, Tombstones: graves})
+	_, err := a.Claim(t.Context(), request(4))
+	var denied *DeniedError
+	if !errors.As(err, &denied) || !denied.Transient {
+		t.Errorf("Claim() error = %v, want a transient denial: the Pod is live", err)
+	}
+}
+
+// TestClaimStaleGeneration: docs/spec.md §10. A request of a RayCluster generation that was deleted
+// (its create still in flight, or a forwarded claim naming it) never replaces the live generation's
+// slices, even when the cache still shows the old generation.
+func TestClaimStaleGeneration(t *testing.T) {
+	newGen := existingSlice(0, "rc-uid-3").Claim(0, "n0", "new-0", "uid-new-0", earlier).Obj()
+	oldCluster := rayCluster(1)
+	oldCluster.UID = clusterUID // the request's (deleted) generation
+	newCluster := rayCluster(1)
+	newCluster.UID = "rc-uid-3"
+	cache := newClient(t, interceptor.Funcs{}, newGen, oldCluster)
+	live := newClient(t, interceptor.Funcs{}, newGen, newCluster)
+	a := newAllocator(staleCache(live, cache), live, timeout)
+	_, err := a.Claim(t.Context(), request(4))
+	want := &DeniedError{Message: "the Pod's owner, RayCluster team-a/rc with UID rc-uid-2, has been deleted (the cluster now has UID rc-uid-3): a create of the deleted generation is refused"}
+	if diff := cmp.Diff(want, err); diff != "" {
+		t.Errorf("Claim() error (-want,+got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]tpuv1alpha1.TPUSliceAssignment{*newGen}, storedSlices(t, live), cmpSlices); diff != "" {
+		t.Errorf("stored slices (-want,+got):\n%s", diff)
+	}
+	// With a fresh cache the same request is refused before any planning.
+	fresh := newClient(t, interceptor.Funcs{}, newGen, newCluster)
+	if _, err := newAllocator(fresh, fresh, timeout).Claim(t.Context(), request(4)); err == nil || err.Error() != want.Message {
+		t.Errorf("Claim() with a fresh cache: error %v, want %q", err, want.Message)
+	}
+}
+
+// TestClaimReadsALiveClusterForAGroupTheCacheLacks: a group just added to the RayCluster is read
+// live before the Pod is denied for naming a group that does not exist.
+func TestClaimReadsALiveClusterForAGroupTheCacheLacks(t *testing.T) {
+	stale := rayCluster(1)
+	stale.Spec.WorkerGroupSpecs[0].GroupName = "cpu"
+	cache := newClient(t, interceptor.Funcs{}, stale)
+	live := newClient(t, interceptor.Funcs{}, rayCluster(1))
+	if _, err := newAllocator(staleCache(live, cache), live, timeout).Claim(t.Context(), request(4)); err != nil {
+		t.Errorf("Claim() error: %v", err)
+	}
+	gone := newClient(t, interceptor.Funcs{}, stale)
+	_, err := newAllocator(gone, gone, timeout).Claim(t.Context(), request(4))
+	if diff := cmp.Diff(&DeniedError{Message: `RayCluster rc has no worker group "tpu"`}, err); diff != "" {
+		t.Errorf("Claim() error for a group that does not exist (-want,+got):\n%s", diff)
+	}
+}
+
+// TestClaimBounds: docs/spec.md §10. Slices above the host limit are refused before anything is read.
+func TestClaimBounds(t *testing.T) {
+	c := newClient(t, interceptor.Funcs{})
+	req := request(10_000)
+	req.Topology = "20x20x100"
+	_, err := newAllocator(c, c, timeout).Claim(t.Context(), req)
+	want := &DeniedError{Message: "topology 20x20x100 gives a slice of 10000 hosts, more than this operator allows (--max-slice-hosts=2400)"}
+	if diff := cmp.Diff(want, err); diff != "" {
+		t.Errorf("Claim() error (-want,+got):\n%s", diff)
+	}
+}
+
+// TestClaimNameCollision: a TPUSliceAssignment under the slice's name that belongs to another group
+// is never shared, and the Pod is refused at once, not retried until the deadline.
+func TestClaimNameCollision(t *testing.T) {
+	squatter := testutil.MakeSlice(sliceName(0), testNS, "other-rc", "other-uid", "other-group", 3, 4).Obj()
+	c := newClient(t, interceptor.Funcs{}, squatter)
+	start := time.Now()
+	_, err := newAllocator(c, c, 5*time.Second).Claim(t.Context(), request(4))
+	want := &DeniedError{Message: "TPUSliceAssignment team-a/" + sliceName(0) + ", the name of replica 0 of RayCluster rc group tpu, is taken by replica 3 of RayCluster other-rc group other-group; rename the worker group or the RayCluster"}
+	if diff := cmp.Diff(want, err); diff != "" {
+		t.Errorf("Claim() error (-want,+got):\n%s", diff)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("the collision was refused after %v, want at once", d)
+	}
+	if diff := cmp.Diff([]tpuv1alpha1.TPUSliceAssignment{*squatter}, storedSlices(t, c), cmpSlices); diff != "" {
+		t.Errorf("stored slices (-want,+got):\n%s", diff)
+	}
+}
+
+// TestClaimPermanentAPIErrors: an API error that cannot succeed on retry is a permanent denial at once.
+func TestClaimPermanentAPIErrors(t *testing.T) {
+	for name, refusal := range map[string]error{
+		"413 too large": apierrors.NewRequestEntityTooLargeError("limit is 3145728"),
+		"422 invalid":   apierrors.NewInvalid(tpuv1alpha1.GroupVersion.WithKind("TPUSliceAssignment").GroupKind(), "x", nil),
+		"403 forbidden": apierrors.NewForbidden(sliceGVR, "x", errors.New("no")),
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := newClient(t, interceptor.Funcs{
+				SubResourceUpdate: func(context.Context, client.Client, string, client.Object, ...client.SubResourceUpdateOption) error {
+					return refusal
+				},
+			})
+			start := time.Now()
+			_, err := newAllocator(c, c, 5*time.Second).Claim(t.Context(), request(4))
+			var denied *DeniedError
+			if !errors.As(err, &denied) || denied.Transient {
+				t.Errorf("Claim() error = %v, want a permanent denial", err)
+			}
+			if d := time.Since(start); d > time.Second {
+				t.Errorf("refused after %v, want at once", d)
+			}
+		})
+	}
+	if code := apierrors.NewRequestEntityTooLargeError("x").Status().Code; code != http.StatusRequestEntityTooLarge {
+		t.Fatalf("413 helper gives %d", code)
+	}
+}
+
+// TestClaimHostsMismatch: docs/spec.md §10. A Pod whose topology gives another host count than its
+// group's slice that holds live Pods is refused naming both counts, and the slice is left as it is.
+func TestClaimHostsMismatch(t *testing.T) {
+	four := fullSlice(0).Obj()
+	c := newClient(t, interceptor.Funcs{}, append(livePods(0), four)...)
+	req := request(1)
+	req.Topology = "2x2"
+	_, err := newAllocator(c, c, timeout).Claim(t.Context(), req)
+	want := &DeniedError{Message: "this Pod's topology gives 1 hosts per slice, but replica 0 of its worker group is a slice of 4 hosts that still holds 4 claims of live or starting Pods; " +
+		"delete the group's old replicas (or the RayCluster) before changing its topology, or keep the template's topology"}
+	if diff := cmp.Diff(want, err); diff != "" {
+		t.Errorf("Claim() error (-want,+got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]tpuv1alpha1.TPUSliceAssignment{*four}, storedSlices(t, c), cmpSlices); diff != "" {
+		t.Errorf("stored slices (-want,+got):\n%s", diff)
+	}
+	// Once its Pods are gone, the old slice is replaced by one of the new host count.
+	gone := newClient(t, interceptor.Funcs{}, four)
+	got, err := newAllocator(gone, gone, timeout).Claim(t.Context(), req)
+	if err != nil || got.WorkerID != 0 {
+		t.Errorf("Claim() after the old Pods are gone = %+v, %v; want ID 0", got, err)
+	}
+	if s := storedSlices(t, gone); len(s) != 1 || s[0].Spec.Hosts != 1 {
+		t.Errorf("stored slices = %+v, want one of 1 host", s)
+	}
+}
+
+// TestReinvoked: a Pod that arrives carrying a claim token is returned unchanged only when it is the
+// same admission coming back; any other token is a copy (docs/spec.md §8).
+func TestReinvoked(t *testing.T) {
+	slice := existingSlice(0, clusterUID).Claim(0, "bound", "w0", "uid-w0", earlier).Claim(1, "pending", "", "", now).
+		Claim(2, "carried", "", "", now).Obj()
+	carrier := testutil.MakePod("carrier", testNS).UID("uid-carrier").Phase(corev1.PodRunning).
+		Annotation(constants.ClaimTokenAnnotation, "carried").Obj()
+	c := newClient(t, interceptor.Funcs{}, slice, carrier)
+	cases := map[string]struct {
+		slice, token string
+		id           int32
+		want         bool
+	}{
+		"a pending claim of this token on this ID that no live Pod carries: re-invocation": {slice: sliceName(0), token: "pending", id: 1, want: true},
+		"a bound claim's token: a copy of a running Pod":                                   {slice: sliceName(0), token: "bound", id: 0},
+		"a token the slice does not know: a copy or a template":                            {slice: sliceName(0), token: "dry-run", id: 1},
+		"the token on another ID: a copy":                                                  {slice: sliceName(0), token: "pending", id: 3},
+		"a token a live Pod already carries: a copy":                                       {slice: sliceName(0), token: "carried", id: 2},
+		"a slice that does not exist: a copy":                                              {slice: sliceName(5), token: "pending", id: 1},
+	}
+	a := newAllocator(c, c, timeout)
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, err := a.Reinvoked(t.Context(), testNS, tc.slice, tc.token, tc.id)
+			if err != nil || got != tc.want {
+				t.Errorf("Reinvoked() = %t, %v; want %t", got, err, tc.want)
+			}
+		})
+	}
+	t.Run("a claim the cache has not seen yet is read live", func(t *testing.T) {
+		empty := newClient(t, interceptor.Funcs{})
+		got, err := newAllocator(staleCache(c, empty), c, timeout).Reinvoked(t.Context(), testNS, sliceName(0), "pending", 1)
+		if err != nil || !got {
+			t.Errorf("Reinvoked() = %t, %v; want true", got, err)
+		}
+	})
+}

@@ -1,0 +1,159 @@
+/*
+Copyright 2026 The tpu-slice-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package identity reads what links a TPU worker Pod to its claim (docs/spec.md §8): the TPU identity
+// its spec carries. A Pod's container env (TPU_WORKER_ID, TPU_NAME) cannot change after creation,
+// whoever set it (this operator, the reference webhook, a user by hand), so it is the truth about
+// which worker ID of which slice the Pod holds. Labels and the claim-token annotation are hints
+// that anyone allowed to patch the Pod can edit.
+package identity
+
+import (
+	"strconv"
+	"strings"
+
+	rayutils "github.com/ray-project/kuberay/ray-operator/controllers/ray/utils"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
+	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
+	"github.com/ray-tpu/tpu-slice-operator/internal/topology"
+)
+
+// Identity is the place in a TPU slice that a Pod's spec gives it.
+type Identity struct {
+	// Cluster and ClusterUID name the Pod's RayCluster: its controller ownerReference (set by
+	// KubeRay at creation), or, without one, the ray.io/cluster label and no UID.
+	Cluster    string
+	ClusterUID types.UID
+	// Group and Replica come from TPU_NAME, "<group>-<replica>".
+	Group   string
+	Replica int32
+	// WorkerID is the host ID from TPU_WORKER_ID (on tpu7x with several TPU containers, the first
+	// container's value divided by their number).
+	WorkerID int32
+	// Hosts is the host count of the slice the Pod's topology and TPU resources describe, 0 when
+	// they do not describe one.
+	Hosts int32
+}
+
+// FromPod returns the TPU identity the Pod's spec carries, and false when it carries none: no TPU
+// container, no literal TPU_WORKER_ID or TPU_NAME in the first one, or values that do not parse.
+func FromPod(pod *corev1.Pod) (Identity, bool) {
+	tpu := topology.TPUContainers(&pod.Spec)
+	if len(tpu) == 0 {
+		return Identity{}, false
+	}
+	env := pod.Spec.Containers[tpu[0]].Env
+	idValue, ok1 := literalEnv(env, constants.EnvWorkerID)
+	name, ok2 := literalEnv(env, constants.EnvName)
+	if !ok1 || !ok2 {
+		return Identity{}, false
+	}
+	workerID, err := strconv.ParseInt(idValue, 10, 32)
+	if err != nil || workerID < 0 {
+		return Identity{}, false
+	}
+	group, replica, ok := ParseTPUName(name)
+	if !ok {
+		return Identity{}, false
+	}
+	id := Identity{Group: group, Replica: replica, WorkerID: int32(workerID)}
+	shape, err := topology.FromPodSpec(&pod.Spec)
+	if err == nil {
+		id.Hosts = shape.Hosts
+		if topology.IsV7x(shape.Accelerator) && len(tpu) > 1 {
+			id.WorkerID /= int32(len(tpu)) //nolint:gosec // a Pod has far fewer than 2^31 containers.
+		}
+	}
+	if ref := metav1.GetControllerOfNoCopy(pod); ref != nil && ref.Kind == "RayCluster" {
+		id.Cluster, id.ClusterUID = ref.Name, ref.UID
+	} else {
+		id.Cluster = pod.Labels[rayutils.RayClusterLabelKey]
+	}
+	if id.Cluster == "" {
+		return Identity{}, false
+	}
+	return id, true
+}
+
+// SliceName is the TPUSliceAssignment the identity's worker ID belongs to.
+func (id Identity) SliceName() string {
+	return naming.SliceName(id.Cluster, id.Group, id.Replica)
+}
+
+// ParseTPUName splits a TPU_NAME value, "<group>-<replica>", at its last dash.
+func ParseTPUName(name string) (group string, replica int32, ok bool) {
+	i := strings.LastIndexByte(name, '-')
+	if i < 1 {
+		return "", 0, false
+	}
+	r, err := strconv.ParseInt(name[i+1:], 10, 32)
+	if err != nil || r < 0 || name[i+1] == '+' {
+		return "", 0, false
+	}
+	return name[:i], int32(r), true
+}
+
+// Token returns the Pod's claim-token annotation, "" without one. It is a hint: it says which
+// claim the webhook made for the Pod, but a user or a copied manifest can set or remove it.
+func Token(pod *corev1.Pod) string {
+	return pod.Annotations[constants.ClaimTokenAnnotation]
+}
+
+func literalEnv(env []corev1.EnvVar, name string) (string, bool) {
+	for _, e := range env {
+		if e.Name == name {
+			return e.Value, e.ValueFrom == nil && e.Value != ""
+		}
+	}
+	return "", false
+}
+
+// Cache field indexes on Pods, registered by the operator on its Pod informer.
+const (
+	// SliceIndex indexes a Pod by the slice its spec identity names (SliceName).
+	SliceIndex = "tpu.ray.io/identity-slice"
+	// TokenIndex indexes a Pod by its claim-token annotation.
+	TokenIndex = "tpu.ray.io/claim-token"
+)
+
+// SliceIndexValue is the indexer function of SliceIndex.
+func SliceIndexValue(obj client.Object) []string {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return nil
+	}
+	if id, ok := FromPod(pod); ok {
+		return []string{id.SliceName()}
+	}
+	return nil
+}
+
+// TokenIndexValue is the indexer function of TokenIndex.
+func TokenIndexValue(obj client.Object) []string {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return nil
+	}
+	if t := Token(pod); t != "" {
+		return []string{t}
+	}
+	return nil
+}

@@ -1,0 +1,141 @@
+/*
+Copyright 2026 The tpu-slice-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package tombstones remembers, for a while, the claim tokens of TPU worker Pods that the operator's
+// Pod informer saw being deleted. A pending claim (one not yet bound to a Pod UID) whose Pod was seen
+// and is gone can then be released at once (docs/spec.md §8, fast release) instead of waiting for the
+// pending TTL, which exists only for creates whose Pod was never seen.
+//
+// A tombstone is a fact the API server reported, not a guess, and it only speeds up a release: the
+// reconciler and the allocator still confirm with a live read that the Pod is gone before they act.
+// After a restart the tombstones are gone and the TTL applies, as before.
+package tombstones
+
+import (
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/ray-tpu/tpu-slice-operator/internal/identity"
+)
+
+// DefaultRetention is how long a tombstone is kept: longer than the pending TTL, after which the
+// claim would be released anyway.
+const DefaultRetention = 10 * time.Minute
+
+// maxEntries bounds memory when Pods are deleted faster than tombstones expire.
+const maxEntries = 200_000
+
+// Pod is what a tombstone remembers of a deleted Pod.
+type Pod struct {
+	Name string
+	UID  types.UID
+}
+
+type key struct{ namespace, token string }
+
+type entry struct {
+	pod Pod
+	at  time.Time
+}
+
+// Tombstones is safe for concurrent use. The zero value is not usable: use New.
+type Tombstones struct {
+	retention time.Duration
+	now       func() time.Time
+
+	mu      sync.Mutex
+	entries map[key]entry
+	// records counts Record calls, to drop expired tombstones every expireEvery of them.
+	records int
+}
+
+// expireEvery is how many records pass between two sweeps of expired tombstones.
+const expireEvery = 1024
+
+// New returns an empty set keeping tombstones for retention (DefaultRetention when zero).
+func New(retention time.Duration) *Tombstones {
+	if retention <= 0 {
+		retention = DefaultRetention
+	}
+	return &Tombstones{retention: retention, now: time.Now, entries: map[key]entry{}}
+}
+
+// Record remembers the deletion of pod, if it carries a claim token.
+func (t *Tombstones) Record(pod *corev1.Pod) {
+	token := identity.Token(pod)
+	if token == "" {
+		return
+	}
+	now := t.now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.records++
+	if len(t.entries) >= maxEntries || t.records%expireEvery == 0 {
+		t.expire(now)
+	}
+	if len(t.entries) < maxEntries {
+		t.entries[key{pod.Namespace, token}] = entry{pod: Pod{Name: pod.Name, UID: pod.UID}, at: now}
+	}
+}
+
+// Lookup returns the deleted Pod that carried token in namespace.
+func (t *Tombstones) Lookup(namespace, token string) (Pod, bool) {
+	if t == nil || token == "" {
+		return Pod{}, false
+	}
+	now := t.now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e, ok := t.entries[key{namespace, token}]
+	if !ok || now.Sub(e.at) > t.retention {
+		return Pod{}, false
+	}
+	return e.pod, true
+}
+
+// expire drops the tombstones past their retention; t.mu is held.
+func (t *Tombstones) expire(now time.Time) {
+	for k, e := range t.entries {
+		if now.Sub(e.at) > t.retention {
+			delete(t.entries, k)
+		}
+	}
+}
+
+// Len returns the number of tombstones kept (expired ones included until they are dropped).
+func (t *Tombstones) Len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.entries)
+}
+
+// Handler returns the informer event handler that records deleted Pods.
+func (t *Tombstones) Handler() toolscache.ResourceEventHandler {
+	return toolscache.ResourceEventHandlerFuncs{
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if pod, ok := obj.(*corev1.Pod); ok {
+				t.Record(pod)
+			}
+		},
+	}
+}

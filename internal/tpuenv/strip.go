@@ -1,0 +1,112 @@
+/*
+Copyright 2026 The tpu-slice-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package tpuenv
+
+import (
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+
+	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
+)
+
+// Strip undoes Apply(pod, id, tpuContainers) on a Pod that carries the identity id although it is
+// being created as a new Pod: a manifest copied from a running worker, a template or a dry-run
+// output. It removes every value Apply would have set for id, where the Pod still has exactly
+// that value, so that applying the Pod's own new identity afterwards leaves nothing of the old one
+// (a defaulted MEGASCALE_SLICE_ID or TPU_PROCESS_ADDRESSES of another slice would otherwise stay,
+// since Apply keeps a value the user set). A value the user set to something else is kept.
+//
+// id may be partial (only ClaimToken, when the Pod carries a token but no identity): what it does
+// not describe is left alone.
+func Strip(pod *corev1.Pod, id Identity, tpuContainers []int) {
+	removeIf(pod.Labels, constants.ReplicaIndexLabel, ReplicaIndexValue(id.GroupName, id.ReplicaIndex), id.GroupName != "")
+	removeIf(pod.Labels, constants.SliceLabel, id.SliceName, id.SliceName != "")
+	removeIf(pod.Labels, constants.WorkerIDLabel, itoa(id.WorkerID), id.GroupName != "")
+	delete(pod.Annotations, constants.ClaimTokenAnnotation)
+	if id.GroupName == "" {
+		return
+	}
+	if id.multiHost() {
+		if pod.Spec.Hostname == Hostname(id.GroupName, id.ReplicaIndex, id.WorkerID) {
+			pod.Spec.Hostname = ""
+		}
+		if pod.Spec.Subdomain == id.Subdomain {
+			pod.Spec.Subdomain = ""
+		}
+		stripAffinity(pod, id.SliceName)
+	}
+	for c, i := range tpuContainers {
+		container := &pod.Spec.Containers[i]
+		// What Apply adds to a container that has only the variables Apply reads.
+		var seed []corev1.EnvVar
+		if hasEnv(container.Env, constants.EnvMegascaleNumSlices) {
+			seed = []corev1.EnvVar{{Name: constants.EnvMegascaleNumSlices}}
+		}
+		applied := applyEnv(seed, id, c, len(tpuContainers))
+		container.Env = slices.DeleteFunc(container.Env, func(e corev1.EnvVar) bool {
+			return e.Name != constants.EnvMegascaleNumSlices && slices.ContainsFunc(applied, func(a corev1.EnvVar) bool {
+				return equality.Semantic.DeepEqual(a, e)
+			})
+		})
+		if len(container.Env) == 0 {
+			container.Env = nil
+		}
+	}
+}
+
+func removeIf(m map[string]string, key, value string, known bool) {
+	if known && m[key] == value {
+		delete(m, key)
+	}
+}
+
+// stripAffinity removes the slice affinity terms Apply added for slice.
+func stripAffinity(pod *corev1.Pod, slice string) {
+	a := pod.Spec.Affinity
+	if a == nil {
+		return
+	}
+	if a.PodAffinity != nil {
+		a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution = removeTerm(
+			a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution, sliceAffinityTerm(slice))
+	}
+	if a.PodAntiAffinity != nil {
+		a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution = removeTerm(
+			a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution, otherSlicesAntiAffinityTerm(slice))
+	}
+	if a.PodAffinity != nil && len(a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution) == 0 &&
+		len(a.PodAffinity.PreferredDuringSchedulingIgnoredDuringExecution) == 0 {
+		a.PodAffinity = nil
+	}
+	if a.PodAntiAffinity != nil && len(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) == 0 &&
+		len(a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution) == 0 {
+		a.PodAntiAffinity = nil
+	}
+	if a.NodeAffinity == nil && a.PodAffinity == nil && a.PodAntiAffinity == nil {
+		pod.Spec.Affinity = nil
+	}
+}
+
+func removeTerm(terms []corev1.PodAffinityTerm, term corev1.PodAffinityTerm) []corev1.PodAffinityTerm {
+	out := slices.DeleteFunc(terms, func(t corev1.PodAffinityTerm) bool { return equality.Semantic.DeepEqual(t, term) })
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}

@@ -1,0 +1,102 @@
+/*
+Copyright 2026 The tpu-slice-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package tpuenv_test
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
+	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
+	"github.com/ray-tpu/tpu-slice-operator/internal/topology"
+	"github.com/ray-tpu/tpu-slice-operator/internal/tpuenv"
+)
+
+// TestStrip: Strip undoes Apply, so a copied manifest admitted as a new Pod keeps nothing of the
+// identity it was copied with, and keeps everything the user set.
+func TestStrip(t *testing.T) {
+	userAffinity := &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+		NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "pool", Operator: corev1.NodeSelectorOpIn, Values: []string{"a"}}}}},
+	}}}
+	id := func(hosts int32, v7x bool) tpuenv.Identity {
+		return tpuenv.Identity{GroupName: "tpu", ReplicaIndex: 1, WorkerID: 2 % hosts, Hosts: hosts, Subdomain: "rc-headless", V7x: v7x,
+			SliceName: "rc-tpu-abc-1", ClaimToken: "t"}
+	}
+	cases := map[string]struct {
+		pod *corev1.Pod
+		id  tpuenv.Identity
+	}{
+		"single-host": {
+			pod: testutil.MakeWorkerPod("ml", "rc", "uid", "tpu").TPU(4).Topology("tpu-v6e-slice", "2x2").Obj(),
+			id:  id(1, false),
+		},
+		"multi-host with the user's affinity and variables": {
+			pod: testutil.MakeWorkerPod("ml", "rc", "uid", "tpu").TPU(4).Topology("tpu-v6e-slice", "4x4").Affinity(userAffinity).
+				Env(0, "RAY_X", "1").Obj(),
+			id: id(4, false),
+		},
+		"multislice, with a MEGASCALE_PORT the user set": {
+			pod: testutil.MakeWorkerPod("ml", "rc", "uid", "tpu").TPU(4).Topology("tpu-v6e-slice", "4x4").
+				Env(0, constants.EnvMegascaleNumSlices, "2").Env(0, constants.EnvMegascalePort, "9999").Obj(),
+			id: id(4, false),
+		},
+		"v7x, two TPU containers and a CPU sidecar": {
+			pod: testutil.MakeWorkerPod("ml", "rc", "uid", "tpu").Topology("tpu7x", "2x2x2").TPU(2).Container("second", 2).
+				Container("sidecar", 0).Obj(),
+			id: id(2, true),
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			want := tc.pod.DeepCopy()
+			got := tc.pod.DeepCopy()
+			tpuContainers := topology.TPUContainers(&got.Spec)
+			tpuenv.Apply(got, tc.id, tpuContainers)
+			tpuenv.Strip(got, tc.id, tpuContainers)
+			if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("Strip(Apply(pod)) (-want pod,+got):\n%s", diff)
+			}
+		})
+	}
+	t.Run("a value the user changed after a copy is kept", func(t *testing.T) {
+		pod := testutil.MakeWorkerPod("ml", "rc", "uid", "tpu").TPU(4).Topology("tpu-v6e-slice", "4x4").
+			Env(0, constants.EnvMegascaleNumSlices, "2").Obj()
+		i := id(4, false)
+		tpuenv.Apply(pod, i, []int{0})
+		for j, e := range pod.Spec.Containers[0].Env {
+			if e.Name == constants.EnvMegascaleCoordinator {
+				pod.Spec.Containers[0].Env[j].Value = "mine:1234"
+			}
+		}
+		tpuenv.Strip(pod, i, []int{0})
+		want := []corev1.EnvVar{{Name: constants.EnvMegascaleNumSlices, Value: "2"}, {Name: constants.EnvMegascaleCoordinator, Value: "mine:1234"}}
+		if diff := cmp.Diff(want, pod.Spec.Containers[0].Env); diff != "" {
+			t.Errorf("env after Strip (-want,+got):\n%s", diff)
+		}
+	})
+	t.Run("a token without an identity removes only the token", func(t *testing.T) {
+		pod := testutil.MakeWorkerPod("ml", "rc", "uid", "tpu").TPU(4).Annotation(constants.ClaimTokenAnnotation, "t").
+			Label(constants.SliceLabel, "s").Obj()
+		tpuenv.Strip(pod, tpuenv.Identity{ClaimToken: "t"}, []int{0})
+		if _, ok := pod.Annotations[constants.ClaimTokenAnnotation]; ok || pod.Labels[constants.SliceLabel] != "s" {
+			t.Errorf("Strip() left annotations %v labels %v", pod.Annotations, pod.Labels)
+		}
+	})
+}
