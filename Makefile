@@ -59,11 +59,16 @@ lint: golangci-lint ## Run golangci-lint (strict config in .golangci.yml).
 lint-fix: golangci-lint ## Run golangci-lint and apply its fixes.
 	$(GOLANGCI_LINT) run --fix ./...
 
+.PHONY: docs
+docs: ## Generate docs/flags.md from the manager's flag set (hack/flagdoc).
+	go run ./hack/flagdoc > docs/flags.md.tmp
+	mv docs/flags.md.tmp docs/flags.md
+
 .PHONY: verify
-verify: manifests generate fmt helm-chart ## Regenerate everything (CRD, RBAC, webhooks, DeepCopy, Helm chart) and fail if the tree changed.
+verify: manifests generate fmt helm-chart docs ## Regenerate everything (CRD, RBAC, webhooks, DeepCopy, Helm chart, flag reference) and fail if the tree changed.
 	go mod tidy
 	@if [ -n "$$(git status --porcelain)" ]; then \
-		echo "Generated files are out of date (run 'make manifests generate fmt' and 'go mod tidy'):"; \
+		echo "Generated files are out of date (run 'make manifests generate fmt docs' and 'go mod tidy'):"; \
 		git status --porcelain; git --no-pager diff --stat; exit 1; \
 	fi
 
