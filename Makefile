@@ -59,36 +59,68 @@ lint: golangci-lint ## Run golangci-lint (strict config in .golangci.yml).
 lint-fix: golangci-lint ## Run golangci-lint and apply its fixes.
 	$(GOLANGCI_LINT) run --fix ./...
 
+.PHONY: docs
+docs: ## Generate docs/flags.md from the manager's flag set (hack/flagdoc).
+	go run ./hack/flagdoc > docs/flags.md.tmp
+	mv docs/flags.md.tmp docs/flags.md
+
 .PHONY: verify
-verify: manifests generate fmt helm-chart ## Regenerate everything (CRD, RBAC, webhooks, DeepCopy, Helm chart) and fail if the tree changed.
+verify: manifests generate fmt helm-chart docs ## Regenerate everything (CRD, RBAC, webhooks, DeepCopy, Helm chart, flag reference) and fail if the tree changed.
 	go mod tidy
 	@if [ -n "$$(git status --porcelain)" ]; then \
-		echo "Generated files are out of date (run 'make manifests generate fmt' and 'go mod tidy'):"; \
+		echo "Generated files are out of date (run 'make manifests generate fmt docs' and 'go mod tidy'):"; \
 		git status --porcelain; git --no-pager diff --stat; exit 1; \
 	fi
 
+##@ Test
+
+# The test layers. Unit tests need no control plane; the others run kube-apiserver and etcd from
+# `make envtest`. TEST_ARGS is passed to every `go test` of the first three.
+UNIT_PKGS = $$(go list ./... | grep -v /test/)
+TEST_TIMEOUT ?= 45m
+# The chaos run of `make test`; `make test-chaos` runs longer (DURATION, default 20m).
 CHAOS_DURATION ?= 2m
+FUZZTIME ?= 30s
 
 .PHONY: test
-test: envtest kustomize helm ## Run unit, integration, end-to-end and a short chaos run (envtest, KubeRay in-process).
-	KUBEBUILDER_ASSETS="$(KUBEBUILDER_ASSETS)" KUSTOMIZE="$(KUSTOMIZE)" HELM="$(HELM)" go test $$(go list ./... | grep -v /test/chaos) -count=1 -timeout 45m $(TEST_ARGS)
-	KUBEBUILDER_ASSETS="$(KUBEBUILDER_ASSETS)" go test ./test/chaos -count=1 -timeout 30m -v -args -chaos.duration=$(CHAOS_DURATION)
-
-.PHONY: test-chaos
-test-chaos: envtest ## Run the chaos suite (SEED=<n> DURATION=<total, split between both KubeRay gate settings>).
-	KUBEBUILDER_ASSETS="$(KUBEBUILDER_ASSETS)" go test ./test/chaos -count=1 -timeout 0 -v -args -chaos.seed=$(or $(SEED),0) -chaos.duration=$(or $(DURATION),20m)
+test: test-unit test-integration test-e2e ## Run every test layer: unit, integration, end-to-end, then a CHAOS_DURATION (2m) chaos run.
+	$(call run-chaos,$(CHAOS_DURATION),30m)
 
 .PHONY: test-unit
-test-unit: ## Run the unit tests only (no control plane).
-	go test ./api/... ./internal/... ./webhooks/... ./controllers/... -count=1 $(TEST_ARGS)
+test-unit: ## Run the unit tests (no control plane).
+	go test $(UNIT_PKGS) -count=1 -timeout $(TEST_TIMEOUT) $(TEST_ARGS)
 
-.PHONY: bench
-bench: envtest ## Benchmark Pod admission against a same-run no-webhook baseline (S1-S4; BENCH_ARGS=-scenarios=S1,S3).
-	KUBEBUILDER_ASSETS="$(KUBEBUILDER_ASSETS)" go run ./test/bench $(BENCH_ARGS)
+.PHONY: test-integration
+test-integration: envtest kustomize helm ## Run the integration suites (test/integration/...) on a real kube-apiserver.
+	KUBEBUILDER_ASSETS="$(KUBEBUILDER_ASSETS)" KUSTOMIZE="$(KUSTOMIZE)" HELM="$(HELM)" go test ./test/integration/... -count=1 -timeout $(TEST_TIMEOUT) $(TEST_ARGS)
+
+.PHONY: test-e2e
+test-e2e: envtest ## Run the end-to-end suite (test/e2e): KubeRay's RayCluster controller in-process, with RayMultiHostIndexing off and on.
+	KUBEBUILDER_ASSETS="$(KUBEBUILDER_ASSETS)" go test ./test/e2e -count=1 -timeout $(TEST_TIMEOUT) $(TEST_ARGS)
+
+.PHONY: test-chaos
+test-chaos: envtest ## Run the chaos suite (SEED=<n> DURATION=<total, split between both KubeRay gate settings; default 20m>).
+	$(call run-chaos,$(or $(DURATION),20m),0)
+
+# run-chaos runs the chaos suite for $(1) with go test's timeout $(2); SEED=0 (default) derives the
+# seed from the time and prints it.
+define run-chaos
+KUBEBUILDER_ASSETS="$(KUBEBUILDER_ASSETS)" go test ./test/chaos -count=1 -timeout $(2) -v -args -chaos.seed=$(or $(SEED),0) -chaos.duration=$(1)
+endef
 
 .PHONY: fuzz
-fuzz: ## Run each fuzz target for FUZZTIME (default 30s).
-	go test ./internal/topology/ -run '^$$' -fuzz FuzzParseTopology -fuzztime $(or $(FUZZTIME),30s)
+fuzz: ## Run every fuzz target of the repository (func Fuzz... in a _test.go file), each for FUZZTIME (default 30s).
+	@targets=$$(git grep -o -E '^func Fuzz[A-Za-z0-9_]+' -- '*_test.go' | sed 's/:func /:/'); \
+	[ -n "$$targets" ] || { echo "no fuzz targets found" >&2; exit 1; }; \
+	for t in $$targets; do \
+		pkg=./$$(dirname "$${t%%:*}"); target=$${t##*:}; \
+		echo "fuzzing $$target in $$pkg for $(FUZZTIME)"; \
+		go test "$$pkg" -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME); \
+	done
+
+.PHONY: bench
+bench: envtest ## Benchmark Pod admission against a same-run no-webhook baseline (S1-S4; BENCH_ARGS=-scenarios=S1,S3); see docs/performance.md.
+	KUBEBUILDER_ASSETS="$(KUBEBUILDER_ASSETS)" go run ./test/bench $(BENCH_ARGS)
 
 ##@ Build
 
@@ -209,8 +241,9 @@ KUSTOMIZE ?= $(LOCALBIN)/kustomize
 GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint
 
 .PHONY: envtest
-envtest: ## Build kube-apiserver, etcd and kubectl from source (cached per user) and link them into bin/.
+envtest: ## Build kube-apiserver, etcd and kubectl from source (cached per user), link them into bin/, and bin/kubectl to that kubectl.
 	@hack/build-envtest.sh $(ENVTEST_K8S_VERSION) $(ENVTEST_ETCD_VERSION) $(KUBEBUILDER_ASSETS)
+	@ln -sfn "$(KUBEBUILDER_ASSETS)/kubectl" "$(LOCALBIN)/kubectl"
 
 .PHONY: controller-gen
 controller-gen: $(LOCALBIN) ## Install controller-gen into bin/.

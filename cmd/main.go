@@ -40,36 +40,19 @@ import (
 
 	"github.com/ray-tpu/tpu-slice-operator/internal/certs"
 	"github.com/ray-tpu/tpu-slice-operator/internal/forward"
+	"github.com/ray-tpu/tpu-slice-operator/internal/managerflags"
 	"github.com/ray-tpu/tpu-slice-operator/internal/operator"
 	"github.com/ray-tpu/tpu-slice-operator/webhooks"
 )
 
-// podIPEnv holds the Pod's IP (downward API): with claim forwarding, the replica's own endpoint.
-const podIPEnv = "POD_IP"
-
 func main() {
-	var (
-		metricsAddr, probeAddr, webhookCertPath string
-		secureMetrics, enableHTTP2, leaderElect bool
-		claimForwarding                         bool
-		webhookPort                             int
-		opts                                    operator.Options
-		certOpts                                certs.Options
-	)
-	flag.StringVar(&metricsAddr, "metrics-bind-address", "0", "Address the metrics endpoint binds to, e.g. :8443 (https) or :8080 (http); 0 disables it.")
-	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address the health and readiness probes bind to.")
-	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader for the reconciler, so that several replicas can serve the webhooks.")
-	flag.BoolVar(&secureMetrics, "metrics-secure", true, "Serve metrics over HTTPS with authentication and authorization.")
-	flag.BoolVar(&enableHTTP2, "enable-http2", false, "Enable HTTP/2 on the webhook and metrics servers (off by default: CVE-2023-44487, CVE-2023-39325).")
-	flag.StringVar(&webhookCertPath, "webhook-cert-path", "", "Directory holding the webhook serving certificate (tls.crt, tls.key) in --cert-mode=external; empty uses controller-runtime's default.")
-	flag.IntVar(&webhookPort, "webhook-port", webhook.DefaultPort, "Port the admission webhooks listen on.")
-	flag.BoolVar(&claimForwarding, "claim-forwarding", false, "Send each claim to the replica that owns its worker group (chosen over the ready endpoints of --webhook-service-name), "+
-		"so that one replica commits a group's claims together; needs $"+podIPEnv+" and a ServiceAccount token.")
-	opts.BindFlags(flag.CommandLine)
-	certOpts.BindFlags(flag.CommandLine)
-	zapOpts := zap.Options{Development: false}
-	zapOpts.BindFlags(flag.CommandLine)
+	var f managerflags.Flags
+	f.Bind(flag.CommandLine)
 	flag.Parse()
+	metricsAddr, probeAddr, webhookCertPath := f.MetricsAddr, f.ProbeAddr, f.WebhookCertPath
+	secureMetrics, enableHTTP2, leaderElect := f.SecureMetrics, f.EnableHTTP2, f.LeaderElect
+	claimForwarding, webhookPort := f.ClaimForwarding, f.WebhookPort
+	opts, certOpts, zapOpts := f.Operator, f.Certs, f.Zap
 
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("setup")
@@ -170,9 +153,9 @@ func forwardOptions(cfg *rest.Config, certOpts certs.Options, rotator *certs.Rot
 	if err := certOpts.Complete(); err != nil {
 		return webhooks.ForwardOptions{}, nil, err
 	}
-	podIP := os.Getenv(podIPEnv)
+	podIP := os.Getenv(managerflags.PodIPEnv)
 	if podIP == "" {
-		return webhooks.ForwardOptions{}, nil, errors.New("--claim-forwarding needs $" + podIPEnv + " (downward API status.podIP)")
+		return webhooks.ForwardOptions{}, nil, errors.New("--claim-forwarding needs $" + managerflags.PodIPEnv + " (downward API status.podIP)")
 	}
 	opts := webhooks.ForwardOptions{
 		Service:   certOpts.ServiceName,
