@@ -35,8 +35,8 @@ const (
 	// wrongHostsBody is the error body of numOfHosts 2 in a v6e 4x4 group of 4-chip Pods.
 	wrongHostsBody = "Invalid value: 2: topology 4x4 has 16 chips and each Pod requests 4, so the slice needs numOfHosts 4"
 	// missingTopologyBody is the error body of a TPU group without the topology nodeSelector.
-	missingTopologyBody = "Required value: nodeSelector cloud.google.com/gke-tpu-topology is required: " +
-		"set it to the TPU slice topology, such as 4x4 or 2x2x4"
+	missingTopologyBody = "Required value: nodeSelector cloud.google.com/gke-tpu-topology (or, for GKE subslicing and dynamic slicing, " +
+		"annotation cloud.google.com/gke-tpu-slice-topology) is required: set it to the TPU slice topology, such as 4x4 or 2x2x4"
 )
 
 // invalidRayCluster is the status of the Invalid error refusing RayCluster "rc" for causes, whose

@@ -37,10 +37,11 @@ import (
 var workerGroupsPath = field.NewPath("spec", "workerGroupSpecs")
 
 // IsTPUGroup reports whether a worker group asks for TPUs: one of its containers requests
-// google.com/tpu, or its Pods select a TPU topology.
+// google.com/tpu, or its Pods select a TPU topology or carry the slice topology annotation.
 func IsTPUGroup(group *rayv1.WorkerGroupSpec) bool {
 	_, hasTopology := group.Template.Spec.NodeSelector[constants.TopologyNodeSelectorKey]
-	return hasTopology || topology.ChipsPerPod(&group.Template.Spec) > 0
+	_, hasSliceTopology := group.Template.Annotations[constants.SliceTopologyAnnotation]
+	return hasTopology || hasSliceTopology || topology.ChipsPerPod(&group.Template.Spec) > 0
 }
 
 // ValidateRayCluster returns the field errors of every TPU worker group of rc.
@@ -84,7 +85,9 @@ func ValidateRayClusterUpdate(oldRC, newRC *rayv1.RayCluster) (field.ErrorList, 
 
 // tpuFieldsChanged reports whether anything the TPU rules read differs between two versions of a group.
 func tpuFieldsChanged(oldGroup, newGroup *rayv1.WorkerGroupSpec) bool {
-	if oldGroup.NumOfHosts != newGroup.NumOfHosts ||
+	oldSlice, oldAnnotated := oldGroup.Template.Annotations[constants.SliceTopologyAnnotation]
+	newSlice, newAnnotated := newGroup.Template.Annotations[constants.SliceTopologyAnnotation]
+	if oldGroup.NumOfHosts != newGroup.NumOfHosts || oldSlice != newSlice || oldAnnotated != newAnnotated ||
 		!equality.Semantic.DeepEqual(oldGroup.Template.Spec.NodeSelector, newGroup.Template.Spec.NodeSelector) ||
 		len(oldGroup.Template.Spec.Containers) != len(newGroup.Template.Spec.Containers) {
 		return true
@@ -101,16 +104,15 @@ func validateWorkerGroup(cluster string, group *rayv1.WorkerGroupSpec, path *fie
 	if !IsTPUGroup(group) {
 		return nil
 	}
-	specPath := path.Child("template", "spec")
-	slice, err := topology.FromPodSpec(&group.Template.Spec)
+	slice, err := topology.FromPod(group.Template.Annotations, &group.Template.Spec)
 	if err != nil {
-		return field.ErrorList{topologyFieldError(err, specPath, &group.Template.Spec)}
+		return field.ErrorList{topologyFieldError(err, path.Child("template"), &group.Template)}
 	}
 	var errs field.ErrorList
 	if slice.Hosts != group.NumOfHosts {
 		errs = append(errs, field.Invalid(path.Child("numOfHosts"), group.NumOfHosts,
-			fmt.Sprintf("topology %s has %d chips and each Pod requests %d, so the slice needs numOfHosts %d",
-				slice.Topology, slice.Topology.Chips(), slice.ChipsPerPod, slice.Hosts)))
+			fmt.Sprintf("topology %s%s has %d chips and each Pod requests %d, so the slice needs numOfHosts %d",
+				slice.Topology, topologySource(slice), slice.Topology.Chips(), slice.ChipsPerPod, slice.Hosts)))
 	}
 	if slice.Hosts > 1 {
 		subdomain := naming.HeadlessServiceName(cluster)
@@ -123,14 +125,31 @@ func validateWorkerGroup(cluster string, group *rayv1.WorkerGroupSpec, path *fie
 	return errs
 }
 
+// topologySource names where an annotated slice's topology comes from, for messages; it is empty
+// for the usual nodeSelector topology.
+func topologySource(slice topology.Slice) string {
+	if slice.Annotated {
+		return " of annotation " + constants.SliceTopologyAnnotation
+	}
+	return ""
+}
+
 // topologyFieldError turns a topology error into a field error on the input at fault.
-func topologyFieldError(err error, specPath *field.Path, spec *corev1.PodSpec) *field.Error {
+func topologyFieldError(err error, templatePath *field.Path, template *corev1.PodTemplateSpec) *field.Error {
+	specPath := templatePath.Child("spec")
+	spec := &template.Spec
 	selectorPath := specPath.Child("nodeSelector")
 	var terr *topology.Error
 	if !errors.As(err, &terr) {
 		return field.InternalError(specPath, err)
 	}
 	switch terr.Field {
+	case topology.FieldSliceTopology:
+		key := templatePath.Child("metadata", "annotations").Key(constants.SliceTopologyAnnotation)
+		if errors.Is(err, topology.ErrEmptySliceTopology) {
+			return field.Required(key, terr.Error())
+		}
+		return field.Invalid(key, template.Annotations[constants.SliceTopologyAnnotation], terr.Error())
 	case topology.FieldTopology:
 		key := selectorPath.Key(constants.TopologyNodeSelectorKey)
 		if errors.Is(err, topology.ErrMissingTopology) {
