@@ -56,6 +56,13 @@ type Identity struct {
 	SliceName string
 	// ClaimToken is written to annotation constants.ClaimTokenAnnotation.
 	ClaimToken string
+
+	// Topology are the dimensions of the slice's own topology (topology.Slice.Topology: a
+	// subslice's, never its parent's) and ChipsPerHost the google.com/tpu chips of one Pod
+	// (topology.Slice.ChipsPerPod). They give TORCH_TPU_TOPOLOGY and
+	// TORCH_TPU_SLICEBUILDER_ADDRESSES (torch.go); while either is unset, neither is written.
+	Topology     []int32
+	ChipsPerHost int64
 }
 
 // multiHost reports whether the identity belongs to a slice of more than one host.
@@ -83,6 +90,9 @@ func Applied(pod *corev1.Pod) bool {
 // container has no entry of that name. New entries are appended in a fixed order, except that
 // TPU_DEVICE_PLUGIN_HOST_IP is inserted before a user's TPU_DEVICE_PLUGIN_ADDR so that
 // $(TPU_DEVICE_PLUGIN_HOST_IP) expands.
+//
+// TORCH_TPU_TOPOLOGY and TORCH_TPU_SLICEBUILDER_ADDRESSES are such defaults too, written when id
+// carries the slice's shape and the container does not configure torch_tpu itself (addTorchEnv).
 //
 // On the Pod, Apply sets the replicaIndex, slice and worker ID labels and the claim token
 // annotation; when multi-host, also spec.hostname, spec.subdomain and the required slice
@@ -133,6 +143,7 @@ func applyEnv(env []corev1.EnvVar, id Identity, c, n int) []corev1.EnvVar {
 		env = addEnv(env, constants.EnvProcessAddresses, processAddresses(id, n))
 		env = addEnv(env, constants.EnvProcessPort, strconv.Itoa(constants.ProcessPortBase+c))
 	}
+	env = addTorchEnv(env, id)
 	if hasEnv(env, constants.EnvMegascaleNumSlices) {
 		coordinator := Hostname(id.GroupName, 0, 0) + "." + id.Subdomain
 		port := constants.MegascalePortBase
