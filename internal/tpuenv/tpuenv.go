@@ -47,8 +47,8 @@ type Identity struct {
 	// Hosts is the number of hosts in the slice; more than 1 means multi-host.
 	Hosts int32
 	// Subdomain is the headless worker Service name (<cluster>-headless). It becomes the Pod's
-	// subdomain and the domain of TPU_WORKER_HOSTNAMES and TPU_PROCESS_ADDRESSES when multi-host,
-	// and the domain of MEGASCALE_COORDINATOR_ADDRESS in multislice containers.
+	// subdomain and the domain of TPU_WORKER_HOSTNAMES, TPU_PROCESS_ADDRESSES and (multislice)
+	// MEGASCALE_COORDINATOR_ADDRESS when multi-host.
 	Subdomain string
 	// V7x marks Ironwood (tpu7x): per-container worker IDs and process addresses.
 	V7x bool
@@ -85,8 +85,9 @@ func Applied(pod *corev1.Pod) bool {
 // Per TPU container, the operator-owned variables TPU_WORKER_ID, TPU_NAME and (multi-host)
 // TPU_WORKER_HOSTNAMES are always set: an existing entry is overwritten in place (its valueFrom
 // dropped) and later entries of the same name are removed. All other variables (process
-// addresses and port on v7x multi-host; MEGASCALE_* when the container defines
-// MEGASCALE_NUM_SLICES; the TPU device plugin host IP and address) are added only when the
+// addresses and port on v7x multi-host, or single-host with several TPU containers; MEGASCALE_*
+// when the container defines MEGASCALE_NUM_SLICES, the coordinator address only when multi-host,
+// see megascaleCoordinator; the TPU device plugin host IP and address) are added only when the
 // container has no entry of that name. New entries are appended in a fixed order, except that
 // TPU_DEVICE_PLUGIN_HOST_IP is inserted before a user's TPU_DEVICE_PLUGIN_ADDR so that
 // $(TPU_DEVICE_PLUGIN_HOST_IP) expands.
@@ -139,20 +140,23 @@ func applyEnv(env []corev1.EnvVar, id Identity, c, n int) []corev1.EnvVar {
 	}
 
 	// Defaults: the user's entry wins.
-	if id.V7x && id.multiHost() {
+	// v7x runs one libtpu process per TPU container. The processes of a slice find each other by
+	// these addresses: across hosts by DNS name, on one host by localhost; a single process alone
+	// on its host needs none.
+	if id.V7x && (id.multiHost() || n > 1) {
 		env = addEnv(env, constants.EnvProcessAddresses, processAddresses(id, n))
 		env = addEnv(env, constants.EnvProcessPort, strconv.Itoa(constants.ProcessPortBase+c))
 	}
 	env = addTorchEnv(env, id)
 	if hasEnv(env, constants.EnvMegascaleNumSlices) {
-		coordinator := Hostname(id.GroupName, 0, 0) + "." + id.Subdomain
 		port := constants.MegascalePortBase
 		if id.V7x {
-			coordinator += ":" + strconv.Itoa(constants.MegascalePortBase)
 			port += c
 		}
 		env = addEnv(env, constants.EnvMegascaleSliceID, itoa(id.ReplicaIndex))
-		env = addEnv(env, constants.EnvMegascaleCoordinator, coordinator)
+		if coordinator, ok := megascaleCoordinator(id); ok {
+			env = addEnv(env, constants.EnvMegascaleCoordinator, coordinator)
+		}
 		env = addEnv(env, constants.EnvMegascalePort, strconv.Itoa(port))
 	}
 	if !hasEnv(env, constants.EnvDevicePluginHostIP) {
@@ -176,11 +180,15 @@ func applyEnv(env []corev1.EnvVar, id Identity, c, n int) []corev1.EnvVar {
 }
 
 // processAddresses returns the TPU_PROCESS_ADDRESSES value of a v7x slice with n TPU containers
-// per host: for each host, then each container k, "<hostname>.<subdomain>:<8471+k>".
+// per host: for each host, then each container k, "<hostname>.<subdomain>:<8471+k>"; on a
+// single host, whose Pod has no DNS name, "localhost:<8471+k>".
 func processAddresses(id Identity, n int) string {
 	addrs := make([]string, 0, int(id.Hosts)*n)
 	for h := range id.Hosts {
-		host := Hostname(id.GroupName, id.ReplicaIndex, h) + "." + id.Subdomain
+		host := "localhost"
+		if id.multiHost() {
+			host = Hostname(id.GroupName, id.ReplicaIndex, h) + "." + id.Subdomain
+		}
 		for k := range n {
 			addrs = append(addrs, host+":"+strconv.Itoa(constants.ProcessPortBase+k))
 		}
