@@ -63,6 +63,12 @@ type Identity struct {
 	// TORCH_TPU_SLICEBUILDER_ADDRESSES (torch.go); while either is unset, neither is written.
 	Topology     []int32
 	ChipsPerHost int64
+
+	// AffinityTopologyKey is the topologyKey of a multi-host slice's required pod affinity and
+	// anti-affinity (placement.Decide); "" means cloud.google.com/gke-nodepool. NoAffinity adds
+	// neither, for a slice Kueue or GKE's dynamic slicing places (placement.Decide chose no key).
+	AffinityTopologyKey string
+	NoAffinity          bool
 }
 
 // multiHost reports whether the identity belongs to a slice of more than one host.
@@ -97,13 +103,14 @@ func Applied(pod *corev1.Pod) bool {
 //
 // On the Pod, Apply sets the replicaIndex, slice and worker ID labels and the claim token
 // annotation; when multi-host, also spec.hostname, spec.subdomain and the required slice
-// affinity and anti-affinity, merged with the Pod's own affinity.
+// affinity and anti-affinity, merged with the Pod's own affinity (on id.AffinityTopologyKey, none
+// with id.NoAffinity).
 func Apply(pod *corev1.Pod, id Identity, tpuContainers []int) {
 	applyMetadata(pod, id)
 	if id.multiHost() {
 		pod.Spec.Hostname = Hostname(id.GroupName, id.ReplicaIndex, id.WorkerID)
 		pod.Spec.Subdomain = id.Subdomain
-		mergeAffinity(pod, id.SliceName)
+		mergeAffinity(pod, id)
 	}
 	for c, i := range tpuContainers {
 		container := &pod.Spec.Containers[i]
