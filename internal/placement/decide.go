@@ -79,6 +79,9 @@ type Decision struct {
 	Source Source
 	// Reason is a short sentence saying why, for logs and Events.
 	Reason string
+	// Nodes is what the Nodes said when Decide consulted them (a subslice that no earlier rule
+	// decided, SourceNodes or SourceDefault), else nil.
+	Nodes *Fit
 }
 
 // Input is what Decide reads about one Pod.
@@ -155,9 +158,10 @@ func Decide(in Input) (Decision, error) {
 	}
 	selector := podNodeSelector(in.Pod)
 	fit := FindFit(nodes, selector, in.Slice.Hosts)
+	def.Nodes = &fit
 	switch {
 	case fit.Key != "":
-		return Decision{Key: fit.Key, Source: SourceNodes,
+		return Decision{Key: fit.Key, Source: SourceNodes, Nodes: &fit,
 			Reason: fmt.Sprintf("a %s domain holds exactly %d of the %d Nodes matching the nodeSelector", fit.Key, in.Slice.Hosts, fit.Matching)}, nil
 	case fit.Matching == 0:
 		def.Reason = "no Node matches the nodeSelector yet, so the subslice is kept on one node pool"
@@ -178,11 +182,21 @@ func AnnotatedKey(annotations map[string]string) (key string, ok bool, err error
 	if key == "" {
 		return "", false, nil
 	}
-	if problems := validation.IsQualifiedName(key); len(problems) > 0 {
+	if problems := ValidateTopologyKey(key); len(problems) > 0 {
 		return "", false, fmt.Errorf("%w: annotation %s is %q, which is not a label key: %s",
 			ErrInvalidTopologyKey, constants.AffinityTopologyKeyAnnotation, key, strings.Join(problems, "; "))
 	}
 	return key, true, nil
+}
+
+// ValidateTopologyKey returns the problems of key as the topologyKey of a pod affinity term, which
+// must be a label key (a qualified name with an optional DNS prefix). A blank key is no key and
+// has none: the annotation is then ignored.
+func ValidateTopologyKey(key string) []string {
+	if key == "" {
+		return nil
+	}
+	return validation.IsQualifiedName(key)
 }
 
 // userAffinityKey returns the topologyKey of the first required pod affinity term of pod that

@@ -119,7 +119,8 @@ func TestDecide(t *testing.T) {
 			slice: subslice,
 			nodes: func(*testing.T) func() ([]Node, error) { return nodesOf(pool...) },
 			want: Decision{Key: constants.GCETopologySubblockKey, Source: SourceNodes,
-				Reason: "a cloud.google.com/gce-topology-subblock domain holds exactly 2 of the 4 Nodes matching the nodeSelector"},
+				Reason: "a cloud.google.com/gce-topology-subblock domain holds exactly 2 of the 4 Nodes matching the nodeSelector",
+				Nodes:  &Fit{Key: constants.GCETopologySubblockKey, Matching: 4, Labeled: 4}},
 		},
 		"a user term without a label selector is the user's": {
 			pod:   makePod().requiredAffinity(constants.GCETopologyHostKey, nil).obj(),
@@ -176,14 +177,15 @@ func TestDecide(t *testing.T) {
 			slice: subslice,
 			nodes: func(*testing.T) func() ([]Node, error) { return nodesOf(pool...) },
 			want: Decision{Key: constants.GCETopologySubblockKey, Source: SourceNodes,
-				Reason: "a cloud.google.com/gce-topology-subblock domain holds exactly 2 of the 4 Nodes matching the nodeSelector"},
+				Reason: "a cloud.google.com/gce-topology-subblock domain holds exactly 2 of the 4 Nodes matching the nodeSelector",
+				Nodes:  &Fit{Key: constants.GCETopologySubblockKey, Matching: 4, Labeled: 4}},
 		},
 		"a subslice whose Nodes do not exist yet keeps its node pool": {
 			pod:   makePod().obj(),
 			slice: subslice,
 			nodes: func(*testing.T) func() ([]Node, error) { return nodesOf() },
 			want: Decision{Key: constants.NodePoolTopologyKey, Source: SourceDefault,
-				Reason: "no Node matches the nodeSelector yet, so the subslice is kept on one node pool"},
+				Reason: "no Node matches the nodeSelector yet, so the subslice is kept on one node pool", Nodes: &Fit{}},
 		},
 		"a subslice on Nodes of another selector keeps its node pool": {
 			pod:   makePod().obj(),
@@ -192,7 +194,7 @@ func TestDecide(t *testing.T) {
 				return nodesOf(tpuNode("a", v5e, "2x4", "q", "b1", "sb1", "h1"), tpuNode("b", v5e, "2x4", "q", "b1", "sb1", "h2"))
 			},
 			want: Decision{Key: constants.NodePoolTopologyKey, Source: SourceDefault,
-				Reason: "no Node matches the nodeSelector yet, so the subslice is kept on one node pool"},
+				Reason: "no Node matches the nodeSelector yet, so the subslice is kept on one node pool", Nodes: &Fit{}},
 		},
 		"a subslice on Nodes without GCE topology labels keeps its node pool": {
 			pod:   makePod().obj(),
@@ -201,14 +203,16 @@ func TestDecide(t *testing.T) {
 				return nodesOf(tpuNode("a", v6e, "4x4", "p", "", "", ""), tpuNode("b", v6e, "4x4", "p", "", "", ""))
 			},
 			want: Decision{Key: constants.NodePoolTopologyKey, Source: SourceDefault,
-				Reason: "none of the 2 Nodes matching the nodeSelector has a GCE topology label, so the subslice is kept on one node pool"},
+				Reason: "none of the 2 Nodes matching the nodeSelector has a GCE topology label, so the subslice is kept on one node pool",
+				Nodes:  &Fit{Matching: 2}},
 		},
 		"a subslice that no level fits keeps its node pool and is admitted": {
 			pod:   makePod().obj(),
 			slice: topology.Slice{Topology: topology.Topology{Dims: []int32{2, 6}}, Annotated: true, ChipsPerPod: 4, Hosts: 3},
 			nodes: func(*testing.T) func() ([]Node, error) { return nodesOf(pool...) },
 			want: Decision{Key: constants.NodePoolTopologyKey, Source: SourceDefault,
-				Reason: "no GCE topology domain holds exactly 3 of the 4 Nodes matching the nodeSelector, so the subslice is kept on one node pool"},
+				Reason: "no GCE topology domain holds exactly 3 of the 4 Nodes matching the nodeSelector, so the subslice is kept on one node pool",
+				Nodes:  &Fit{Matching: 4, Labeled: 4}},
 		},
 		"a subslice without a Node source keeps its node pool": {
 			pod:   makePod().obj(),
