@@ -63,6 +63,15 @@ func subsliced(hosts int32) *testutil.RayClusterWrapper {
 		GroupAnnotation(0, constants.SliceTopologyAnnotation, "2x4")
 }
 
+// badAffinityKey is the error of group 0's ray.io/tpu-affinity-topology-key annotation value, a
+// value with spaces.
+func badAffinityKey(value string) *field.Error {
+	return field.Invalid(group0.Child("template", "metadata", "annotations").Key(constants.AffinityTopologyKeyAnnotation), value,
+		"the topologyKey of the slice's pod affinity must be a label key: name part must consist of alphanumeric characters, "+
+			"'-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', "+
+			"regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')")
+}
+
 // wrongHosts is the numOfHosts error of a v6e/v4 16-chip group of 4-chip Pods.
 func wrongHosts(path *field.Path, got int32) *field.Error {
 	return field.Invalid(path.Child("numOfHosts"), got,
@@ -325,6 +334,20 @@ func TestValidateRayClusterUpdate(t *testing.T) {
 			wantErrs: field.ErrorList{field.Required(sliceKey0,
 				"annotation cloud.google.com/gke-tpu-slice-topology is empty: set it to the topology of the slice, such as 2x4, "+
 					"or remove it to use the nodeSelector cloud.google.com/gke-tpu-topology")},
+		},
+		"an unchanged invalid affinity key annotation is only warned about": {
+			oldRC: testutil.MakeRayCluster("rc", ns).TPUGroup("tpu", v6e, "4x4", 4, 4, 1).
+				GroupAnnotation(0, constants.AffinityTopologyKeyAnnotation, "not a key").Obj(),
+			newRC: testutil.MakeRayCluster("rc", ns).TPUGroup("tpu", v6e, "4x4", 4, 4, 3).
+				GroupAnnotation(0, constants.AffinityTopologyKeyAnnotation, "not a key").Obj(),
+			wantWarnings: []string{`worker group "tpu" is unchanged but invalid for TPU: ` + badAffinityKey("not a key").Error()},
+		},
+		"changing the affinity key annotation to another invalid value is refused": {
+			oldRC: testutil.MakeRayCluster("rc", ns).TPUGroup("tpu", v6e, "4x4", 4, 4, 1).
+				GroupAnnotation(0, constants.AffinityTopologyKeyAnnotation, "not a key").Obj(),
+			newRC: testutil.MakeRayCluster("rc", ns).TPUGroup("tpu", v6e, "4x4", 4, 4, 1).
+				GroupAnnotation(0, constants.AffinityTopologyKeyAnnotation, "still not a key").Obj(),
+			wantErrs: field.ErrorList{badAffinityKey("still not a key")},
 		},
 		"adding a container to an invalid group is a change of its resources and is refused": {
 			oldRC:    invalid().Obj(),
