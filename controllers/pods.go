@@ -170,6 +170,6 @@ func (r *TPUSliceAssignmentReconciler) specFor(ctx context.Context, pod *corev1.
 
 // sliceShape returns the slice a Pod's topology and TPU resources describe, if they describe one.
 func sliceShape(pod *corev1.Pod) (topology.Slice, bool) {
-	shape, err := topology.FromPodSpec(&pod.Spec)
+	shape, err := topology.FromPod(pod.Annotations, &pod.Spec)
 	return shape, err == nil
 }

@@ -146,7 +146,7 @@ func (w *podWebhook) assign(ctx context.Context, req admission.Request, pod *cor
 	log := ctrl.LoggerFrom(ctx).WithValues("namespace", req.Namespace, "generateName", pod.GenerateName,
 		"rayCluster", cluster, "group", group)
 
-	slice, err := topology.FromPodSpec(&pod.Spec)
+	slice, err := topology.FromPod(pod.Annotations, &pod.Spec)
 	if err != nil {
 		return deny("TPU worker Pod of RayCluster %s group %s: %v", cluster, group, err)
 	}

@@ -883,8 +883,8 @@ func TestPodWebhookDenies(t *testing.T) {
 		"a TPU worker Pod without the topology nodeSelector is denied naming the key": {
 			rc:       tpuCluster().WithoutNodeSelector(0, constants.TopologyNodeSelectorKey).Obj(),
 			wantCode: http.StatusForbidden,
-			wantMessage: "TPU worker Pod of RayCluster rc group tpu: nodeSelector cloud.google.com/gke-tpu-topology is required: " +
-				"set it to the TPU slice topology, such as 4x4 or 2x2x4",
+			wantMessage: "TPU worker Pod of RayCluster rc group tpu: nodeSelector cloud.google.com/gke-tpu-topology (or, for GKE subslicing " +
+				"and dynamic slicing, annotation cloud.google.com/gke-tpu-slice-topology) is required: set it to the TPU slice topology, such as 4x4 or 2x2x4",
 			wantResult: metrics.ResultDeniedPermanent,
 		},
 		"an unparseable topology is denied": {

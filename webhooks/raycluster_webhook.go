@@ -29,24 +29,29 @@ import (
 
 // +kubebuilder:webhook:path=/validate-ray-io-v1-raycluster,mutating=false,failurePolicy=fail,sideEffects=None,groups=ray.io,resources=rayclusters,verbs=create;update,versions=v1,name=vraycluster.tpu.ray.io,admissionReviewVersions=v1,timeoutSeconds=10
 
-// rayClusterWebhook refuses RayClusters whose TPU worker groups cannot form a slice (docs/spec.md §6).
-type rayClusterWebhook struct{}
+// rayClusterWebhook refuses RayClusters whose TPU worker groups cannot form a slice, and warns
+// about subsliced groups the TPU Nodes cannot place as asked (docs/spec.md §6).
+type rayClusterWebhook struct {
+	// validator checks the groups; nil uses the default options and checks no Nodes.
+	validator *validation.Validator
+}
 
 var _ admission.Validator[*rayv1.RayCluster] = &rayClusterWebhook{}
 
 var rayClusterGK = schema.GroupKind{Group: rayv1.GroupVersion.Group, Kind: "RayCluster"}
 
-// ValidateCreate checks every TPU worker group.
-func (w *rayClusterWebhook) ValidateCreate(_ context.Context, rc *rayv1.RayCluster) (admission.Warnings, error) {
-	if errs := validation.ValidateRayCluster(rc); len(errs) > 0 {
-		return nil, apierrors.NewInvalid(rayClusterGK, rc.Name, errs)
+// ValidateCreate checks every TPU worker group; the warnings are returned even when it refuses.
+func (w *rayClusterWebhook) ValidateCreate(ctx context.Context, rc *rayv1.RayCluster) (admission.Warnings, error) {
+	errs, warnings := w.validator.ValidateCreate(ctx, rc)
+	if len(errs) > 0 {
+		return warnings, apierrors.NewInvalid(rayClusterGK, rc.Name, errs)
 	}
-	return nil, nil
+	return warnings, nil
 }
 
 // ValidateUpdate checks changed TPU worker groups; unchanged groups only get warnings (ratcheting).
-func (w *rayClusterWebhook) ValidateUpdate(_ context.Context, oldRC, newRC *rayv1.RayCluster) (admission.Warnings, error) {
-	errs, warnings := validation.ValidateRayClusterUpdate(oldRC, newRC)
+func (w *rayClusterWebhook) ValidateUpdate(ctx context.Context, oldRC, newRC *rayv1.RayCluster) (admission.Warnings, error) {
+	errs, warnings := w.validator.ValidateUpdate(ctx, oldRC, newRC)
 	if len(errs) > 0 {
 		return warnings, apierrors.NewInvalid(rayClusterGK, newRC.Name, errs)
 	}

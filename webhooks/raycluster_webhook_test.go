@@ -17,6 +17,7 @@ limitations under the License.
 package webhooks
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"testing"
@@ -28,15 +29,17 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
+	"github.com/ray-tpu/tpu-slice-operator/internal/placement"
 	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
+	"github.com/ray-tpu/tpu-slice-operator/internal/validation"
 )
 
 const (
 	// wrongHostsBody is the error body of numOfHosts 2 in a v6e 4x4 group of 4-chip Pods.
 	wrongHostsBody = "Invalid value: 2: topology 4x4 has 16 chips and each Pod requests 4, so the slice needs numOfHosts 4"
 	// missingTopologyBody is the error body of a TPU group without the topology nodeSelector.
-	missingTopologyBody = "Required value: nodeSelector cloud.google.com/gke-tpu-topology is required: " +
-		"set it to the TPU slice topology, such as 4x4 or 2x2x4"
+	missingTopologyBody = "Required value: nodeSelector cloud.google.com/gke-tpu-topology (or, for GKE subslicing and dynamic slicing, " +
+		"annotation cloud.google.com/gke-tpu-slice-topology) is required: set it to the TPU slice topology, such as 4x4 or 2x2x4"
 )
 
 // invalidRayCluster is the status of the Invalid error refusing RayCluster "rc" for causes, whose
@@ -171,4 +174,56 @@ func TestRayClusterWebhookValidateDeleteAllows(t *testing.T) {
 	if err != nil || warnings != nil {
 		t.Errorf("ValidateDelete() = %q, %v; want no warnings and no error", warnings, err)
 	}
+}
+
+// noTPUNodes is a Node lister of a cluster without TPU Nodes yet.
+type noTPUNodes struct{}
+
+func (noTPUNodes) ListNodes(context.Context, map[string]string) ([]placement.Node, error) {
+	return nil, nil
+}
+
+func TestRayClusterWebhookReturnsWarnings(t *testing.T) {
+	subsliced := func() *testutil.RayClusterWrapper {
+		return cluster().TPUGroup(group, v6e, "4x4", 4, 2, 1).GroupAnnotation(0, constants.SliceTopologyAnnotation, "2x4")
+	}
+	noNodes := `worker group "tpu": subslice 2x4 targets no Nodes yet (nodeSelector cloud.google.com/gke-tpu-accelerator=tpu-v6e-slice, ` +
+		"cloud.google.com/gke-tpu-topology=4x4): Pods created before such Nodes exist cannot be kept on a GCE topology domain, " +
+		"so its Pods are kept on one node pool (cloud.google.com/gke-nodepool), which no other subslice can then share"
+	w := &rayClusterWebhook{validator: validation.New(validation.Options{Nodes: noTPUNodes{}})}
+	cases := map[string]struct {
+		rc           *rayv1.RayCluster
+		wantErr      *metav1.Status
+		wantWarnings admission.Warnings
+	}{
+		"a subsliced group targeting no Nodes yet is allowed with a warning": {
+			rc:           subsliced().Obj(),
+			wantWarnings: admission.Warnings{noNodes},
+		},
+		"the warning comes with the refusal of another group": {
+			rc: subsliced().TPUGroup("tpu-b", v6e, "4x4", 4, 2, 1).Obj(),
+			wantErr: invalidRayCluster(`RayCluster.ray.io "rc" is invalid: spec.workerGroupSpecs[1].numOfHosts: `+wrongHostsBody,
+				metav1.StatusCause{Type: metav1.CauseTypeFieldValueInvalid, Field: "spec.workerGroupSpecs[1].numOfHosts", Message: wrongHostsBody}),
+			wantWarnings: admission.Warnings{noNodes},
+		},
+		"a Kueue-queued cluster gets no Node warning": {
+			rc: subsliced().Label(constants.KueueQueueNameLabel, "lq").Obj(),
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			warnings, err := w.ValidateCreate(t.Context(), tc.rc)
+			checkInvalid(t, err, tc.wantErr)
+			if diff := cmp.Diff(tc.wantWarnings, warnings); diff != "" {
+				t.Errorf("Warnings (-want +got):\n%s", diff)
+			}
+		})
+	}
+	t.Run("an update changing the group returns its warning", func(t *testing.T) {
+		warnings, err := w.ValidateUpdate(t.Context(), cluster().TPUGroup(group, v6e, "4x4", 4, 4, 1).Obj(), subsliced().Obj())
+		checkInvalid(t, err, nil)
+		if diff := cmp.Diff(admission.Warnings{noNodes}, warnings); diff != "" {
+			t.Errorf("Warnings (-want +got):\n%s", diff)
+		}
+	})
 }

@@ -42,6 +42,7 @@ import (
 	"github.com/ray-tpu/tpu-slice-operator/internal/allocator"
 	"github.com/ray-tpu/tpu-slice-operator/internal/forward"
 	"github.com/ray-tpu/tpu-slice-operator/internal/tombstones"
+	"github.com/ray-tpu/tpu-slice-operator/internal/validation"
 )
 
 // +kubebuilder:webhookconfiguration:mutating=true,name=webhook-configuration
@@ -69,6 +70,9 @@ type Options struct {
 	Allocator *allocator.Allocator
 	// Forward, when its Service is set, sends each claim to the replica that owns its worker group.
 	Forward ForwardOptions
+	// RayCluster configures the RayCluster validation: the slice host limit and the TPU Nodes it
+	// warns about subsliced groups from (none when unset).
+	RayCluster validation.Options
 }
 
 // DefaultWebhookPortName is the webhook Service's port name (config/webhook/service.yaml).
@@ -161,7 +165,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		return err
 	}
 	return ctrl.NewWebhookManagedBy(mgr, &rayv1.RayCluster{}).
-		WithValidator(&rayClusterWebhook{}).
+		WithValidator(&rayClusterWebhook{validator: validation.New(opts.RayCluster)}).
 		Complete()
 }
 

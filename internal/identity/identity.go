@@ -75,7 +75,7 @@ func FromPod(pod *corev1.Pod) (Identity, bool) {
 		return Identity{}, false
 	}
 	id := Identity{Group: group, Replica: replica, WorkerID: int32(workerID)}
-	shape, err := topology.FromPodSpec(&pod.Spec)
+	shape, err := topology.FromPod(pod.Annotations, &pod.Spec)
 	if err == nil {
 		id.Hosts = shape.Hosts
 		if topology.IsV7x(shape.Accelerator) && len(tpu) > 1 {

@@ -119,7 +119,7 @@ func CacheOptions(opts Options) cache.Options {
 	return cache.Options{ByObject: byObject}
 }
 
-// TrimPod keeps the parts of a Pod the operator reads: name, UID, labels, our annotation, owner,
+// TrimPod keeps the parts of a Pod the operator reads: name, UID, labels, two annotations, owner,
 // deletion state and phase, and of the spec what its TPU identity is read from (package identity):
 // the node selectors, hostname and subdomain, and of each TPU container its name, TPU resources and
 // the TPU_WORKER_ID and TPU_NAME variables. Everything else is dropped from the cache.
@@ -129,8 +129,13 @@ func TrimPod(obj any) (any, error) {
 		return obj, nil
 	}
 	var annotations map[string]string
-	if token, ok := pod.Annotations[constants.ClaimTokenAnnotation]; ok {
-		annotations = map[string]string{constants.ClaimTokenAnnotation: token}
+	for _, key := range keptAnnotations {
+		if v, ok := pod.Annotations[key]; ok {
+			if annotations == nil {
+				annotations = make(map[string]string, len(keptAnnotations))
+			}
+			annotations[key] = v
+		}
 	}
 	return &corev1.Pod{
 		TypeMeta: pod.TypeMeta,
@@ -149,6 +154,10 @@ func TrimPod(obj any) (any, error) {
 		Status: corev1.PodStatus{Phase: pod.Status.Phase},
 	}, nil
 }
+
+// keptAnnotations are the annotations the cache keeps: our claim token, and the subslice topology
+// a Pod's slice is read from.
+var keptAnnotations = []string{constants.ClaimTokenAnnotation, constants.SliceTopologyAnnotation}
 
 // identityEnv are the variables a Pod's TPU identity is read from.
 var identityEnv = []string{constants.EnvWorkerID, constants.EnvName}

@@ -401,3 +401,32 @@ func (p *PodWrapper) Created(at time.Time) *PodWrapper {
 	p.CreationTimestamp = metav1.NewTime(at)
 	return p
 }
+
+// Label sets a label of the RayCluster.
+func (r *RayClusterWrapper) Label(k, v string) *RayClusterWrapper {
+	if r.Labels == nil {
+		r.Labels = map[string]string{}
+	}
+	r.Labels[k] = v
+	return r
+}
+
+// GroupAnnotation sets an annotation of group i's Pod template.
+func (r *RayClusterWrapper) GroupAnnotation(i int, k, v string) *RayClusterWrapper {
+	meta := &r.Spec.WorkerGroupSpecs[i].Template.ObjectMeta
+	if meta.Annotations == nil {
+		meta.Annotations = map[string]string{}
+	}
+	meta.Annotations[k] = v
+	return r
+}
+
+// GroupLabel sets a label of group i's Pod template.
+func (r *RayClusterWrapper) GroupLabel(i int, k, v string) *RayClusterWrapper {
+	meta := &r.Spec.WorkerGroupSpecs[i].Template.ObjectMeta
+	if meta.Labels == nil {
+		meta.Labels = map[string]string{}
+	}
+	meta.Labels[k] = v
+	return r
+}

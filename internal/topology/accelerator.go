@@ -30,7 +30,7 @@ type Generation struct {
 	Name string
 	// Dims is the number of dimensions of the generation's topologies, 2 or 3.
 	Dims int
-	// ChipsPerVM are the allowed chips per host VM. They are informational: FromPodSpec does
+	// ChipsPerVM are the allowed chips per host VM. They are informational: FromPod does
 	// not check the chips per Pod against them.
 	ChipsPerVM []int64
 }

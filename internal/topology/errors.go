@@ -20,8 +20,17 @@ import "errors"
 
 // Sentinel errors wrapped by every *Error this package returns. Test for them with errors.Is.
 var (
-	// ErrMissingTopology means the Pod spec has no cloud.google.com/gke-tpu-topology nodeSelector.
+	// ErrMissingTopology means the Pod has neither the cloud.google.com/gke-tpu-slice-topology
+	// annotation nor the cloud.google.com/gke-tpu-topology nodeSelector.
 	ErrMissingTopology = errors.New("missing TPU topology nodeSelector")
+	// ErrEmptySliceTopology means the cloud.google.com/gke-tpu-slice-topology annotation is
+	// present with an empty value.
+	ErrEmptySliceTopology = errors.New("empty TPU slice topology annotation")
+	// ErrNotInParent means the slice topology of the annotation does not fit inside the parent
+	// topology of the nodeSelector.
+	ErrNotInParent = errors.New("slice topology does not fit inside the parent topology")
+	// ErrTooManyHosts means the slice has more hosts than the caller allows (Slice.CheckMaxHosts).
+	ErrTooManyHosts = errors.New("too many hosts in the TPU slice")
 	// ErrInvalidTopology means the topology is not 1 to 3 positive integers separated by "x",
 	// or is too large.
 	ErrInvalidTopology = errors.New("invalid TPU topology")
@@ -47,6 +56,9 @@ const (
 	// FieldResources is the google.com/tpu resources of the Pod's containers: none requests
 	// TPUs, or the chips per Pod do not divide the chips in the topology.
 	FieldResources
+	// FieldSliceTopology is the cloud.google.com/gke-tpu-slice-topology annotation: it is empty,
+	// cannot be parsed or does not fit inside the parent topology.
+	FieldSliceTopology
 )
 
 // String returns a short lowercase name of the field, such as "topology".
@@ -58,12 +70,14 @@ func (f Field) String() string {
 		return "accelerator"
 	case FieldResources:
 		return "resources"
+	case FieldSliceTopology:
+		return "slice topology"
 	default:
 		return "unknown"
 	}
 }
 
-// Error is the error returned by ParseTopology, Hosts and FromPodSpec.
+// Error is the error returned by ParseTopology, Hosts, FromPod and Slice.CheckMaxHosts.
 //
 // Field tells which input is at fault and Err is one of the sentinel errors of this package,
 // so errors.Is(err, ErrMissingTopology) works on the returned error. When a value conflicts

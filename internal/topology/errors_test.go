@@ -29,6 +29,7 @@ func TestFieldString(t *testing.T) {
 		"topology":           {field: FieldTopology, want: "topology"},
 		"accelerator":        {field: FieldAccelerator, want: "accelerator"},
 		"resources":          {field: FieldResources, want: "resources"},
+		"slice topology":     {field: FieldSliceTopology, want: "slice topology"},
 		"the zero value":     {field: 0, want: "unknown"},
 		"an undefined value": {field: 42, want: "unknown"},
 	}
@@ -75,7 +76,7 @@ func TestError(t *testing.T) {
 }
 
 func TestSentinelsAreDistinct(t *testing.T) {
-	sentinels := []error{ErrMissingTopology, ErrInvalidTopology, ErrDimensionMismatch, ErrNoTPUChips, ErrChipsMismatch}
+	sentinels := []error{ErrMissingTopology, ErrEmptySliceTopology, ErrInvalidTopology, ErrNotInParent, ErrDimensionMismatch, ErrNoTPUChips, ErrChipsMismatch, ErrTooManyHosts}
 	for i, a := range sentinels {
 		for j, b := range sentinels {
 			if i != j && errors.Is(a, b) {

@@ -26,10 +26,19 @@ import (
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
 )
 
-// Slice is everything derived from a Pod (template) spec about its TPU slice.
+// Slice is everything derived from a Pod (template) about its TPU slice.
 type Slice struct {
-	// Topology is the parsed cloud.google.com/gke-tpu-topology nodeSelector.
+	// Topology is the slice's own topology: the parsed cloud.google.com/gke-tpu-slice-topology
+	// annotation when Annotated, else the parsed cloud.google.com/gke-tpu-topology nodeSelector.
 	Topology Topology
+	// Parent is the parsed cloud.google.com/gke-tpu-topology nodeSelector when Annotated and the
+	// nodeSelector is set: the slice the subslice Topology is cut from, which contains it. It is
+	// nil without the annotation (the nodeSelector is then Topology) and for GKE dynamic slicing,
+	// whose Pods select only the accelerator.
+	Parent *Topology
+	// Annotated reports that Topology comes from the cloud.google.com/gke-tpu-slice-topology
+	// annotation (GKE subslicing or dynamic slicing).
+	Annotated bool
 	// Accelerator is the raw cloud.google.com/gke-tpu-accelerator nodeSelector, may be "".
 	Accelerator string
 	// ChipsPerPod is the google.com/tpu chips of one Pod, that is of one host VM.
@@ -145,44 +154,76 @@ func Hosts(t Topology, chipsPerPod int64) (int32, error) {
 	return int32(hosts), nil
 }
 
-// FromPodSpec reads the topology and accelerator nodeSelectors and the containers' TPU
-// resources of a Pod (template) spec and returns its Slice.
+// FromPod reads a Pod's (or Pod template's) slice topology, accelerator and TPU resources and
+// returns its Slice. annotations are the Pod's (or template's) metadata.annotations, may be nil.
+//
+// The slice's topology is the cloud.google.com/gke-tpu-slice-topology annotation when the key is
+// present (GKE subslicing and dynamic slicing), else the cloud.google.com/gke-tpu-topology
+// nodeSelector. With the annotation, the nodeSelector topology is the parent slice the subslice
+// is cut from; it is optional (dynamic slicing names only the accelerator) and, when present,
+// must contain the subslice (Topology.Contains).
 //
 // The checks run in this order, and the first failure is returned as an *Error:
 //
-//  1. the topology nodeSelector is present (FieldTopology, ErrMissingTopology);
-//  2. it parses (FieldTopology, ErrInvalidTopology);
-//  3. for a known accelerator, it has the accelerator's number of dimensions (FieldAccelerator,
-//     ErrDimensionMismatch); an unknown or missing accelerator is not checked;
-//  4. some container requests google.com/tpu (FieldResources, ErrNoTPUChips);
-//  5. the chips per Pod divide the chips of the topology into at least one host
+//  1. with the annotation: its value is not empty (FieldSliceTopology, ErrEmptySliceTopology)
+//     and parses (FieldSliceTopology, ErrInvalidTopology); without it, the topology nodeSelector
+//     is present (FieldTopology, ErrMissingTopology);
+//  2. the topology nodeSelector, when present, parses (FieldTopology, ErrInvalidTopology);
+//  3. for a known accelerator, the slice's topology and then the parent have the accelerator's
+//     number of dimensions (FieldAccelerator, ErrDimensionMismatch); an unknown or missing
+//     accelerator is not checked;
+//  4. the parent contains the slice's topology (FieldSliceTopology, ErrNotInParent);
+//  5. some container requests google.com/tpu (FieldResources, ErrNoTPUChips);
+//  6. the chips per Pod divide the chips of the slice's topology into at least one host
 //     (FieldResources, ErrChipsMismatch).
 //
-// FromPodSpec does not decide whether a Pod is a TPU Pod: a spec without TPU resources and
-// without topology fails with ErrMissingTopology. Callers that must skip non-TPU Pods should
-// check ChipsPerPod or TPUContainers first.
-func FromPodSpec(spec *corev1.PodSpec) (Slice, error) {
+// FromPod does not decide whether a Pod is a TPU Pod: a spec without TPU resources and without
+// topology fails with ErrMissingTopology. Callers that must skip non-TPU Pods should check
+// ChipsPerPod or TPUContainers first. It does not bound the host count either: see CheckMaxHosts.
+func FromPod(annotations map[string]string, spec *corev1.PodSpec) (Slice, error) {
 	if spec == nil {
 		spec = &corev1.PodSpec{}
 	}
-	value, ok := spec.NodeSelector[constants.TopologyNodeSelectorKey]
-	if !ok {
+	sliceValue, annotated := annotations[constants.SliceTopologyAnnotation]
+	parentValue, hasParent := spec.NodeSelector[constants.TopologyNodeSelectorKey]
+	var t Topology
+	var parent *Topology
+	switch {
+	case annotated:
+		st, err := parseSliceTopology(sliceValue)
+		if err != nil {
+			return Slice{}, err
+		}
+		t = st
+	case !hasParent:
 		return Slice{}, &Error{
-			Field:  FieldTopology,
-			Err:    ErrMissingTopology,
-			Detail: fmt.Sprintf("nodeSelector %s is required: set it to the TPU slice topology, such as 4x4 or 2x2x4", constants.TopologyNodeSelectorKey),
+			Field: FieldTopology,
+			Err:   ErrMissingTopology,
+			Detail: fmt.Sprintf("nodeSelector %s (or, for GKE subslicing and dynamic slicing, annotation %s) is required: set it to the TPU slice topology, such as 4x4 or 2x2x4",
+				constants.TopologyNodeSelectorKey, constants.SliceTopologyAnnotation),
 		}
 	}
-	t, err := ParseTopology(value)
-	if err != nil {
-		return Slice{}, err
+	if hasParent {
+		pt, err := ParseTopology(parentValue)
+		if err != nil {
+			return Slice{}, err
+		}
+		if annotated {
+			parent = &pt
+		} else {
+			t = pt
+		}
 	}
 	accelerator := spec.NodeSelector[constants.AcceleratorNodeSelectorKey]
-	if g, known := LookupAccelerator(accelerator); known && len(t.Dims) != g.Dims {
-		return Slice{}, &Error{
-			Field:  FieldAccelerator,
-			Err:    ErrDimensionMismatch,
-			Detail: fmt.Sprintf("accelerator %s needs a %d-D topology such as %s, got %s", accelerator, g.Dims, exampleTopology(g.Dims), t),
+	if err := checkDims(accelerator, t); err != nil {
+		return Slice{}, err
+	}
+	if parent != nil {
+		if err := checkDims(accelerator, *parent); err != nil {
+			return Slice{}, err
+		}
+		if err := checkInParent(t, *parent); err != nil {
+			return Slice{}, err
 		}
 	}
 	chips := ChipsPerPod(spec)
@@ -199,11 +240,25 @@ func FromPodSpec(spec *corev1.PodSpec) (Slice, error) {
 	}
 	return Slice{
 		Topology:      t,
+		Parent:        parent,
+		Annotated:     annotated,
 		Accelerator:   accelerator,
 		ChipsPerPod:   chips,
 		Hosts:         hosts,
 		TPUContainers: TPUContainers(spec),
 	}, nil
+}
+
+// checkDims returns an error when accelerator is known and t has another number of dimensions.
+func checkDims(accelerator string, t Topology) error {
+	if g, known := LookupAccelerator(accelerator); known && len(t.Dims) != g.Dims {
+		return &Error{
+			Field:  FieldAccelerator,
+			Err:    ErrDimensionMismatch,
+			Detail: fmt.Sprintf("accelerator %s needs a %d-D topology such as %s, got %s", accelerator, g.Dims, exampleTopology(g.Dims), t),
+		}
+	}
+	return nil
 }
 
 func initContainersRequestTPUs(spec *corev1.PodSpec) bool {

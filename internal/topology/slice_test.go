@@ -92,13 +92,19 @@ func tpuContainer(request, limit string) corev1.Container {
 	return c
 }
 
-func TestFromPodSpec(t *testing.T) {
+// sliceTopology returns the annotations of a Pod whose slice topology annotation is value.
+func sliceTopology(value string) map[string]string {
+	return map[string]string{constants.SliceTopologyAnnotation: value}
+}
+
+func TestFromPod(t *testing.T) {
 	cases := map[string]struct {
-		spec       *corev1.PodSpec
-		want       Slice
-		wantErr    error // sentinel; nil means success
-		wantField  Field
-		wantErrMsg string // substring of the error message
+		annotations map[string]string
+		spec        *corev1.PodSpec
+		want        Slice
+		wantErr     error // sentinel; nil means success
+		wantField   Field
+		wantErrMsg  string // substring of the error message
 	}{
 		"v4 2x2x1 with 4 chips per Pod is a single host": {
 			spec: makeSpec().accelerator("tpu-v4-podslice").topology("2x2x1").tpu("4").obj(),
@@ -259,11 +265,170 @@ func TestFromPodSpec(t *testing.T) {
 				TPUContainers: []int{0},
 			},
 		},
-		"a missing topology nodeSelector names the key": {
-			spec:       makeSpec().accelerator("tpu-v6e-slice").tpu("4").obj(),
-			wantErr:    ErrMissingTopology,
-			wantField:  FieldTopology,
-			wantErrMsg: "nodeSelector cloud.google.com/gke-tpu-topology is required",
+		"a missing topology names the nodeSelector and the annotation": {
+			spec:      makeSpec().accelerator("tpu-v6e-slice").tpu("4").obj(),
+			wantErr:   ErrMissingTopology,
+			wantField: FieldTopology,
+			wantErrMsg: "nodeSelector cloud.google.com/gke-tpu-topology (or, for GKE subslicing and dynamic slicing, " +
+				"annotation cloud.google.com/gke-tpu-slice-topology) is required: set it to the TPU slice topology, such as 4x4 or 2x2x4",
+		},
+		"other annotations do not stand in for the topology": {
+			annotations: map[string]string{"cloud.google.com/gke-tpu-topology": "4x4"},
+			spec:        makeSpec().accelerator("tpu-v6e-slice").tpu("4").obj(),
+			wantErr:     ErrMissingTopology,
+			wantField:   FieldTopology,
+			wantErrMsg:  "is required",
+		},
+		"subslice: a 2x4 annotation inside a 4x4 v6e parent is 2 hosts of 4 chips": {
+			annotations: sliceTopology("2x4"),
+			spec:        makeSpec().accelerator("tpu-v6e-slice").topology("4x4").tpu("4").obj(),
+			want: Slice{
+				Topology:      Topology{Dims: []int32{2, 4}},
+				Parent:        &Topology{Dims: []int32{4, 4}},
+				Annotated:     true,
+				Accelerator:   "tpu-v6e-slice",
+				ChipsPerPod:   4,
+				Hosts:         2,
+				TPUContainers: []int{0},
+			},
+		},
+		"subslice: an annotation equal to its parent is the whole parent": {
+			annotations: sliceTopology("4x4"),
+			spec:        makeSpec().accelerator("tpu-v6e-slice").topology("4x4").tpu("4").obj(),
+			want: Slice{
+				Topology:      Topology{Dims: []int32{4, 4}},
+				Parent:        &Topology{Dims: []int32{4, 4}},
+				Annotated:     true,
+				Accelerator:   "tpu-v6e-slice",
+				ChipsPerPod:   4,
+				Hosts:         4,
+				TPUContainers: []int{0},
+			},
+		},
+		"subslice: a 2x2 annotation of 4-chip Pods is a single host of a multi-host parent": {
+			annotations: sliceTopology("2x2"),
+			spec:        makeSpec().accelerator("tpu-v6e-slice").topology("4x4").tpu("4").obj(),
+			want: Slice{
+				Topology:      Topology{Dims: []int32{2, 2}},
+				Parent:        &Topology{Dims: []int32{4, 4}},
+				Annotated:     true,
+				Accelerator:   "tpu-v6e-slice",
+				ChipsPerPod:   4,
+				Hosts:         1,
+				TPUContainers: []int{0},
+			},
+		},
+		"subslice: a v4 2x2x2 annotation inside 2x2x4 is 2 hosts": {
+			annotations: sliceTopology("2x2x2"),
+			spec:        makeSpec().accelerator("tpu-v4-podslice").topology("2x2x4").tpu("4").obj(),
+			want: Slice{
+				Topology:      Topology{Dims: []int32{2, 2, 2}},
+				Parent:        &Topology{Dims: []int32{2, 2, 4}},
+				Annotated:     true,
+				Accelerator:   "tpu-v4-podslice",
+				ChipsPerPod:   4,
+				Hosts:         2,
+				TPUContainers: []int{0},
+			},
+		},
+		"dynamic slicing: a tpu7x 4x12x16 annotation without topology nodeSelector is 192 hosts": {
+			annotations: sliceTopology("4x12x16"),
+			spec:        makeSpec().accelerator("tpu7x").tpu("4").obj(),
+			want: Slice{
+				Topology:      Topology{Dims: []int32{4, 12, 16}},
+				Annotated:     true,
+				Accelerator:   "tpu7x",
+				ChipsPerPod:   4,
+				Hosts:         192,
+				TPUContainers: []int{0},
+			},
+		},
+		"an empty slice topology annotation names the key and does not fall back to the nodeSelector": {
+			annotations: sliceTopology(""),
+			spec:        makeSpec().accelerator("tpu-v6e-slice").topology("4x4").tpu("4").obj(),
+			wantErr:     ErrEmptySliceTopology,
+			wantField:   FieldSliceTopology,
+			wantErrMsg: "annotation cloud.google.com/gke-tpu-slice-topology is empty: set it to the topology of the slice, " +
+				"such as 2x4, or remove it to use the nodeSelector cloud.google.com/gke-tpu-topology",
+		},
+		"an unparseable slice topology annotation blames the annotation": {
+			annotations: sliceTopology("2X4"),
+			spec:        makeSpec().accelerator("tpu-v6e-slice").topology("4x4").tpu("4").obj(),
+			wantErr:     ErrInvalidTopology,
+			wantField:   FieldSliceTopology,
+			wantErrMsg:  `invalid topology "2X4"`,
+		},
+		"an unparseable parent of a valid annotation blames the nodeSelector": {
+			annotations: sliceTopology("2x4"),
+			spec:        makeSpec().accelerator("tpu-v6e-slice").topology("4x").tpu("4").obj(),
+			wantErr:     ErrInvalidTopology,
+			wantField:   FieldTopology,
+			wantErrMsg:  `invalid topology "4x"`,
+		},
+		"a subslice of the wrong dimensionality for the accelerator blames the accelerator": {
+			annotations: sliceTopology("2x2x2"),
+			spec:        makeSpec().accelerator("tpu-v6e-slice").topology("4x4").tpu("4").obj(),
+			wantErr:     ErrDimensionMismatch,
+			wantField:   FieldAccelerator,
+			wantErrMsg:  "accelerator tpu-v6e-slice needs a 2-D topology such as 4x4, got 2x2x2",
+		},
+		"a parent of the wrong dimensionality for the accelerator blames the accelerator": {
+			annotations: sliceTopology("2x4"),
+			spec:        makeSpec().accelerator("tpu-v6e-slice").topology("2x2x4").tpu("4").obj(),
+			wantErr:     ErrDimensionMismatch,
+			wantField:   FieldAccelerator,
+			wantErrMsg:  "accelerator tpu-v6e-slice needs a 2-D topology such as 4x4, got 2x2x4",
+		},
+		"a subslice with another number of dimensions than its parent does not fit": {
+			annotations: sliceTopology("2x2x2"),
+			spec:        makeSpec().topology("4x4").tpu("4").obj(),
+			wantErr:     ErrNotInParent,
+			wantField:   FieldSliceTopology,
+			wantErrMsg: "the slice topology 2x2x2 of annotation cloud.google.com/gke-tpu-slice-topology does not fit inside " +
+				"the parent topology 4x4 of nodeSelector cloud.google.com/gke-tpu-topology: it has 3 dimensions and the parent 2",
+		},
+		"a subslice larger than its parent in one dimension does not fit": {
+			annotations: sliceTopology("2x8"),
+			spec:        makeSpec().accelerator("tpu-v6e-slice").topology("4x4").tpu("4").obj(),
+			wantErr:     ErrNotInParent,
+			wantField:   FieldSliceTopology,
+			wantErrMsg: "the slice topology 2x8 of annotation cloud.google.com/gke-tpu-slice-topology does not fit inside " +
+				"the parent topology 4x4 of nodeSelector cloud.google.com/gke-tpu-topology: every dimension must be at most the parent's",
+		},
+		"a subslice in another orientation than its parent does not fit, and the error names the one that does": {
+			annotations: sliceTopology("4x2"),
+			spec:        makeSpec().accelerator("tpu-v6e-slice").topology("2x4").tpu("4").obj(),
+			wantErr:     ErrNotInParent,
+			wantField:   FieldSliceTopology,
+			wantErrMsg:  "every dimension must be at most the parent's (the same shape as 2x4 fits)",
+		},
+		"the subslice is checked against its parent before the resources": {
+			annotations: sliceTopology("2x8"),
+			spec:        makeSpec().accelerator("tpu-v6e-slice").topology("4x4").cpu().obj(),
+			wantErr:     ErrNotInParent,
+			wantField:   FieldSliceTopology,
+			wantErrMsg:  "does not fit inside",
+		},
+		"a subslice without TPU chips is an error on the resources": {
+			annotations: sliceTopology("2x4"),
+			spec:        makeSpec().accelerator("tpu-v6e-slice").topology("4x4").cpu().obj(),
+			wantErr:     ErrNoTPUChips,
+			wantField:   FieldResources,
+			wantErrMsg:  "no container requests google.com/tpu",
+		},
+		"the hosts of a subslice are its own chips divided by the chips per Pod, exactly": {
+			annotations: sliceTopology("2x4"),
+			spec:        makeSpec().accelerator("tpu-v6e-slice").topology("4x4").tpu("3").obj(),
+			wantErr:     ErrChipsMismatch,
+			wantField:   FieldResources,
+			wantErrMsg:  "topology 2x4 has 8 chips, which is not a multiple of 3 chips per Pod",
+		},
+		"a subslice of fewer chips than one Pod requests is an error, not one host": {
+			annotations: sliceTopology("1x1"),
+			spec:        makeSpec().accelerator("tpu-v6e-slice").topology("4x4").tpu("4").obj(),
+			wantErr:     ErrChipsMismatch,
+			wantField:   FieldResources,
+			wantErrMsg:  "topology 1x1 has fewer chips (1) than one Pod requests (4)",
 		},
 		"a nil spec has no topology": {
 			spec:       nil,
@@ -359,19 +524,19 @@ func TestFromPodSpec(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got, err := FromPodSpec(tc.spec)
+			got, err := FromPod(tc.annotations, tc.spec)
 			if tc.wantErr == nil {
 				if err != nil {
-					t.Fatalf("FromPodSpec() returned unexpected error: %v", err)
+					t.Fatalf("FromPod() returned unexpected error: %v", err)
 				}
 			} else {
 				if err == nil {
-					t.Fatalf("FromPodSpec() = %+v, want error wrapping %q", got, tc.wantErr)
+					t.Fatalf("FromPod() = %+v, want error wrapping %q", got, tc.wantErr)
 				}
 				assertError(t, err, tc.wantErr, tc.wantField, tc.wantErrMsg)
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("FromPodSpec() (-want,+got):\n%s", diff)
+				t.Errorf("FromPod() (-want,+got):\n%s", diff)
 			}
 		})
 	}

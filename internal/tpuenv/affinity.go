@@ -26,19 +26,29 @@ import (
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
 )
 
-// sliceAffinityTerm places a Pod in the node pool of the other Pods of its slice.
-func sliceAffinityTerm(slice string) corev1.PodAffinityTerm {
+// affinityKey returns the topologyKey of id's slice terms: id.AffinityTopologyKey, or
+// cloud.google.com/gke-nodepool when it is empty.
+func affinityKey(id Identity) string {
+	if id.AffinityTopologyKey != "" {
+		return id.AffinityTopologyKey
+	}
+	return constants.NodePoolTopologyKey
+}
+
+// sliceAffinityTerm places a Pod in the topology domain (by default the node pool) of the other
+// Pods of its slice.
+func sliceAffinityTerm(slice, key string) corev1.PodAffinityTerm {
 	return corev1.PodAffinityTerm{
 		LabelSelector: &metav1.LabelSelector{
 			MatchLabels: map[string]string{constants.SliceLabel: slice},
 		},
-		TopologyKey: constants.NodePoolTopologyKey,
+		TopologyKey: key,
 	}
 }
 
-// otherSlicesAntiAffinityTerm keeps a Pod out of node pools running Pods of any other slice, in
-// any namespace.
-func otherSlicesAntiAffinityTerm(slice string) corev1.PodAffinityTerm {
+// otherSlicesAntiAffinityTerm keeps a Pod out of topology domains running Pods of any other slice,
+// in any namespace.
+func otherSlicesAntiAffinityTerm(slice, key string) corev1.PodAffinityTerm {
 	return corev1.PodAffinityTerm{
 		LabelSelector: &metav1.LabelSelector{
 			MatchExpressions: []metav1.LabelSelectorRequirement{
@@ -46,14 +56,19 @@ func otherSlicesAntiAffinityTerm(slice string) corev1.PodAffinityTerm {
 				{Key: constants.SliceLabel, Operator: metav1.LabelSelectorOpNotIn, Values: []string{slice}},
 			},
 		},
-		TopologyKey:       constants.NodePoolTopologyKey,
+		TopologyKey:       key,
 		NamespaceSelector: &metav1.LabelSelector{},
 	}
 }
 
-// mergeAffinity adds the required slice affinity and anti-affinity terms to pod, keeping every
-// term the Pod already has and adding none that is already present.
-func mergeAffinity(pod *corev1.Pod, slice string) {
+// mergeAffinity adds the required slice affinity and anti-affinity terms of id, on affinityKey(id),
+// to pod, keeping every term the Pod already has and adding none that is already present. With
+// id.NoAffinity it leaves the Pod's affinity untouched.
+func mergeAffinity(pod *corev1.Pod, id Identity) {
+	if id.NoAffinity {
+		return
+	}
+	key := affinityKey(id)
 	if pod.Spec.Affinity == nil {
 		pod.Spec.Affinity = &corev1.Affinity{}
 	}
@@ -62,12 +77,12 @@ func mergeAffinity(pod *corev1.Pod, slice string) {
 		affinity.PodAffinity = &corev1.PodAffinity{}
 	}
 	affinity.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution = addTerm(
-		affinity.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution, sliceAffinityTerm(slice))
+		affinity.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution, sliceAffinityTerm(id.SliceName, key))
 	if affinity.PodAntiAffinity == nil {
 		affinity.PodAntiAffinity = &corev1.PodAntiAffinity{}
 	}
 	affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution = addTerm(
-		affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution, otherSlicesAntiAffinityTerm(slice))
+		affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution, otherSlicesAntiAffinityTerm(id.SliceName, key))
 }
 
 // addTerm appends term to terms unless a semantically equal term is already there.

@@ -76,7 +76,8 @@ func removeIf(m map[string]string, key, value string, known bool) {
 	}
 }
 
-// stripAffinity removes the slice affinity terms Apply added for slice.
+// stripAffinity removes the slice affinity terms Apply added for slice, on whatever topologyKey
+// they were placed: the terms are recognized by their selectors of this operator's slice label.
 func stripAffinity(pod *corev1.Pod, slice string) {
 	a := pod.Spec.Affinity
 	if a == nil {
@@ -84,11 +85,11 @@ func stripAffinity(pod *corev1.Pod, slice string) {
 	}
 	if a.PodAffinity != nil {
 		a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution = removeTerm(
-			a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution, sliceAffinityTerm(slice))
+			a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution, sliceAffinityTerm(slice, ""))
 	}
 	if a.PodAntiAffinity != nil {
 		a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution = removeTerm(
-			a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution, otherSlicesAntiAffinityTerm(slice))
+			a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution, otherSlicesAntiAffinityTerm(slice, ""))
 	}
 	if a.PodAffinity != nil && len(a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution) == 0 &&
 		len(a.PodAffinity.PreferredDuringSchedulingIgnoredDuringExecution) == 0 {
@@ -103,8 +104,12 @@ func stripAffinity(pod *corev1.Pod, slice string) {
 	}
 }
 
+// removeTerm removes the terms equal to term but for their topologyKey.
 func removeTerm(terms []corev1.PodAffinityTerm, term corev1.PodAffinityTerm) []corev1.PodAffinityTerm {
-	out := slices.DeleteFunc(terms, func(t corev1.PodAffinityTerm) bool { return equality.Semantic.DeepEqual(t, term) })
+	out := slices.DeleteFunc(terms, func(t corev1.PodAffinityTerm) bool {
+		t.TopologyKey = ""
+		return equality.Semantic.DeepEqual(t, term)
+	})
 	if len(out) == 0 {
 		return nil
 	}

@@ -47,8 +47,8 @@ type Identity struct {
 	// Hosts is the number of hosts in the slice; more than 1 means multi-host.
 	Hosts int32
 	// Subdomain is the headless worker Service name (<cluster>-headless). It becomes the Pod's
-	// subdomain and the domain of TPU_WORKER_HOSTNAMES and TPU_PROCESS_ADDRESSES when multi-host,
-	// and the domain of MEGASCALE_COORDINATOR_ADDRESS in multislice containers.
+	// subdomain and the domain of TPU_WORKER_HOSTNAMES, TPU_PROCESS_ADDRESSES and (multislice)
+	// MEGASCALE_COORDINATOR_ADDRESS when multi-host.
 	Subdomain string
 	// V7x marks Ironwood (tpu7x): per-container worker IDs and process addresses.
 	V7x bool
@@ -56,6 +56,19 @@ type Identity struct {
 	SliceName string
 	// ClaimToken is written to annotation constants.ClaimTokenAnnotation.
 	ClaimToken string
+
+	// Topology are the dimensions of the slice's own topology (topology.Slice.Topology: a
+	// subslice's, never its parent's) and ChipsPerHost the google.com/tpu chips of one Pod
+	// (topology.Slice.ChipsPerPod). They give TORCH_TPU_TOPOLOGY and
+	// TORCH_TPU_SLICEBUILDER_ADDRESSES (torch.go); while either is unset, neither is written.
+	Topology     []int32
+	ChipsPerHost int64
+
+	// AffinityTopologyKey is the topologyKey of a multi-host slice's required pod affinity and
+	// anti-affinity (placement.Decide); "" means cloud.google.com/gke-nodepool. NoAffinity adds
+	// neither, for a slice Kueue or GKE's dynamic slicing places (placement.Decide chose no key).
+	AffinityTopologyKey string
+	NoAffinity          bool
 }
 
 // multiHost reports whether the identity belongs to a slice of more than one host.
@@ -78,21 +91,26 @@ func Applied(pod *corev1.Pod) bool {
 // Per TPU container, the operator-owned variables TPU_WORKER_ID, TPU_NAME and (multi-host)
 // TPU_WORKER_HOSTNAMES are always set: an existing entry is overwritten in place (its valueFrom
 // dropped) and later entries of the same name are removed. All other variables (process
-// addresses and port on v7x multi-host; MEGASCALE_* when the container defines
-// MEGASCALE_NUM_SLICES; the TPU device plugin host IP and address) are added only when the
+// addresses and port on v7x multi-host, or single-host with several TPU containers; MEGASCALE_*
+// when the container defines MEGASCALE_NUM_SLICES, the coordinator address only when multi-host,
+// see megascaleCoordinator; the TPU device plugin host IP and address) are added only when the
 // container has no entry of that name. New entries are appended in a fixed order, except that
 // TPU_DEVICE_PLUGIN_HOST_IP is inserted before a user's TPU_DEVICE_PLUGIN_ADDR so that
 // $(TPU_DEVICE_PLUGIN_HOST_IP) expands.
 //
+// TORCH_TPU_TOPOLOGY and TORCH_TPU_SLICEBUILDER_ADDRESSES are such defaults too, written when id
+// carries the slice's shape and the container does not configure torch_tpu itself (addTorchEnv).
+//
 // On the Pod, Apply sets the replicaIndex, slice and worker ID labels and the claim token
 // annotation; when multi-host, also spec.hostname, spec.subdomain and the required slice
-// affinity and anti-affinity, merged with the Pod's own affinity.
+// affinity and anti-affinity, merged with the Pod's own affinity (on id.AffinityTopologyKey, none
+// with id.NoAffinity).
 func Apply(pod *corev1.Pod, id Identity, tpuContainers []int) {
 	applyMetadata(pod, id)
 	if id.multiHost() {
 		pod.Spec.Hostname = Hostname(id.GroupName, id.ReplicaIndex, id.WorkerID)
 		pod.Spec.Subdomain = id.Subdomain
-		mergeAffinity(pod, id.SliceName)
+		mergeAffinity(pod, id)
 	}
 	for c, i := range tpuContainers {
 		container := &pod.Spec.Containers[i]
@@ -129,19 +147,23 @@ func applyEnv(env []corev1.EnvVar, id Identity, c, n int) []corev1.EnvVar {
 	}
 
 	// Defaults: the user's entry wins.
-	if id.V7x && id.multiHost() {
+	// v7x runs one libtpu process per TPU container. The processes of a slice find each other by
+	// these addresses: across hosts by DNS name, on one host by localhost; a single process alone
+	// on its host needs none.
+	if id.V7x && (id.multiHost() || n > 1) {
 		env = addEnv(env, constants.EnvProcessAddresses, processAddresses(id, n))
 		env = addEnv(env, constants.EnvProcessPort, strconv.Itoa(constants.ProcessPortBase+c))
 	}
+	env = addTorchEnv(env, id)
 	if hasEnv(env, constants.EnvMegascaleNumSlices) {
-		coordinator := Hostname(id.GroupName, 0, 0) + "." + id.Subdomain
 		port := constants.MegascalePortBase
 		if id.V7x {
-			coordinator += ":" + strconv.Itoa(constants.MegascalePortBase)
 			port += c
 		}
 		env = addEnv(env, constants.EnvMegascaleSliceID, itoa(id.ReplicaIndex))
-		env = addEnv(env, constants.EnvMegascaleCoordinator, coordinator)
+		if coordinator, ok := megascaleCoordinator(id); ok {
+			env = addEnv(env, constants.EnvMegascaleCoordinator, coordinator)
+		}
 		env = addEnv(env, constants.EnvMegascalePort, strconv.Itoa(port))
 	}
 	if !hasEnv(env, constants.EnvDevicePluginHostIP) {
@@ -165,11 +187,15 @@ func applyEnv(env []corev1.EnvVar, id Identity, c, n int) []corev1.EnvVar {
 }
 
 // processAddresses returns the TPU_PROCESS_ADDRESSES value of a v7x slice with n TPU containers
-// per host: for each host, then each container k, "<hostname>.<subdomain>:<8471+k>".
+// per host: for each host, then each container k, "<hostname>.<subdomain>:<8471+k>"; on a
+// single host, whose Pod has no DNS name, "localhost:<8471+k>".
 func processAddresses(id Identity, n int) string {
 	addrs := make([]string, 0, int(id.Hosts)*n)
 	for h := range id.Hosts {
-		host := Hostname(id.GroupName, id.ReplicaIndex, h) + "." + id.Subdomain
+		host := "localhost"
+		if id.multiHost() {
+			host = Hostname(id.GroupName, id.ReplicaIndex, h) + "." + id.Subdomain
+		}
 		for k := range n {
 			addrs = append(addrs, host+":"+strconv.Itoa(constants.ProcessPortBase+k))
 		}

@@ -305,7 +305,7 @@ func TestApply(t *testing.T) {
 				Affinity(sliceAffinity("rc-tpu-group-0")).
 				Obj(),
 		},
-		"v7x single-host Pod with two TPU containers gets per-container IDs but no process addresses": {
+		"v7x single-host Pod with two TPU containers gets per-container IDs and localhost process addresses": {
 			pod: workerPod(testGroup,
 				makeContainer("tpu-0").TPU(2).Obj(),
 				makeContainer("tpu-1").TPU(2).Obj(),
@@ -314,9 +314,43 @@ func TestApply(t *testing.T) {
 			tpuContainers: []int{0, 1},
 			wantPod: workerPod(testGroup,
 				makeContainer("tpu-0").TPU(2).
-					Env("TPU_WORKER_ID", "0").Env("TPU_NAME", "tpu-group-3").EnvVars(devicePluginEnv()...).Obj(),
+					Env("TPU_WORKER_ID", "0").Env("TPU_NAME", "tpu-group-3").
+					Env("TPU_PROCESS_ADDRESSES", "localhost:8471,localhost:8472").Env("TPU_PROCESS_PORT", "8471").
+					EnvVars(devicePluginEnv()...).Obj(),
 				makeContainer("tpu-1").TPU(2).
-					Env("TPU_WORKER_ID", "1").Env("TPU_NAME", "tpu-group-3").EnvVars(devicePluginEnv()...).Obj(),
+					Env("TPU_WORKER_ID", "1").Env("TPU_NAME", "tpu-group-3").
+					Env("TPU_PROCESS_ADDRESSES", "localhost:8471,localhost:8472").Env("TPU_PROCESS_PORT", "8472").
+					EnvVars(devicePluginEnv()...).Obj(),
+			).
+				Claim("tpu-group-3", "rc-tpu-group-3", "0", testToken).
+				Obj(),
+		},
+		"v7x single-host Pod with one TPU container gets no process addresses": {
+			pod:           workerPod(testGroup, makeContainer("tpu").TPU(4).Obj()).Obj(),
+			id:            v7x(3, 0, 1),
+			tpuContainers: []int{0},
+			wantPod: workerPod(testGroup,
+				makeContainer("tpu").TPU(4).
+					Env("TPU_WORKER_ID", "0").Env("TPU_NAME", "tpu-group-3").EnvVars(devicePluginEnv()...).Obj(),
+			).
+				Claim("tpu-group-3", "rc-tpu-group-3", "0", testToken).
+				Obj(),
+		},
+		"v7x single-host process addresses the user set are kept": {
+			pod: workerPod(testGroup,
+				makeContainer("tpu-0").TPU(2).Env("TPU_PROCESS_ADDRESSES", "127.0.0.1:9000,127.0.0.1:9001").Obj(),
+				makeContainer("tpu-1").TPU(2).Obj(),
+			).Obj(),
+			id:            v7x(3, 0, 1),
+			tpuContainers: []int{0, 1},
+			wantPod: workerPod(testGroup,
+				makeContainer("tpu-0").TPU(2).Env("TPU_PROCESS_ADDRESSES", "127.0.0.1:9000,127.0.0.1:9001").
+					Env("TPU_WORKER_ID", "0").Env("TPU_NAME", "tpu-group-3").Env("TPU_PROCESS_PORT", "8471").
+					EnvVars(devicePluginEnv()...).Obj(),
+				makeContainer("tpu-1").TPU(2).
+					Env("TPU_WORKER_ID", "1").Env("TPU_NAME", "tpu-group-3").
+					Env("TPU_PROCESS_ADDRESSES", "localhost:8471,localhost:8472").Env("TPU_PROCESS_PORT", "8472").
+					EnvVars(devicePluginEnv()...).Obj(),
 			).
 				Claim("tpu-group-3", "rc-tpu-group-3", "0", testToken).
 				Obj(),
@@ -339,7 +373,7 @@ func TestApply(t *testing.T) {
 				Affinity(sliceAffinity("rc-tpu-group-1")).
 				Obj(),
 		},
-		"single-host multislice container points at host 0 of replica 0": {
+		"single-host multislice container gets its slice ID and port but no coordinator, which has no DNS name": {
 			pod:           workerPod(testGroup, rayWorker().Env("MEGASCALE_NUM_SLICES", "4").Obj()).Obj(),
 			id:            singleHost,
 			tpuContainers: []int{0},
@@ -348,10 +382,47 @@ func TestApply(t *testing.T) {
 					Env("TPU_WORKER_ID", "0").
 					Env("TPU_NAME", "tpu-group-2").
 					Env("MEGASCALE_SLICE_ID", "2").
-					Env("MEGASCALE_COORDINATOR_ADDRESS", "tpu-group-0-0.rc-headless").
 					Env("MEGASCALE_PORT", "8081").
 					EnvVars(devicePluginEnv()...).Obj()).
 				Claim("tpu-group-2", "rc-tpu-group-2", "0", testToken).
+				Obj(),
+		},
+		"single-host multislice container keeps the coordinator the user set": {
+			pod: workerPod(testGroup, rayWorker().Env("MEGASCALE_NUM_SLICES", "4").
+				Env("MEGASCALE_COORDINATOR_ADDRESS", "10.0.0.7:8081").Obj()).Obj(),
+			id:            singleHost,
+			tpuContainers: []int{0},
+			wantPod: workerPod(testGroup,
+				rayWorker().Env("MEGASCALE_NUM_SLICES", "4").
+					Env("MEGASCALE_COORDINATOR_ADDRESS", "10.0.0.7:8081").
+					Env("TPU_WORKER_ID", "0").
+					Env("TPU_NAME", "tpu-group-2").
+					Env("MEGASCALE_SLICE_ID", "2").
+					Env("MEGASCALE_PORT", "8081").
+					EnvVars(devicePluginEnv()...).Obj()).
+				Claim("tpu-group-2", "rc-tpu-group-2", "0", testToken).
+				Obj(),
+		},
+		"single-host v7x multislice containers get per-container ports and no coordinator": {
+			pod: workerPod(testGroup,
+				makeContainer("tpu-0").TPU(2).Env("MEGASCALE_NUM_SLICES", "2").Obj(),
+				makeContainer("tpu-1").TPU(2).Env("MEGASCALE_NUM_SLICES", "2").Obj(),
+			).Obj(),
+			id:            v7x(1, 0, 1),
+			tpuContainers: []int{0, 1},
+			wantPod: workerPod(testGroup,
+				makeContainer("tpu-0").TPU(2).Env("MEGASCALE_NUM_SLICES", "2").
+					Env("TPU_WORKER_ID", "0").Env("TPU_NAME", "tpu-group-1").
+					Env("TPU_PROCESS_ADDRESSES", "localhost:8471,localhost:8472").Env("TPU_PROCESS_PORT", "8471").
+					Env("MEGASCALE_SLICE_ID", "1").Env("MEGASCALE_PORT", "8081").
+					EnvVars(devicePluginEnv()...).Obj(),
+				makeContainer("tpu-1").TPU(2).Env("MEGASCALE_NUM_SLICES", "2").
+					Env("TPU_WORKER_ID", "1").Env("TPU_NAME", "tpu-group-1").
+					Env("TPU_PROCESS_ADDRESSES", "localhost:8471,localhost:8472").Env("TPU_PROCESS_PORT", "8472").
+					Env("MEGASCALE_SLICE_ID", "1").Env("MEGASCALE_PORT", "8082").
+					EnvVars(devicePluginEnv()...).Obj(),
+			).
+				Claim("tpu-group-1", "rc-tpu-group-1", "0", testToken).
 				Obj(),
 		},
 		"v7x multislice Pod targets the coordinator's port and gives each container its own MEGASCALE_PORT": {

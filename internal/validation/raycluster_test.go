@@ -43,12 +43,34 @@ var (
 	group0       = field.NewPath("spec", "workerGroupSpecs").Index(0)
 	group1       = field.NewPath("spec", "workerGroupSpecs").Index(1)
 	topologyKey0 = group0.Child("template", "spec", "nodeSelector").Key(constants.TopologyNodeSelectorKey)
+	// sliceKey0 is the slice topology annotation of group 0's Pod template.
+	sliceKey0 = group0.Child("template", "metadata", "annotations").Key(constants.SliceTopologyAnnotation)
 	// longName is the longest RayCluster name KubeRay accepts whose "<name>-headless" Service name
 	// (64 characters) is not a valid Pod subdomain.
 	longName = strings.Repeat("c", 55)
 	// longestName is the longest RayCluster name whose headless Service name (63) is still valid.
 	longestName = strings.Repeat("c", 54)
 )
+
+// missingTopology is the message of a TPU group with neither the topology nodeSelector nor the
+// slice topology annotation.
+const missingTopology = "nodeSelector cloud.google.com/gke-tpu-topology (or, for GKE subslicing and dynamic slicing, " +
+	"annotation cloud.google.com/gke-tpu-slice-topology) is required: set it to the TPU slice topology, such as 4x4 or 2x2x4"
+
+// subsliced is a cluster of one v6e group of hosts 4-chip Pods in a 2x4 subslice of a 4x4 parent.
+func subsliced(hosts int32) *testutil.RayClusterWrapper {
+	return testutil.MakeRayCluster("rc", ns).TPUGroup("tpu", v6e, "4x4", 4, hosts, 1).
+		GroupAnnotation(0, constants.SliceTopologyAnnotation, "2x4")
+}
+
+// badAffinityKey is the error of group 0's ray.io/tpu-affinity-topology-key annotation value, a
+// value with spaces.
+func badAffinityKey(value string) *field.Error {
+	return field.Invalid(group0.Child("template", "metadata", "annotations").Key(constants.AffinityTopologyKeyAnnotation), value,
+		"the topologyKey of the slice's pod affinity must be a label key: name part must consist of alphanumeric characters, "+
+			"'-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', "+
+			"regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')")
+}
 
 // wrongHosts is the numOfHosts error of a v6e/v4 16-chip group of 4-chip Pods.
 func wrongHosts(path *field.Path, got int32) *field.Error {
@@ -80,6 +102,11 @@ func TestIsTPUGroup(t *testing.T) {
 		},
 		"a CPU group is not a TPU group": {
 			rc: testutil.MakeRayCluster("rc", ns).CPUGroup("cpu", 1).Obj(),
+		},
+		"a group carrying the slice topology annotation without chips is a TPU group": {
+			rc: testutil.MakeRayCluster("rc", ns).CPUGroup("cpu", 1).
+				GroupAnnotation(0, constants.SliceTopologyAnnotation, "2x4").Obj(),
+			want: true,
 		},
 		"an accelerator selector alone does not make a TPU group": {
 			rc: testutil.MakeRayCluster("rc", ns).CPUGroup("cpu", 1).
@@ -128,8 +155,49 @@ func TestValidateRayCluster(t *testing.T) {
 		"a TPU group requesting chips without a topology selector misses the selector": {
 			rc: testutil.MakeRayCluster("rc", ns).TPUGroup("tpu", v6e, "4x4", 4, 4, 1).
 				WithoutNodeSelector(0, constants.TopologyNodeSelectorKey).Obj(),
-			wantErrs: field.ErrorList{field.Required(topologyKey0,
-				"nodeSelector cloud.google.com/gke-tpu-topology is required: set it to the TPU slice topology, such as 4x4 or 2x2x4")},
+			wantErrs: field.ErrorList{field.Required(topologyKey0, missingTopology)},
+		},
+		"subslice: numOfHosts matching a 2x4 subslice of a 4x4 parent is valid": {
+			rc: subsliced(2).Obj(),
+		},
+		"subslice: numOfHosts of the parent is refused, naming the annotation's topology and its host count": {
+			rc: subsliced(4).Obj(),
+			wantErrs: field.ErrorList{field.Invalid(group0.Child("numOfHosts"), int32(4),
+				"topology 2x4 of annotation cloud.google.com/gke-tpu-slice-topology has 8 chips and each Pod requests 4, so the slice needs numOfHosts 2")},
+		},
+		"dynamic slicing: the guide's tpu7x 4x12x16 group of 192 hosts selecting only the accelerator is valid": {
+			rc: testutil.MakeRayCluster("rc", ns).TPUGroup("tpu", v7x, "", 4, 192, 1).
+				WithoutNodeSelector(0, constants.TopologyNodeSelectorKey).
+				GroupAnnotation(0, constants.SliceTopologyAnnotation, "4x12x16").Obj(),
+		},
+		"an empty slice topology annotation is required on the annotation, even with a topology selector": {
+			rc: subsliced(2).GroupAnnotation(0, constants.SliceTopologyAnnotation, "").Obj(),
+			wantErrs: field.ErrorList{field.Required(sliceKey0,
+				"annotation cloud.google.com/gke-tpu-slice-topology is empty: set it to the topology of the slice, such as 2x4, "+
+					"or remove it to use the nodeSelector cloud.google.com/gke-tpu-topology")},
+		},
+		"an unparseable slice topology annotation is invalid on the annotation": {
+			rc: subsliced(2).GroupAnnotation(0, constants.SliceTopologyAnnotation, "2x4x").Obj(),
+			wantErrs: field.ErrorList{field.Invalid(sliceKey0, "2x4x",
+				`invalid topology "2x4x": dimension 3 is empty; want 1 to 3 positive integers separated by a lowercase "x", such as 4x4 or 2x2x4`)},
+		},
+		"a subslice that does not fit inside its parent is invalid on the annotation": {
+			rc: subsliced(2).GroupAnnotation(0, constants.SliceTopologyAnnotation, "2x8").Obj(),
+			wantErrs: field.ErrorList{field.Invalid(sliceKey0, "2x8",
+				"the slice topology 2x8 of annotation cloud.google.com/gke-tpu-slice-topology does not fit inside the parent topology 4x4 "+
+					"of nodeSelector cloud.google.com/gke-tpu-topology: every dimension must be at most the parent's")},
+		},
+		"a subslice in the orientation its parent cannot hold is invalid and names the one it can": {
+			rc: subsliced(2).NodeSelector(0, constants.TopologyNodeSelectorKey, "2x4").
+				GroupAnnotation(0, constants.SliceTopologyAnnotation, "4x2").Obj(),
+			wantErrs: field.ErrorList{field.Invalid(sliceKey0, "4x2",
+				"the slice topology 4x2 of annotation cloud.google.com/gke-tpu-slice-topology does not fit inside the parent topology 2x4 "+
+					"of nodeSelector cloud.google.com/gke-tpu-topology: every dimension must be at most the parent's (the same shape as 2x4 fits)")},
+		},
+		"a subslice whose parent is unparseable is invalid on the topology selector": {
+			rc: subsliced(2).NodeSelector(0, constants.TopologyNodeSelectorKey, "4X4").Obj(),
+			wantErrs: field.ErrorList{field.Invalid(topologyKey0, "4X4",
+				`invalid topology "4X4": dimension 1 "4X4" is not a positive decimal integer; separate dimensions with a lowercase "x", such as 4x4 or 2x2x4`)},
 		},
 		"an unparseable topology is invalid on the topology selector": {
 			rc: testutil.MakeRayCluster("rc", ns).TPUGroup("tpu", v6e, "4X4", 4, 4, 1).Obj(),
@@ -248,6 +316,38 @@ func TestValidateRayClusterUpdate(t *testing.T) {
 			newRC: invalid().NodeSelector(0, constants.TopologyNodeSelectorKey, "4x8").Obj(),
 			wantErrs: field.ErrorList{field.Invalid(group0.Child("numOfHosts"), int32(2),
 				"topology 4x8 has 32 chips and each Pod requests 4, so the slice needs numOfHosts 8")},
+		},
+		"changing the slice topology annotation of an invalid group is refused": {
+			oldRC: subsliced(4).Obj(),
+			newRC: subsliced(4).GroupAnnotation(0, constants.SliceTopologyAnnotation, "2x2").Obj(),
+			wantErrs: field.ErrorList{field.Invalid(group0.Child("numOfHosts"), int32(4),
+				"topology 2x2 of annotation cloud.google.com/gke-tpu-slice-topology has 4 chips and each Pod requests 4, so the slice needs numOfHosts 1")},
+		},
+		"removing the slice topology annotation is a change and is validated against the nodeSelector": {
+			oldRC:    subsliced(2).Obj(),
+			newRC:    testutil.MakeRayCluster("rc", ns).TPUGroup("tpu", v6e, "4x4", 4, 2, 1).Obj(),
+			wantErrs: field.ErrorList{wrongHosts(group0, 2)},
+		},
+		"an empty slice topology annotation is a change from no annotation": {
+			oldRC: invalid().Obj(),
+			newRC: invalid().GroupAnnotation(0, constants.SliceTopologyAnnotation, "").Obj(),
+			wantErrs: field.ErrorList{field.Required(sliceKey0,
+				"annotation cloud.google.com/gke-tpu-slice-topology is empty: set it to the topology of the slice, such as 2x4, "+
+					"or remove it to use the nodeSelector cloud.google.com/gke-tpu-topology")},
+		},
+		"an unchanged invalid affinity key annotation is only warned about": {
+			oldRC: testutil.MakeRayCluster("rc", ns).TPUGroup("tpu", v6e, "4x4", 4, 4, 1).
+				GroupAnnotation(0, constants.AffinityTopologyKeyAnnotation, "not a key").Obj(),
+			newRC: testutil.MakeRayCluster("rc", ns).TPUGroup("tpu", v6e, "4x4", 4, 4, 3).
+				GroupAnnotation(0, constants.AffinityTopologyKeyAnnotation, "not a key").Obj(),
+			wantWarnings: []string{`worker group "tpu" is unchanged but invalid for TPU: ` + badAffinityKey("not a key").Error()},
+		},
+		"changing the affinity key annotation to another invalid value is refused": {
+			oldRC: testutil.MakeRayCluster("rc", ns).TPUGroup("tpu", v6e, "4x4", 4, 4, 1).
+				GroupAnnotation(0, constants.AffinityTopologyKeyAnnotation, "not a key").Obj(),
+			newRC: testutil.MakeRayCluster("rc", ns).TPUGroup("tpu", v6e, "4x4", 4, 4, 1).
+				GroupAnnotation(0, constants.AffinityTopologyKeyAnnotation, "still not a key").Obj(),
+			wantErrs: field.ErrorList{badAffinityKey("still not a key")},
 		},
 		"adding a container to an invalid group is a change of its resources and is refused": {
 			oldRC:    invalid().Obj(),

@@ -553,7 +553,7 @@ func (b *bench) singleWriterFloor(ctx context.Context, alloc *allocator.Allocato
 // claimAndCreate does in process what the webhook does in admission: it claims a worker ID for pod,
 // applies the identity, and then creates the Pod.
 func (b *bench) claimAndCreate(ctx context.Context, alloc *allocator.Allocator, req allocator.Request, pod *corev1.Pod) error {
-	slice, err := topology.FromPodSpec(&pod.Spec)
+	slice, err := topology.FromPod(pod.Annotations, &pod.Spec)
 	if err != nil {
 		return err
 	}

@@ -97,7 +97,7 @@ func CheckAdmittedPods(ctx context.Context, c client.Reader, namespace string, k
 		}
 		id, err := strconv.Atoi(idStr)
 		h, known := hosts[slice]
-		shape, shapeErr := topology.FromPodSpec(&pod.Spec)
+		shape, shapeErr := topology.FromPod(pod.Annotations, &pod.Spec)
 		if shapeErr == nil && topology.IsV7x(shape.Accelerator) && len(shape.TPUContainers) > 1 {
 			id /= len(shape.TPUContainers)
 		}

@@ -1,0 +1,245 @@
+/*
+Copyright 2026 The tpu-slice-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package placement
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
+	"github.com/ray-tpu/tpu-slice-operator/internal/topology"
+)
+
+// ErrInvalidTopologyKey means the ray.io/tpu-affinity-topology-key annotation is not a label key,
+// so no Pod could carry it as a topologyKey.
+var ErrInvalidTopologyKey = errors.New("invalid affinity topology key")
+
+// Source says which rule chose a Decision.
+type Source int
+
+const (
+	// SourceSingleHost is a single-host slice, which needs no affinity.
+	SourceSingleHost Source = iota + 1
+	// SourceUserAffinity is a required pod affinity term of the Pod with a cloud.google.com/ key.
+	SourceUserAffinity
+	// SourceAnnotation is the Pod's ray.io/tpu-affinity-topology-key annotation.
+	SourceAnnotation
+	// SourceKueue is Kueue or GKE's dynamic slicing placing the slice: no affinity.
+	SourceKueue
+	// SourceNodes is the smallest GCE topology domain holding exactly the slice's hosts.
+	SourceNodes
+	// SourceDefault is cloud.google.com/gke-nodepool: a TPU node pool is one slice.
+	SourceDefault
+)
+
+// String returns a short name of the source, for logs and metrics.
+func (s Source) String() string {
+	switch s {
+	case SourceSingleHost:
+		return "single-host"
+	case SourceUserAffinity:
+		return "user-affinity"
+	case SourceAnnotation:
+		return "annotation"
+	case SourceKueue:
+		return "kueue"
+	case SourceNodes:
+		return "nodes"
+	case SourceDefault:
+		return "default"
+	default:
+		return "unknown"
+	}
+}
+
+// Decision is the placement of a slice's Pods.
+type Decision struct {
+	// Key is the topologyKey of the slice's required pod affinity and anti-affinity; "" means the
+	// operator adds no slice affinity at all.
+	Key string
+	// Source is the rule that decided.
+	Source Source
+	// Reason is a short sentence saying why, for logs and Events.
+	Reason string
+	// Nodes is what the Nodes said when Decide consulted them (a subslice that no earlier rule
+	// decided, SourceNodes or SourceDefault), else nil.
+	Nodes *Fit
+}
+
+// Input is what Decide reads about one Pod.
+type Input struct {
+	// Pod is the Pod being admitted; its annotations, nodeSelector and affinity are read.
+	Pod *corev1.Pod
+	// Slice is the Pod's slice (topology.FromPod).
+	Slice topology.Slice
+	// Managed is the Kueue or dynamic-slicing signal of the Pod and its RayCluster (Managed),
+	// the zero Signal when there is none.
+	Managed Signal
+	// Nodes returns the TPU Nodes. Decide calls it at most once, and only for a subslice (an
+	// annotated slice) whose key no rule before the Nodes chose. A nil Nodes is no Nodes known.
+	Nodes func() ([]Node, error)
+}
+
+// Decide chooses the topologyKey of the slice affinity of in.Pod. The first rule that applies wins:
+//
+//  1. a single-host slice gets no affinity (Key "");
+//  2. the first required pod affinity term of the Pod whose topologyKey starts with
+//     cloud.google.com/ (other than a term of this operator on label tpu.ray.io/slice): the user
+//     already keeps the Pod within that GCE or GKE domain, and the slice's terms must not ask
+//     for another;
+//  3. the Pod's annotation ray.io/tpu-affinity-topology-key, trimmed, when not empty; a value
+//     that is not a label key is an error wrapping ErrInvalidTopologyKey;
+//  4. a Kueue or dynamic-slicing signal (in.Managed) gets no affinity: Kueue's topology-aware
+//     scheduling (podset-required-topology and the other podset annotations, or a queue of a
+//     topology-aware flavor, which dynamic slicing needs) assigns every Pod its domain itself, and
+//     then ungates it with a nodeSelector. Required inter-pod terms are only enforced after that,
+//     by kube-scheduler: the slice's affinity can only repeat Kueue's choice, and its
+//     anti-affinity contradicts it whenever Kueue packs two slices into one domain (two replicas
+//     of a group in one block, two dynamic slices in one node pool), leaving admitted Pods Pending
+//     on quota Kueue has granted. Kueue's podset-required-topology level is therefore not used as
+//     a key: it is reported in the reason;
+//  5. for a subslice (the slice topology annotation), the smallest GCE topology level at which
+//     some group of the Nodes matching the Pod's nodeSelector has exactly the slice's host count
+//     (FindFit); a whole slice skips this, since its node pool is the slice;
+//  6. cloud.google.com/gke-nodepool.
+//
+// When the Nodes are needed and cannot be listed, Decide returns the lister's error: a Pod's
+// affinity cannot be changed after creation, so the caller should deny it as transient rather
+// than admit it with a key that may be wrong for good. With no matching Nodes (a node pool
+// scaling up from zero), or Nodes but no level that fits, rule 6 applies and the reason says why.
+// Denying the Pod instead, as some variants of the reference webhook do when no level fits, would
+// not help: the Nodes are static topology that does not change when KubeRay retries the Pod, and
+// a transient gap (a Node being repaired or upgraded) would block every replacement Pod of
+// the group at admission, where the user sees nothing, instead of leaving it Pending with a
+// scheduling reason. The RayCluster webhook warns about both cases when the cluster is applied.
+func Decide(in Input) (Decision, error) {
+	if in.Slice.Hosts <= 1 {
+		return Decision{Source: SourceSingleHost, Reason: "single-host slice: no slice affinity"}, nil
+	}
+	if key, ok := userAffinityKey(in.Pod); ok {
+		return Decision{Key: key, Source: SourceUserAffinity,
+			Reason: "the Pod's own required pod affinity uses topologyKey " + key}, nil
+	}
+	if key, ok, err := AnnotatedKey(podAnnotations(in.Pod)); err != nil {
+		return Decision{}, err
+	} else if ok {
+		return Decision{Key: key, Source: SourceAnnotation,
+			Reason: "annotation " + constants.AffinityTopologyKeyAnnotation}, nil
+	}
+	if in.Managed.Found() {
+		return Decision{Source: SourceKueue,
+			Reason: fmt.Sprintf("Kueue or GKE dynamic slicing places the slice (%s): no slice affinity", in.Managed)}, nil
+	}
+	def := Decision{Key: constants.NodePoolTopologyKey, Source: SourceDefault, Reason: "a TPU node pool is one slice"}
+	if !in.Slice.Annotated || in.Nodes == nil {
+		return def, nil
+	}
+	nodes, err := in.Nodes()
+	if err != nil {
+		return Decision{}, fmt.Errorf("listing the TPU Nodes for the subslice's affinity: %w", err)
+	}
+	selector := podNodeSelector(in.Pod)
+	fit := FindFit(nodes, selector, in.Slice.Hosts)
+	def.Nodes = &fit
+	switch {
+	case fit.Key != "":
+		return Decision{Key: fit.Key, Source: SourceNodes, Nodes: &fit,
+			Reason: fmt.Sprintf("a %s domain holds exactly %d of the %d Nodes matching the nodeSelector", fit.Key, in.Slice.Hosts, fit.Matching)}, nil
+	case fit.Matching == 0:
+		def.Reason = "no Node matches the nodeSelector yet, so the subslice is kept on one node pool"
+	case fit.Labeled == 0:
+		def.Reason = fmt.Sprintf("none of the %d Nodes matching the nodeSelector has a GCE topology label, so the subslice is kept on one node pool", fit.Matching)
+	default:
+		def.Reason = fmt.Sprintf("no GCE topology domain holds exactly %d of the %d Nodes matching the nodeSelector, so the subslice is kept on one node pool",
+			in.Slice.Hosts, fit.Matching)
+	}
+	return def, nil
+}
+
+// AnnotatedKey returns the trimmed value of the ray.io/tpu-affinity-topology-key annotation, and
+// ok=false when it is absent or blank. A value that is not a label key (a qualified name with an
+// optional DNS prefix) is an error wrapping ErrInvalidTopologyKey that says why.
+func AnnotatedKey(annotations map[string]string) (key string, ok bool, err error) {
+	key = strings.TrimSpace(annotations[constants.AffinityTopologyKeyAnnotation])
+	if key == "" {
+		return "", false, nil
+	}
+	if problems := ValidateTopologyKey(key); len(problems) > 0 {
+		return "", false, fmt.Errorf("%w: annotation %s is %q, which is not a label key: %s",
+			ErrInvalidTopologyKey, constants.AffinityTopologyKeyAnnotation, key, strings.Join(problems, "; "))
+	}
+	return key, true, nil
+}
+
+// ValidateTopologyKey returns the problems of key as the topologyKey of a pod affinity term, which
+// must be a label key (a qualified name with an optional DNS prefix). A blank key is no key and
+// has none: the annotation is then ignored.
+func ValidateTopologyKey(key string) []string {
+	if key == "" {
+		return nil
+	}
+	return validation.IsQualifiedName(key)
+}
+
+// userAffinityKey returns the topologyKey of the first required pod affinity term of pod that
+// starts with cloud.google.com/, skipping this operator's own slice terms.
+func userAffinityKey(pod *corev1.Pod) (string, bool) {
+	if pod == nil || pod.Spec.Affinity == nil || pod.Spec.Affinity.PodAffinity == nil {
+		return "", false
+	}
+	for _, term := range pod.Spec.Affinity.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
+		if strings.HasPrefix(term.TopologyKey, constants.GKELabelPrefix) && !isSliceTerm(term) {
+			return term.TopologyKey, true
+		}
+	}
+	return "", false
+}
+
+// isSliceTerm reports whether term selects on the operator's slice label, as the terms of
+// tpuenv do: it is not the user's.
+func isSliceTerm(term corev1.PodAffinityTerm) bool {
+	if term.LabelSelector == nil {
+		return false
+	}
+	if _, ok := term.LabelSelector.MatchLabels[constants.SliceLabel]; ok {
+		return true
+	}
+	for _, r := range term.LabelSelector.MatchExpressions {
+		if r.Key == constants.SliceLabel {
+			return true
+		}
+	}
+	return false
+}
+
+func podAnnotations(pod *corev1.Pod) map[string]string {
+	if pod == nil {
+		return nil
+	}
+	return pod.Annotations
+}
+
+func podNodeSelector(pod *corev1.Pod) map[string]string {
+	if pod == nil {
+		return nil
+	}
+	return pod.Spec.NodeSelector
+}
