@@ -42,6 +42,7 @@ import (
 	"github.com/ray-tpu/tpu-slice-operator/internal/allocator"
 	"github.com/ray-tpu/tpu-slice-operator/internal/forward"
 	"github.com/ray-tpu/tpu-slice-operator/internal/tombstones"
+	"github.com/ray-tpu/tpu-slice-operator/internal/topology"
 	"github.com/ray-tpu/tpu-slice-operator/internal/validation"
 )
 
@@ -128,7 +129,7 @@ func (o *ForwardOptions) validate() error {
 func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.ClaimTimeout, "claim-timeout", DefaultClaimTimeout,
 		"How long one Pod admission may retry its claim before it is denied as transient (below the webhook's 10s timeout).")
-	fs.IntVar(&o.MaxSliceHosts, "max-slice-hosts", allocator.DefaultMaxSliceHosts,
+	fs.IntVar(&o.MaxSliceHosts, "max-slice-hosts", int(topology.DefaultMaxSliceHosts),
 		"The most hosts (worker Pods) a TPU slice may have: Pods and RayCluster groups of larger topologies are denied. The default is a little above the largest TPU slice sold today (tpu7x: 2,304 hosts).")
 }
 
@@ -145,10 +146,14 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 			return fmt.Errorf("starting the informer for %T: %w", obj, err)
 		}
 	}
+	maxHosts := int32(min(opts.MaxSliceHosts, math.MaxInt32)) //nolint:gosec // clamped.
+	if opts.RayCluster.MaxSliceHosts == 0 {
+		opts.RayCluster.MaxSliceHosts = maxHosts
+	}
 	alloc := opts.Allocator
 	if alloc == nil {
 		alloc = allocator.New(mgr.GetClient(), mgr.GetAPIReader(), allocator.Options{
-			Timeout: opts.ClaimTimeout, MaxSliceHosts: int32(min(opts.MaxSliceHosts, math.MaxInt32)), Tombstones: opts.Tombstones, //nolint:gosec // clamped.
+			Timeout: opts.ClaimTimeout, MaxSliceHosts: maxHosts, Tombstones: opts.Tombstones,
 		})
 	}
 	var claimer forward.Claimer = alloc

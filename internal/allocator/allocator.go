@@ -47,6 +47,7 @@ import (
 	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
 	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
 	"github.com/ray-tpu/tpu-slice-operator/internal/tombstones"
+	"github.com/ray-tpu/tpu-slice-operator/internal/topology"
 )
 
 // Request asks for a worker ID for one Pod of a worker group.
@@ -93,15 +94,11 @@ type Stats struct {
 	ClaimNanos atomic.Int64
 }
 
-// DefaultMaxSliceHosts is the default Options.MaxSliceHosts: a little above the largest TPU slice
-// sold today (tpu7x, 2,304 hosts; v5p 2,240).
-const DefaultMaxSliceHosts = 2400
-
 // Options configure an Allocator.
 type Options struct {
 	// Timeout bounds one claim; past it the claim is denied as transient.
 	Timeout time.Duration
-	// MaxSliceHosts bounds the hosts of a slice (DefaultMaxSliceHosts when zero).
+	// MaxSliceHosts bounds the hosts of a slice (topology.DefaultMaxSliceHosts when zero).
 	MaxSliceHosts int32
 	// Tombstones are the claim tokens of Pods seen deleted: a pending claim whose Pod is among
 	// them may be taken over at once. Nil means none is known.
@@ -126,7 +123,7 @@ type Allocator struct {
 // the cache may be stale.
 func New(c client.Client, reader client.Reader, opts Options) *Allocator {
 	if opts.MaxSliceHosts <= 0 {
-		opts.MaxSliceHosts = DefaultMaxSliceHosts
+		opts.MaxSliceHosts = topology.DefaultMaxSliceHosts
 	}
 	return &Allocator{client: c, reader: reader, opts: opts, now: time.Now,
 		queues: map[groupKey]*queue{}, adopted: map[groupKey]time.Time{}}

@@ -17,10 +17,14 @@ limitations under the License.
 package framework
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -35,6 +39,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/ray-tpu/tpu-slice-operator/internal/allocator"
 	"github.com/ray-tpu/tpu-slice-operator/internal/certs"
 	"github.com/ray-tpu/tpu-slice-operator/internal/forward"
 	"github.com/ray-tpu/tpu-slice-operator/webhooks"
@@ -211,4 +216,31 @@ func WaitForPeers(ctx context.Context, instances ...*Instance) error {
 		}
 	}
 	return nil
+}
+
+// ForwardClaim posts req to inst's claim-forwarding endpoint as a peer replica would, with the
+// token forwarding instances present, and returns the HTTP status and body of the answer.
+func (e *Env) ForwardClaim(ctx context.Context, inst *Instance, req allocator.Request, timeout time.Duration) (int, []byte, error) {
+	token, err := e.forwardToken(ctx)
+	if err != nil {
+		return 0, nil, err
+	}
+	body, err := json.Marshal(map[string]any{"request": req, "timeoutMillis": timeout.Milliseconds()})
+	if err != nil {
+		return 0, nil, err
+	}
+	httpReq, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://"+inst.Addr+forward.Path, bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	httpReq.Header.Set("Content-Type", "application/json")
+	httpReq.Header.Set("Authorization", "Bearer "+token)
+	httpClient := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}}} //nolint:gosec // loopback to our own test server.
+	resp, err := httpClient.Do(httpReq)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	data, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, data, err
 }

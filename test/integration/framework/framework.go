@@ -21,11 +21,13 @@ limitations under the License.
 package framework
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -71,6 +73,8 @@ type Env struct {
 	instances []*Instance
 	// forwardTokenValue is the token forwarding instances present (forwardToken).
 	forwardTokenValue string
+	// bypass makes the proxy admit every Pod unchanged, as if the operator were not installed.
+	bypass atomic.Bool
 }
 
 // Start starts etcd and kube-apiserver with our CRD, KubeRay's RayCluster CRD and our webhook
@@ -167,6 +171,10 @@ func (e *Env) startProxy() error {
 	e.backends.Store(&empty)
 	mux := http.NewServeMux()
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if e.bypass.Load() {
+			allowUnchanged(w, r)
+			return
+		}
 		if len(*e.backends.Load()) == 0 {
 			http.Error(w, "no webhook instance is serving", http.StatusServiceUnavailable)
 			return
@@ -174,6 +182,7 @@ func (e *Env) startProxy() error {
 		rp.ServeHTTP(w, r)
 	})
 	mux.HandleFunc(rejectPath, rejectAll)
+	mux.HandleFunc(delayPath, delay)
 	e.proxy = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = e.proxy.Serve(ln) }()
 	return nil
@@ -415,4 +424,98 @@ func rejectAll(w http.ResponseWriter, r *http.Request) {
 	review.Request = nil
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(&review)
+}
+
+// Bypass makes the registered webhook endpoint admit every request unchanged while on, as if the
+// operator were not installed: Pods created meanwhile keep whatever identity their creator gave
+// them (the reference webhook's, a hand-made one, none).
+func (e *Env) Bypass(on bool) { e.bypass.Store(on) }
+
+func allowUnchanged(w http.ResponseWriter, r *http.Request) {
+	var review admissionv1.AdmissionReview
+	if err := json.NewDecoder(r.Body).Decode(&review); err != nil || review.Request == nil {
+		http.Error(w, "bad AdmissionReview", http.StatusBadRequest)
+		return
+	}
+	review.Response = &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: true}
+	review.Request = nil
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(&review)
+}
+
+// DelayLabel holds, on a Pod, how long (a Go duration) the validating webhook InstallDelayingWebhook
+// registers holds its create after our mutating webhook claimed its ID: a create that commits late.
+const DelayLabel = "test.tpu.ray.io/delay"
+
+const delayPath = "/delay"
+
+// InstallDelayingWebhook registers a validating Pod webhook, which runs after every mutating one,
+// that holds each Pod labeled DelayLabel for that long before admitting it (at most 29 s: its
+// timeout is 30 s).
+func (e *Env) InstallDelayingWebhook(ctx context.Context) error {
+	wio := &e.Env.WebhookInstallOptions
+	url := "https://" + net.JoinHostPort(wio.LocalServingHost, strconv.Itoa(wio.LocalServingPort)) + delayPath
+	return e.Client.Create(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "test-delay-pods"},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+			Name:                    "delay.test.tpu.ray.io",
+			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: wio.LocalServingCAData},
+			Rules:                   []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create}, Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}}}},
+			ObjectSelector:          &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: DelayLabel, Operator: metav1.LabelSelectorOpExists}}},
+			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
+			AdmissionReviewVersions: []string{"v1"},
+			FailurePolicy:           ptr.To(admissionregistrationv1.Fail),
+			TimeoutSeconds:          ptr.To[int32](30),
+		}},
+	})
+}
+
+func delay(w http.ResponseWriter, r *http.Request) {
+	var review admissionv1.AdmissionReview
+	if err := json.NewDecoder(r.Body).Decode(&review); err != nil || review.Request == nil {
+		http.Error(w, "bad AdmissionReview", http.StatusBadRequest)
+		return
+	}
+	var pod struct {
+		Metadata metav1.ObjectMeta `json:"metadata"`
+	}
+	if err := json.Unmarshal(review.Request.Object.Raw, &pod); err == nil {
+		if d, err := time.ParseDuration(pod.Metadata.Labels[DelayLabel]); err == nil {
+			time.Sleep(min(d, 29*time.Second))
+		}
+	}
+	allowUnchanged(w, &http.Request{Body: io.NopCloser(bytes.NewReader(mustJSON(review)))})
+}
+
+func mustJSON(v any) []byte {
+	data, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return data
+}
+
+// PostAdmission posts review straight to instance inst's Pod webhook, over TLS and with no client
+// credentials, as anything that reaches the webhook's port can, and returns the answer.
+func (e *Env) PostAdmission(ctx context.Context, inst *Instance, review *admissionv1.AdmissionReview) (*admissionv1.AdmissionReview, error) {
+	body, err := json.Marshal(review)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://"+inst.Addr+"/mutate--v1-pod", bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	httpClient := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}}} //nolint:gosec // a forged caller does not check.
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	var out admissionv1.AdmissionReview
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		return nil, fmt.Errorf("decoding the webhook's answer (%s): %w", resp.Status, err)
+	}
+	return &out, nil
 }

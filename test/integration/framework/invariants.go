@@ -25,13 +25,15 @@ import (
 
 	rayutils "github.com/ray-project/kuberay/ray-operator/controllers/ray/utils"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
+	"github.com/ray-tpu/tpu-slice-operator/internal/identity"
 	"github.com/ray-tpu/tpu-slice-operator/internal/lifecycle"
 	"github.com/ray-tpu/tpu-slice-operator/internal/topology"
-	"github.com/ray-tpu/tpu-slice-operator/internal/tpuenv"
 )
 
 // WorkerEnv returns the value of an environment variable of the Pod's first TPU container.
@@ -56,9 +58,11 @@ type Report struct {
 	IDs map[string][]int
 }
 
-// CheckAdmitted checks I1 and I2 of docs/spec.md §9 on the API server's live state: no two live Pods of a
-// slice share TPU_WORKER_ID; every admitted TPU worker Pod has an ID in [0, hosts), a TPU_NAME that
-// names its slice, and every full slice has exactly one host with ID 0.
+// CheckAdmitted checks I1 and I2 of docs/spec.md §9 on the API server's live state, by the TPU
+// identity the Pods' specs carry (labels are hints and may have been edited): no two live Pods of a
+// slice share TPU_WORKER_ID; every admitted TPU worker Pod has an identity with an ID in [0, hosts)
+// of a slice that exists, and every full slice has exactly one host with ID 0. Pods of another
+// RayCluster generation than their slice's are counted apart.
 func CheckAdmitted(ctx context.Context, c client.Reader, namespace string) (Report, error) {
 	return CheckAdmittedPods(ctx, c, namespace, nil)
 }
@@ -66,129 +70,130 @@ func CheckAdmitted(ctx context.Context, c client.Reader, namespace string) (Repo
 // CheckAdmittedPods is CheckAdmitted over the Pods keep accepts (all when keep is nil), e.g. to
 // leave out Pods of a deleted RayCluster that the garbage collector envtest lacks would remove.
 func CheckAdmittedPods(ctx context.Context, c client.Reader, namespace string, keep func(*corev1.Pod) bool) (Report, error) {
-	var pods corev1.PodList
-	if err := c.List(ctx, &pods, client.InNamespace(namespace)); err != nil {
+	pods, slicesByName, err := liveState(ctx, c, namespace, keep)
+	if err != nil {
 		return Report{}, err
-	}
-	if keep != nil {
-		pods.Items = slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool { return !keep(&p) })
-	}
-	var slicesList tpuv1alpha1.TPUSliceAssignmentList
-	if err := c.List(ctx, &slicesList, client.InNamespace(namespace)); err != nil {
-		return Report{}, err
-	}
-	hosts := map[string]int32{}
-	for _, s := range slicesList.Items {
-		hosts[s.Name] = s.Spec.Hosts
 	}
 	report := Report{IDs: map[string][]int{}}
 	var errs []error
-	for i := range pods.Items {
-		pod := &pods.Items[i]
-		if pod.Labels[rayutils.RayNodeTypeLabelKey] != "worker" || topology.ChipsPerPod(&pod.Spec) == 0 || !lifecycle.PodLive(pod) {
-			continue
-		}
+	for i := range pods {
+		pod := &pods[i]
 		report.LivePods++
-		slice := pod.Labels[constants.SliceLabel]
-		idStr, ok := WorkerEnv(pod, constants.EnvWorkerID)
-		if slice == "" || !ok {
-			errs = append(errs, fmt.Errorf("I2: TPU worker Pod %s has no slice label or no %s", pod.Name, constants.EnvWorkerID))
+		id, ok := identity.FromPod(pod)
+		if !ok {
+			errs = append(errs, fmt.Errorf("I2: TPU worker Pod %s carries no TPU identity (%s, %s)", pod.Name, constants.EnvWorkerID, constants.EnvName))
 			continue
 		}
-		id, err := strconv.Atoi(idStr)
-		h, known := hosts[slice]
-		shape, shapeErr := topology.FromPod(pod.Annotations, &pod.Spec)
-		if shapeErr == nil && topology.IsV7x(shape.Accelerator) && len(shape.TPUContainers) > 1 {
-			id /= len(shape.TPUContainers)
-		}
+		name := id.SliceName()
+		slice, known := slicesByName[name]
 		switch {
-		case err != nil:
-			errs = append(errs, fmt.Errorf("I2: Pod %s has %s=%q", pod.Name, constants.EnvWorkerID, idStr))
-			continue
 		case !known:
-			errs = append(errs, fmt.Errorf("I2: Pod %s names slice %s, which does not exist", pod.Name, slice))
+			errs = append(errs, fmt.Errorf("I2: Pod %s names slice %s, which does not exist", pod.Name, name))
 			continue
-		case id < 0 || id >= int(h):
-			errs = append(errs, fmt.Errorf("I2: Pod %s has worker ID %d outside [0, %d)", pod.Name, id, h))
-		}
-		group := pod.Labels[rayutils.RayNodeGroupLabelKey]
-		wantName := group + "-" + replicaOf(&slicesList, slice)
-		if name, _ := WorkerEnv(pod, constants.EnvName); name != wantName {
-			errs = append(errs, fmt.Errorf("I2: Pod %s has TPU_NAME %q, want %q", pod.Name, name, wantName))
-		}
-		if lbl := pod.Labels[constants.ReplicaIndexLabel]; lbl != tpuenv.ReplicaIndexValue(group, replicaNum(&slicesList, slice)) {
-			errs = append(errs, fmt.Errorf("I2: Pod %s has replicaIndex label %q", pod.Name, lbl))
+		case id.ClusterUID != "" && id.ClusterUID != slice.Spec.RayClusterUID:
+			name += "@" + string(id.ClusterUID) // another generation: its own slice
+		case id.WorkerID >= slice.Spec.Hosts:
+			errs = append(errs, fmt.Errorf("I2: Pod %s has worker ID %d outside [0, %d)", pod.Name, id.WorkerID, slice.Spec.Hosts))
 		}
 		// With KubeRay's RayMultiHostIndexing labels, KubeRay decides the replica and host.
-		if v, ok := pod.Labels[rayutils.RayWorkerReplicaIndexKey]; ok && v != replicaOf(&slicesList, slice) {
-			errs = append(errs, fmt.Errorf("KubeRay labels: Pod %s has replica index %s but sits in replica %s", pod.Name, v, replicaOf(&slicesList, slice)))
+		if v, ok := pod.Labels[rayutils.RayWorkerReplicaIndexKey]; ok && v != strconv.Itoa(int(id.Replica)) {
+			errs = append(errs, fmt.Errorf("KubeRay labels: Pod %s has replica index %s but sits in replica %d", pod.Name, v, id.Replica))
 		}
-		if v, ok := pod.Labels[rayutils.RayHostIndexKey]; ok && v != strconv.Itoa(id) {
-			errs = append(errs, fmt.Errorf("KubeRay labels: Pod %s has host index %s but worker ID %d", pod.Name, v, id))
+		if v, ok := pod.Labels[rayutils.RayHostIndexKey]; ok && v != strconv.Itoa(int(id.WorkerID)) {
+			errs = append(errs, fmt.Errorf("KubeRay labels: Pod %s has host index %s but worker ID %d", pod.Name, v, id.WorkerID))
 		}
-		report.IDs[slice] = append(report.IDs[slice], id)
+		report.IDs[name] = append(report.IDs[name], int(id.WorkerID))
 	}
-	for slice, ids := range report.IDs {
+	for name, ids := range report.IDs {
 		slices.Sort(ids)
 		for i := 1; i < len(ids); i++ {
 			if ids[i] == ids[i-1] {
-				errs = append(errs, fmt.Errorf("I1: slice %s has two live Pods with worker ID %d", slice, ids[i]))
+				errs = append(errs, fmt.Errorf("I1: slice %s has two live Pods with worker ID %d", name, ids[i]))
 			}
 		}
-		if len(ids) == int(hosts[slice]) && slices.Index(ids, 0) < 0 {
-			errs = append(errs, fmt.Errorf("I2: full slice %s has no host with ID 0", slice))
+		if s, ok := slicesByName[name]; ok && len(ids) == int(s.Spec.Hosts) && slices.Index(ids, 0) < 0 {
+			errs = append(errs, fmt.Errorf("I2: full slice %s has no host with ID 0", name))
 		}
 	}
 	return report, errors.Join(errs...)
 }
 
-// CheckClaimsMatchPods checks I3: every claim of every slice belongs to a live Pod carrying its
-// token, and every live TPU worker Pod's token is claimed in its slice.
-func CheckClaimsMatchPods(ctx context.Context, c client.Reader, namespace string) error {
+// liveState lists the live TPU worker Pods (KubeRay's worker label or a RayCluster owner, and a TPU
+// container) that keep accepts, and the slices by name.
+func liveState(ctx context.Context, c client.Reader, namespace string, keep func(*corev1.Pod) bool) ([]corev1.Pod, map[string]*tpuv1alpha1.TPUSliceAssignment, error) {
 	var pods corev1.PodList
 	if err := c.List(ctx, &pods, client.InNamespace(namespace)); err != nil {
+		return nil, nil, err
+	}
+	pods.Items = slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool {
+		worker := p.Labels[rayutils.RayNodeTypeLabelKey] == "worker" || ownedByRayCluster(&p)
+		return !worker || topology.ChipsPerPod(&p.Spec) == 0 || !lifecycle.PodLive(&p) || (keep != nil && !keep(&p))
+	})
+	var list tpuv1alpha1.TPUSliceAssignmentList
+	if err := c.List(ctx, &list, client.InNamespace(namespace)); err != nil {
+		return nil, nil, err
+	}
+	byName := make(map[string]*tpuv1alpha1.TPUSliceAssignment, len(list.Items))
+	for i := range list.Items {
+		byName[list.Items[i].Name] = &list.Items[i]
+	}
+	return pods.Items, byName, nil
+}
+
+func ownedByRayCluster(p *corev1.Pod) bool {
+	ref := metav1.GetControllerOfNoCopy(p)
+	return ref != nil && ref.Kind == "RayCluster"
+}
+
+// CheckClaimsMatchPods checks I3 by the Pods' spec identities and UIDs: every claim of every slice
+// is bound to a live Pod (by UID) whose spec holds that worker ID of that slice, and every live TPU
+// worker Pod of a slice's RayCluster generation holds a claim in it. Labels and claim tokens are
+// not consulted: an adopted Pod has no token, and a user may have edited either.
+func CheckClaimsMatchPods(ctx context.Context, c client.Reader, namespace string) error {
+	return CheckClaimsMatchPodsExcept(ctx, c, namespace, nil)
+}
+
+// CheckClaimsMatchPodsExcept is CheckClaimsMatchPods leaving out the live Pods skip accepts (a Pod
+// whose identity conflicts on purpose, which the operator reports instead of recording).
+func CheckClaimsMatchPodsExcept(ctx context.Context, c client.Reader, namespace string, skip func(*corev1.Pod) bool) error {
+	pods, byName, err := liveState(ctx, c, namespace, nil)
+	if err != nil {
 		return err
 	}
-	var slicesList tpuv1alpha1.TPUSliceAssignmentList
-	if err := c.List(ctx, &slicesList, client.InNamespace(namespace)); err != nil {
-		return err
-	}
-	live := map[string]string{} // token -> slice
-	for i := range pods.Items {
-		p := &pods.Items[i]
-		if t := p.Annotations[constants.ClaimTokenAnnotation]; t != "" && lifecycle.PodLive(p) {
-			live[t] = p.Labels[constants.SliceLabel]
-		}
+	byUID := map[types.UID]*corev1.Pod{}
+	for i := range pods {
+		byUID[pods[i].UID] = &pods[i]
 	}
 	var errs []error
-	claimed := map[string]bool{}
-	for _, s := range slicesList.Items {
+	held := map[types.UID]bool{}
+	for _, s := range byName {
 		for _, cl := range s.Status.Claims {
-			claimed[cl.Token] = true
-			if live[cl.Token] != s.Name {
-				errs = append(errs, fmt.Errorf("I3: slice %s claims ID %d for token %s, held by no live Pod", s.Name, cl.WorkerID, cl.Token))
-			} else if cl.PodUID == "" {
-				errs = append(errs, fmt.Errorf("I3: slice %s claim on ID %d is not bound to its Pod", s.Name, cl.WorkerID))
+			pod := byUID[cl.PodUID]
+			if cl.PodUID == "" {
+				errs = append(errs, fmt.Errorf("I3: slice %s claim on ID %d (token %s) is not bound to a Pod", s.Name, cl.WorkerID, cl.Token))
+				continue
 			}
+			id, ok := identity.Identity{}, false
+			if pod != nil {
+				id, ok = identity.FromPod(pod)
+			}
+			if !ok || id.SliceName() != s.Name || id.WorkerID != cl.WorkerID {
+				errs = append(errs, fmt.Errorf("I3: slice %s claims ID %d for Pod %s (%s), which is not live or does not hold it", s.Name, cl.WorkerID, cl.PodName, cl.PodUID))
+				continue
+			}
+			held[cl.PodUID] = true
 		}
 	}
-	for token, slice := range live {
-		if !claimed[token] {
-			errs = append(errs, fmt.Errorf("I3: live Pod with token %s in slice %s has no claim", token, slice))
+	for i := range pods {
+		p := &pods[i]
+		id, ok := identity.FromPod(p)
+		if !ok || held[p.UID] || (skip != nil && skip(p)) {
+			continue
 		}
+		if s, exists := byName[id.SliceName()]; exists && id.ClusterUID != "" && id.ClusterUID != s.Spec.RayClusterUID {
+			continue // another generation, awaiting the garbage collector
+		}
+		errs = append(errs, fmt.Errorf("I3: live Pod %s holds worker ID %d of slice %s but no claim", p.Name, id.WorkerID, id.SliceName()))
 	}
 	return errors.Join(errs...)
-}
-
-func replicaNum(list *tpuv1alpha1.TPUSliceAssignmentList, name string) int32 {
-	for _, s := range list.Items {
-		if s.Name == name {
-			return s.Spec.ReplicaIndex
-		}
-	}
-	return -1
-}
-
-func replicaOf(list *tpuv1alpha1.TPUSliceAssignmentList, name string) string {
-	return strconv.Itoa(int(replicaNum(list, name)))
 }

@@ -27,8 +27,8 @@ import (
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	rayutils "github.com/ray-project/kuberay/ray-operator/controllers/ray/utils"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
@@ -51,37 +51,37 @@ var _ = Describe("Claim lifecycle", func() {
 
 	It("gives a deleted worker's ID to its replacement", func() {
 		rc := cluster(ns, "rc", 4, 1)
-		pods := createPods(rc, 4)
-		expectIDs(ns, map[int32][]int{0: {0, 1, 2, 3}})
+		pods := framework.CreatePods(ctx, k8sClient, rc, "tpu", 4)
+		framework.ExpectIDs(ctx, k8sClient, ns, map[int32][]int{0: {0, 1, 2, 3}})
 		victim := podWithID(pods, "2")
 		Expect(k8sClient.Delete(ctx, victim)).To(Succeed())
 
-		replacement := mustCreate(testutil.WorkerPodFor(rc, "tpu").Obj())
-		Expect(workerID(replacement)).To(Equal("2"))
-		expectIDs(ns, map[int32][]int{0: {0, 1, 2, 3}})
+		replacement := framework.MustCreate(ctx, k8sClient, testutil.WorkerPodFor(rc, "tpu").Obj())
+		Expect(framework.WorkerID(replacement)).To(Equal("2"))
+		framework.ExpectIDs(ctx, k8sClient, ns, map[int32][]int{0: {0, 1, 2, 3}})
 	})
 
 	It("releases the pending claim of a Pod that a later webhook rejected", func() {
 		rc := cluster(ns, "rc", 4, 1)
 		err := k8sClient.Create(ctx, testutil.WorkerPodFor(rc, "tpu").Label(framework.RejectLabel, "true").Obj())
 		Expect(err).To(MatchError(ContainSubstring("rejected by the test's later validating webhook")))
-		Expect(claimCount(ns)).To(Equal(1), "the claim was made before the later webhook refused the Pod")
+		Expect(framework.ClaimCount(ctx, k8sClient, ns)).To(Equal(1), "the claim was made before the later webhook refused the Pod")
 
-		Eventually(func() int { return claimCount(ns) }, 2*pendingTTL+testutil.Timeout, testutil.Interval).Should(BeZero())
-		pod := mustCreate(testutil.WorkerPodFor(rc, "tpu").Obj())
-		Expect(workerID(pod)).To(Equal("0"))
+		Eventually(func() int { return framework.ClaimCount(ctx, k8sClient, ns) }, 2*pendingTTL+testutil.Timeout, testutil.Interval).Should(BeZero())
+		pod := framework.MustCreate(ctx, k8sClient, testutil.WorkerPodFor(rc, "tpu").Obj())
+		Expect(framework.WorkerID(pod)).To(Equal("0"))
 	})
 
 	It("gives every generation of a RayCluster deleted and re-created ten times IDs 0..63 in each slice", func() {
 		for gen := range 10 {
 			By(fmt.Sprintf("generation %d", gen))
 			rc := cluster(ns, "again", 64, 2)
-			createPods(rc, 128)
+			framework.CreatePods(ctx, k8sClient, rc, "tpu", 128)
 			report, err := framework.CheckAdmitted(ctx, k8sClient, ns)
 			Expect(err).NotTo(HaveOccurred())
 			Expect(report.IDs).To(HaveLen(2))
 			for slice, ids := range report.IDs {
-				Expect(ids).To(Equal(seq(64)), "slice %s", slice)
+				Expect(ids).To(Equal(framework.Seq(64)), "slice %s", slice)
 			}
 			var list tpuv1alpha1.TPUSliceAssignmentList
 			Expect(k8sClient.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
@@ -93,48 +93,94 @@ var _ = Describe("Claim lifecycle", func() {
 			Expect(k8sClient.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(ns),
 				client.MatchingLabels{rayutils.RayClusterLabelKey: rc.Name})).To(Succeed())
 		}
-		Eventually(func() int { return sliceCount(ns) }, testutil.Timeout, testutil.Interval).Should(BeZero())
+		Eventually(func() int { return framework.SliceCount(ctx, k8sClient, ns) }, testutil.Timeout, testutil.Interval).Should(BeZero())
 	})
 
 	It("follows a group scaled 3 → 1 → 3 replicas", func() {
 		rc := cluster(ns, "scale", 4, 3)
-		pods := createPods(rc, 12)
-		expectIDs(ns, map[int32][]int{0: seq(4), 1: seq(4), 2: seq(4)})
+		pods := framework.CreatePods(ctx, k8sClient, rc, "tpu", 12)
+		framework.ExpectIDs(ctx, k8sClient, ns, map[int32][]int{0: framework.Seq(4), 1: framework.Seq(4), 2: framework.Seq(4)})
 
 		By("scaling down to one replica: KubeRay deletes the Pods of replicas 1 and 2")
-		setReplicas(rc, 1)
+		framework.SetReplicas(ctx, k8sClient, rc, 1)
 		for _, p := range pods {
 			if p.Labels[constants.ReplicaIndexLabel] != "tpu-0" {
 				Expect(k8sClient.Delete(ctx, p)).To(Succeed())
 			}
 		}
-		Eventually(func() int { return sliceCount(ns) }, testutil.Timeout, testutil.Interval).Should(Equal(1),
+		Eventually(func() int { return framework.SliceCount(ctx, k8sClient, ns) }, testutil.Timeout, testutil.Interval).Should(Equal(1),
 			"empty slices above the replica count are deleted")
 
 		By("scaling back up to three replicas")
-		setReplicas(rc, 3)
-		createPods(rc, 8)
-		expectIDs(ns, map[int32][]int{0: seq(4), 1: seq(4), 2: seq(4)})
+		framework.SetReplicas(ctx, k8sClient, rc, 3)
+		framework.CreatePods(ctx, k8sClient, rc, "tpu", 8)
+		framework.ExpectIDs(ctx, k8sClient, ns, map[int32][]int{0: framework.Seq(4), 1: framework.Seq(4), 2: framework.Seq(4)})
+	})
+
+	It("records a late Pod whose slice was deleted while its create was in flight", func() {
+		rc := cluster(ns, "late", 4, 2)
+		framework.CreatePods(ctx, k8sClient, rc, "tpu", 4)
+		By("the first Pod of replica 1 is held 6 s by a slower webhook after its claim")
+		var heldErr error
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			heldErr = k8sClient.Create(ctx, testutil.WorkerPodFor(rc, "tpu").Label(framework.DelayLabel, "6s").Obj())
+		})
+		Eventually(func() int { return framework.SliceCount(ctx, k8sClient, ns) }, testutil.Timeout, 10*time.Millisecond).Should(Equal(2))
+		By("scaled down meanwhile: once the claim's TTL runs out, the empty replica 1 is deleted")
+		framework.SetReplicas(ctx, k8sClient, rc, 1)
+		Eventually(func() int { return framework.SliceCount(ctx, k8sClient, ns) }, testutil.Timeout, testutil.Interval).Should(Equal(1))
+		wg.Wait()
+		Expect(heldErr).NotTo(HaveOccurred())
+		By("the late Pod's slice is re-created with its claim (I3 holds)")
+		Eventually(func() int { return framework.SliceCount(ctx, k8sClient, ns) }, testutil.Timeout, testutil.Interval).Should(Equal(2))
+		expectClaimsMatchPods(ns)
+	})
+
+	It("deletes a late Pod whose ID another Pod took after its claim expired, and only that Pod", func() {
+		rc := cluster(ns, "taken", 4, 1)
+		first := framework.CreatePods(ctx, k8sClient, rc, "tpu", 3)
+		var late *corev1.Pod
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			p := testutil.WorkerPodFor(rc, "tpu").Label(framework.DelayLabel, "6s").Obj()
+			Expect(k8sClient.Create(ctx, p)).To(Succeed())
+			late = p
+		})
+		Eventually(func() int { return framework.ClaimCount(ctx, k8sClient, ns) }, testutil.Timeout, 10*time.Millisecond).Should(Equal(4))
+		By("its claim expires before its create commits; another Pod takes the ID")
+		Eventually(func() int { return framework.ClaimCount(ctx, k8sClient, ns) }, testutil.Timeout, testutil.Interval).Should(Equal(3))
+		taker := framework.MustCreate(ctx, k8sClient, testutil.WorkerPodFor(rc, "tpu").Obj())
+		wg.Wait()
+		Expect(framework.WorkerID(late)).To(Equal(framework.WorkerID(taker)))
+		By("the late Pod is deleted; the Pods that hold their IDs are not")
+		Eventually(func() bool {
+			return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(late), &corev1.Pod{}))
+		}, testutil.Timeout, testutil.Interval).Should(BeTrue())
+		for _, p := range append(first, taker) {
+			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(p), &corev1.Pod{})).To(Succeed())
+		}
+		framework.ExpectIDs(ctx, k8sClient, ns, map[int32][]int{0: framework.Seq(4)})
 	})
 
 	It("takes the ID away from a Failed Pod", func() {
 		rc := cluster(ns, "rc", 4, 1)
-		pods := createPods(rc, 4)
-		expectBound(ns, 4)
+		pods := framework.CreatePods(ctx, k8sClient, rc, "tpu", 4)
+		framework.ExpectBound(ctx, k8sClient, ns, 4)
 		failed := podWithID(pods, "1")
 		failed.Status.Phase = corev1.PodFailed
 		Expect(k8sClient.Status().Update(ctx, failed)).To(Succeed())
-		Eventually(func() int { return claimCount(ns) }, testutil.Timeout, testutil.Interval).Should(Equal(3))
+		Eventually(func() int { return framework.ClaimCount(ctx, k8sClient, ns) }, testutil.Timeout, testutil.Interval).Should(Equal(3))
 
-		replacement := mustCreate(testutil.WorkerPodFor(rc, "tpu").Obj())
-		Expect(workerID(replacement)).To(Equal("1"))
+		replacement := framework.MustCreate(ctx, k8sClient, testutil.WorkerPodFor(rc, "tpu").Obj())
+		Expect(framework.WorkerID(replacement)).To(Equal("1"))
 	})
 
 	It("loses nothing when operator instances restart in the middle of a slice's admission", func() {
 		rc := cluster(ns, "restart", 64, 1)
 		var wg sync.WaitGroup
-		wg.Go(func() { createPods(rc, 64) })
-		Eventually(func() int { return claimCount(ns) }, testutil.Timeout, testutil.Interval/10).Should(BeNumerically(">=", 8))
+		wg.Go(func() { framework.CreatePods(ctx, k8sClient, rc, "tpu", 64) })
+		Eventually(func() int { return framework.ClaimCount(ctx, k8sClient, ns) }, testutil.Timeout, testutil.Interval/10).Should(BeNumerically(">=", 8))
 		By("stopping the reconciler's instance and one webhook instance while Pods are being admitted")
 		for i := range 2 {
 			Expect(instances[i].Stop()).To(Succeed())
@@ -144,7 +190,7 @@ var _ = Describe("Claim lifecycle", func() {
 			env.ServeWebhooksFrom(instances...)
 		}
 		wg.Wait()
-		expectIDs(ns, map[int32][]int{0: seq(64)})
+		framework.ExpectIDs(ctx, k8sClient, ns, map[int32][]int{0: framework.Seq(64)})
 	})
 })
 
@@ -156,132 +202,15 @@ func cluster(ns, name string, hosts, replicas int32) *rayv1.RayCluster {
 	return rc
 }
 
-func setReplicas(rc *rayv1.RayCluster, n int32) {
-	GinkgoHelper()
-	Eventually(func() error {
-		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(rc), rc); err != nil {
-			return err
-		}
-		rc.Spec.WorkerGroupSpecs[0].Replicas = ptr.To(n)
-		return k8sClient.Update(ctx, rc)
-	}, testutil.Timeout, testutil.Interval).Should(Succeed())
-}
-
-// mustCreate creates a Pod, retrying transient denials as KubeRay would, and returns the stored Pod.
-func mustCreate(pod *corev1.Pod) *corev1.Pod {
-	GinkgoHelper()
-	var created *corev1.Pod
-	Eventually(func() error {
-		p := pod.DeepCopy() // a failed attempt must not leave a half-mutated Pod for the next
-		if err := k8sClient.Create(ctx, p); err != nil {
-			return err
-		}
-		created = p
-		return nil
-	}, testutil.Timeout, testutil.Interval).Should(Succeed())
-	return created
-}
-
-// createPods creates n worker Pods of rc's TPU group concurrently, retrying transient failures
-// (denials, a webhook instance restarting) as KubeRay would, and returns them.
-func createPods(rc *rayv1.RayCluster, n int) []*corev1.Pod {
-	GinkgoHelper()
-	out := make([]*corev1.Pod, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			defer GinkgoRecover()
-			for range 50 {
-				pod := testutil.WorkerPodFor(rc, "tpu").Obj()
-				if errs[i] = k8sClient.Create(ctx, pod); errs[i] == nil {
-					out[i] = pod
-					return
-				}
-				time.Sleep(testutil.Interval)
-			}
-		})
-	}
-	wg.Wait()
-	for _, err := range errs {
-		Expect(err).NotTo(HaveOccurred())
-	}
-	return out
-}
-
-func workerID(p *corev1.Pod) string {
-	v, _ := framework.WorkerEnv(p, constants.EnvWorkerID)
-	return v
-}
-
 func podWithID(pods []*corev1.Pod, id string) *corev1.Pod {
 	GinkgoHelper()
-	i := slices.IndexFunc(pods, func(p *corev1.Pod) bool { return workerID(p) == id })
+	i := slices.IndexFunc(pods, func(p *corev1.Pod) bool { return framework.WorkerID(p) == id })
 	Expect(i).To(BeNumerically(">=", 0), "a Pod with worker ID %s", id)
 	return pods[i]
-}
-
-func seq(n int) []int {
-	out := make([]int, n)
-	for i := range out {
-		out[i] = i
-	}
-	return out
-}
-
-// expectIDs checks I1/I2 and that each replica's live Pods have exactly the wanted IDs.
-func expectIDs(ns string, want map[int32][]int) {
-	GinkgoHelper()
-	Eventually(func(g Gomega) {
-		report, err := framework.CheckAdmitted(ctx, k8sClient, ns)
-		g.Expect(err).NotTo(HaveOccurred())
-		var list tpuv1alpha1.TPUSliceAssignmentList
-		g.Expect(k8sClient.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
-		got := map[int32][]int{}
-		for _, s := range list.Items {
-			if ids := report.IDs[s.Name]; len(ids) > 0 {
-				got[s.Spec.ReplicaIndex] = ids
-			}
-		}
-		g.Expect(got).To(Equal(want))
-	}, testutil.Timeout, testutil.Interval).Should(Succeed())
-}
-
-func expectBound(ns string, n int) {
-	GinkgoHelper()
-	Eventually(func(g Gomega) {
-		var list tpuv1alpha1.TPUSliceAssignmentList
-		g.Expect(k8sClient.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
-		bound := 0
-		for _, s := range list.Items {
-			for _, c := range s.Status.Claims {
-				if c.PodUID != "" {
-					bound++
-				}
-			}
-		}
-		g.Expect(bound).To(Equal(n))
-	}, testutil.Timeout, testutil.Interval).Should(Succeed())
 }
 
 func expectClaimsMatchPods(ns string) {
 	GinkgoHelper()
 	Eventually(func() error { return framework.CheckClaimsMatchPods(ctx, k8sClient, ns) },
 		2*pendingTTL+testutil.Timeout, testutil.Interval).Should(Succeed())
-}
-
-func claimCount(ns string) int {
-	var list tpuv1alpha1.TPUSliceAssignmentList
-	Expect(k8sClient.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
-	n := 0
-	for _, s := range list.Items {
-		n += len(s.Status.Claims)
-	}
-	return n
-}
-
-func sliceCount(ns string) int {
-	var list tpuv1alpha1.TPUSliceAssignmentList
-	Expect(k8sClient.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
-	return len(list.Items)
 }

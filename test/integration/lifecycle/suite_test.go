@@ -66,6 +66,7 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	k8sClient = env.Client
 	Expect(env.InstallRejectingWebhook(ctx)).To(Succeed())
+	Expect(env.InstallDelayingWebhook(ctx)).To(Succeed())
 	instances, err = env.StartInstances(ctx, 3, func(i int) framework.InstanceOptions { return instanceOptions(i == 0) })
 	Expect(err).NotTo(HaveOccurred())
 })
