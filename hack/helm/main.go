@@ -24,6 +24,8 @@ limitations under the License.
 //   - the manager Deployment's image and replica count come from values.yaml, whose defaults are
 //     the rendered ones;
 //   - app.kubernetes.io/managed-by: kustomize becomes {{ .Release.Service }} (Helm);
+//   - the webhook NetworkPolicy's sources come from webhook.allowedSources (any source when empty,
+//     as config/default; see config/restricted-webhook-sources);
 //   - everything else is the rendered object, one template file per object.
 //
 // The output is deterministic: `make helm-chart` on an unchanged config/ changes nothing.
@@ -189,6 +191,11 @@ func build(objs []*unstructured.Unstructured) (*chart, error) {
 			return nil, err
 		}
 		text := strings.ReplaceAll(string(b), c.namespace, "{{ .Release.Namespace }}")
+		if u.GetKind() == "NetworkPolicy" && u.GetName() == chartName+"-"+webhookPolicy {
+			if text, err = templateWebhookSources(text); err != nil {
+				return nil, err
+			}
+		}
 		name := strings.ToLower(u.GetKind()) + "_" + strings.TrimPrefix(u.GetName(), chartName+"-") + ".yaml"
 		if _, dup := c.templates[name]; dup {
 			return nil, fmt.Errorf("two objects map to template %s", name)
@@ -199,6 +206,31 @@ func build(objs []*unstructured.Unstructured) (*chart, error) {
 		return nil, fmt.Errorf("the render has %d Deployments, want the manager's alone", deployments)
 	}
 	return c, nil
+}
+
+// webhookPolicy is the NetworkPolicy of the webhook port, without the name prefix.
+const webhookPolicy = "allow-webhook-traffic"
+
+// webhookPorts is the webhook policy's only ingress rule as config/default renders it: any source.
+const webhookPorts = "  ingress:\n  - ports:\n    - port: 9443\n      protocol: TCP\n"
+
+// webhookSources limits the rule to webhook.allowedSources and the manager's own Pods (which
+// forward claims to each other on the port) when the value is set.
+const webhookSources = `{{- with .Values.webhook.allowedSources }}
+    from:
+{{- toYaml . | nindent 4 }}
+    - podSelector:
+        matchLabels:
+          app.kubernetes.io/name: tpu-slice-operator
+          control-plane: controller-manager
+{{- end }}
+`
+
+func templateWebhookSources(text string) (string, error) {
+	if !strings.Contains(text, webhookPorts) {
+		return "", fmt.Errorf("NetworkPolicy %s: its ingress is not the one rule on port 9443 this generator expects", webhookPolicy)
+	}
+	return strings.Replace(text, webhookPorts, webhookPorts+webhookSources, 1), nil
 }
 
 // templateDeployment takes the replica count and the manager's image out of the Deployment.
@@ -247,6 +279,7 @@ func write(c *chart, out, version string) error {
 	values := map[string]any{
 		"image":        map[string]any{"repository": c.repository, "tag": "", "digest": ""},
 		"replicaCount": c.replicas,
+		"webhook":      map[string]any{"allowedSources": []any{}},
 	}
 	valuesYAML, err := yaml.Marshal(values)
 	if err != nil {
@@ -272,7 +305,9 @@ func write(c *chart, out, version string) error {
 		"Chart.yaml": append([]byte(header), chartYAML...),
 		"values.yaml": append([]byte(header+
 			"# image: the manager image; tag defaults to the chart's appVersion, digest (sha256:...) wins over tag.\n"+
-			"# replicaCount: manager replicas; all serve the webhooks, the leader-elected one runs the reconciler.\n"),
+			"# replicaCount: manager replicas; all serve the webhooks, the leader-elected one runs the reconciler.\n"+
+			"# webhook.allowedSources: NetworkPolicy peers (e.g. - ipBlock: {cidr: <control plane range>}) allowed to\n"+
+			"#   reach the webhook port besides the manager's own Pods; empty: any source (docs/install.md).\n"),
 			valuesYAML...),
 		"templates/_helpers.tpl": []byte(helpers),
 		"templates/NOTES.txt":    []byte(fmt.Sprintf(notes, labelNotes)),

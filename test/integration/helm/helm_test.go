@@ -113,6 +113,29 @@ var _ = Describe("The Helm chart", func() {
 		}
 	})
 
+	It("limits the webhook port to webhook.allowedSources exactly as config/restricted-webhook-sources does", func() {
+		fromKustomize, err := framework.Kustomize("config/restricted-webhook-sources")
+		Expect(err).NotTo(HaveOccurred())
+		var want, got *unstructured.Unstructured
+		for _, u := range fromKustomize {
+			if u.GetKind() == "NetworkPolicy" && u.GetName() == "tpu-slice-operator-allow-webhook-traffic" {
+				want = u
+			}
+		}
+		Expect(want).NotTo(BeNil())
+		for _, u := range parse(run(helm(), "template", release, chartDir, "--set", "webhook.allowedSources[0].ipBlock.cidr=172.16.0.0/28")) {
+			if u.GetKind() == "NetworkPolicy" && u.GetName() == want.GetName() {
+				got = u
+			}
+		}
+		Expect(got).NotTo(BeNil())
+		wantIngress, _, _ := unstructured.NestedSlice(want.Object, "spec", "ingress")
+		gotIngress, _, _ := unstructured.NestedSlice(got.Object, "spec", "ingress")
+		Expect(cmp.Diff(wantIngress, gotIngress)).To(BeEmpty(), "-kustomize +helm")
+		from, _, _ := unstructured.NestedSlice(got.Object, "spec", "ingress")
+		Expect(from[0]).To(HaveKey("from"), "the rule names its sources")
+	})
+
 	It("installs into the release namespace with its values, server-side", func() {
 		const image = "registry.example.com/tpu-slice-operator"
 		out := run(helm(), "template", release, chartDir, "--namespace", releaseNamespace,
