@@ -17,6 +17,7 @@ limitations under the License.
 package webhooks
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -33,6 +34,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/ray-tpu/tpu-slice-operator/internal/allocator"
@@ -42,6 +44,7 @@ import (
 	podidentity "github.com/ray-tpu/tpu-slice-operator/internal/identity"
 	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
 	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
+	"github.com/ray-tpu/tpu-slice-operator/internal/placement"
 	"github.com/ray-tpu/tpu-slice-operator/internal/topology"
 	"github.com/ray-tpu/tpu-slice-operator/internal/tpuenv"
 )
@@ -53,6 +56,10 @@ import (
 type podWebhook struct {
 	allocator *allocator.Allocator // dry runs and re-invocation checks
 	claimer   forward.Claimer      // claims: the allocator, or a Router in front of it
+	// clusters reads RayClusters (the cache) for their Kueue and dynamic-slicing signals.
+	clusters client.Reader
+	// nodes lists the TPU Nodes, for a subslice's affinity (nil: none known).
+	nodes placement.NodeLister
 }
 
 var _ admission.Defaulter[*corev1.Pod] = &podWebhook{}
@@ -119,6 +126,9 @@ func (w *podWebhook) forgetCopiedIdentity(ctx context.Context, namespace string,
 			Subdomain: pod.Spec.Subdomain, V7x: topology.IsV7x(pod.Spec.NodeSelector[constants.AcceleratorNodeSelectorKey]),
 			SliceName: prev.SliceName(), ClaimToken: token,
 		}
+		if shape, err := topology.FromPod(pod.Annotations, &pod.Spec); err == nil {
+			old.Topology, old.ChipsPerHost = shape.Topology.Dims, shape.ChipsPerPod
+		}
 	}
 	tpuenv.Strip(pod, old, topology.TPUContainers(&pod.Spec))
 	ctrl.LoggerFrom(ctx).Info("TPU worker Pod carries a copied TPU identity; admitting it as a new Pod",
@@ -161,15 +171,23 @@ func (w *podWebhook) assign(ctx context.Context, req admission.Request, pod *cor
 	if err != nil {
 		return deny("TPU worker Pod of RayCluster %s group %s: %v", cluster, group, err)
 	}
+	placed, err := w.place(ctx, req.Namespace, cluster, pod, slice)
+	if err != nil {
+		if errors.Is(err, placement.ErrInvalidTopologyKey) {
+			return deny("TPU worker Pod of RayCluster %s group %s: %v", cluster, group, err)
+		}
+		return denyTransient("TPU worker Pod of RayCluster %s group %s: %v", cluster, group, err)
+	}
 	claimReq := allocator.Request{
-		Namespace:   req.Namespace,
-		ClusterName: cluster,
-		ClusterUID:  ownerUID(pod),
-		GroupName:   group,
-		Hosts:       slice.Hosts,
-		Topology:    slice.Topology.String(),
-		Accelerator: slice.Accelerator,
-		Claim:       indexes,
+		Namespace:           req.Namespace,
+		ClusterName:         cluster,
+		ClusterUID:          ownerUID(pod),
+		GroupName:           group,
+		Hosts:               slice.Hosts,
+		Topology:            slice.Topology.String(),
+		Accelerator:         slice.Accelerator,
+		AffinityTopologyKey: placed.Key,
+		Claim:               indexes,
 	}
 	var assignment allocator.Assignment
 	if ptr.Deref(req.DryRun, false) {
@@ -182,19 +200,42 @@ func (w *podWebhook) assign(ctx context.Context, req admission.Request, pod *cor
 		log.Info("TPU worker ID claim denied", "err", err)
 		return denial(err)
 	}
+	// Every Pod of a slice gets the affinity key the slice recorded at its first claim.
+	key := cmp.Or(assignment.AffinityTopologyKey, placed.Key)
 	tpuenv.Apply(pod, tpuenv.Identity{
-		GroupName:    group,
-		ReplicaIndex: assignment.Replica,
-		WorkerID:     assignment.WorkerID,
-		Hosts:        slice.Hosts,
-		Subdomain:    subdomain,
-		V7x:          topology.IsV7x(slice.Accelerator),
-		SliceName:    assignment.SliceName,
-		ClaimToken:   assignment.Token,
+		GroupName:           group,
+		ReplicaIndex:        assignment.Replica,
+		WorkerID:            assignment.WorkerID,
+		Hosts:               slice.Hosts,
+		Subdomain:           subdomain,
+		V7x:                 topology.IsV7x(slice.Accelerator),
+		SliceName:           assignment.SliceName,
+		ClaimToken:          assignment.Token,
+		Topology:            slice.Topology.Dims,
+		ChipsPerHost:        slice.ChipsPerPod,
+		AffinityTopologyKey: key,
+		NoAffinity:          key == "",
 	}, slice.TPUContainers)
 	log.V(1).Info("Assigned TPU worker ID", "slice", assignment.SliceName, "replica", assignment.Replica,
-		"workerID", assignment.WorkerID, "dryRun", ptr.Deref(req.DryRun, false))
+		"workerID", assignment.WorkerID, "affinityTopologyKey", key, "placedBy", placed.Source.String(),
+		"dryRun", ptr.Deref(req.DryRun, false))
 	return nil
+}
+
+// place chooses the topologyKey of the slice affinity of a multi-host Pod (placement.Decide): the
+// Kueue and dynamic-slicing signals are read on the Pod and its RayCluster (the cache), and the TPU
+// Nodes only for a subslice.
+func (w *podWebhook) place(ctx context.Context, namespace, cluster string, pod *corev1.Pod, slice topology.Slice) (placement.Decision, error) {
+	objs := []placement.Object{{Kind: "Pod", Labels: pod.Labels, Annotations: pod.Annotations}}
+	rc := &rayv1.RayCluster{}
+	if w.clusters != nil && w.clusters.Get(ctx, types.NamespacedName{Namespace: namespace, Name: cluster}, rc) == nil {
+		objs = append(objs, placement.Object{Kind: "RayCluster", Labels: rc.Labels, Annotations: rc.Annotations})
+	}
+	in := placement.Input{Pod: pod, Slice: slice, Managed: placement.Managed(objs...)}
+	if w.nodes != nil {
+		in.Nodes = func() ([]placement.Node, error) { return w.nodes.ListNodes(ctx, pod.Spec.NodeSelector) }
+	}
+	return placement.Decide(in)
 }
 
 // dryRunToken is the claim token a dry run's Pod carries. No claim ever has it, so a Pod created

@@ -41,6 +41,7 @@ import (
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/allocator"
 	"github.com/ray-tpu/tpu-slice-operator/internal/forward"
+	"github.com/ray-tpu/tpu-slice-operator/internal/nodes"
 	"github.com/ray-tpu/tpu-slice-operator/internal/tombstones"
 	"github.com/ray-tpu/tpu-slice-operator/internal/topology"
 	"github.com/ray-tpu/tpu-slice-operator/internal/validation"
@@ -50,6 +51,7 @@ import (
 // +kubebuilder:webhookconfiguration:mutating=false,name=webhook-configuration
 
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=ray.io,resources=rayclusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups=tpu.ray.io,resources=tpusliceassignments,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups=tpu.ray.io,resources=tpusliceassignments/status,verbs=get;update
@@ -141,7 +143,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	// Start the informers the Pod webhook reads through with the manager, rather than on the first
 	// admission, which would otherwise wait for a full list. Until the leader's controllers start
 	// them, nothing else does on the other replicas.
-	for _, obj := range []client.Object{&tpuv1alpha1.TPUSliceAssignment{}, &rayv1.RayCluster{}, &corev1.Pod{}} {
+	for _, obj := range []client.Object{&tpuv1alpha1.TPUSliceAssignment{}, &rayv1.RayCluster{}, &corev1.Pod{}, &corev1.Node{}} {
 		if _, err := mgr.GetCache().GetInformer(context.Background(), obj, cache.BlockUntilSynced(false)); err != nil {
 			return fmt.Errorf("starting the informer for %T: %w", obj, err)
 		}
@@ -149,6 +151,10 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	maxHosts := int32(min(opts.MaxSliceHosts, math.MaxInt32)) //nolint:gosec // clamped.
 	if opts.RayCluster.MaxSliceHosts == 0 {
 		opts.RayCluster.MaxSliceHosts = maxHosts
+	}
+	tpuNodes := nodes.Lister{Reader: mgr.GetClient()}
+	if opts.RayCluster.Nodes == nil {
+		opts.RayCluster.Nodes = tpuNodes
 	}
 	alloc := opts.Allocator
 	if alloc == nil {
@@ -165,7 +171,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		claimer = router
 	}
 	if err := ctrl.NewWebhookManagedBy(mgr, &corev1.Pod{}).
-		WithDefaulter(&podWebhook{allocator: alloc, claimer: claimer}).
+		WithDefaulter(&podWebhook{allocator: alloc, claimer: claimer, clusters: mgr.GetClient(), nodes: tpuNodes}).
 		Complete(); err != nil {
 		return err
 	}

@@ -76,6 +76,14 @@ type TPUSliceAssignmentSpec struct {
 	// accelerator is the GKE TPU accelerator type (cloud.google.com/gke-tpu-accelerator), if set.
 	// +optional
 	Accelerator string `json:"accelerator,omitempty"`
+
+	// affinityTopologyKey is the topologyKey of the required pod affinity and anti-affinity the
+	// operator gives the slice's Pods (cloud.google.com/gke-nodepool, or a GCE topology level for a
+	// subslice), chosen at the slice's first claim so that every Pod of the slice gets the same one.
+	// Empty when the operator adds no slice affinity (single-host, Kueue or GKE dynamic slicing),
+	// or for a slice created before the field existed.
+	// +optional
+	AffinityTopologyKey string `json:"affinityTopologyKey,omitempty"`
 }
 
 // WorkerClaim records that one worker ID of the slice is taken.

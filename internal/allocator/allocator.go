@@ -62,6 +62,9 @@ type Request struct {
 	Hosts       int32
 	Topology    string
 	Accelerator string
+	// AffinityTopologyKey is the slice affinity's topologyKey the admission chose, recorded in a
+	// slice this claim creates; "" for none.
+	AffinityTopologyKey string
 	// Claim carries KubeRay's index labels, when present.
 	Claim claims.Request
 }
@@ -72,6 +75,9 @@ type Assignment struct {
 	Replica   int32
 	WorkerID  int32
 	Token     string
+	// AffinityTopologyKey is the slice affinity's topologyKey the slice records ("" when it records
+	// none): every Pod of a slice gets the key of the slice's first claim.
+	AffinityTopologyKey string
 }
 
 // DeniedError is a claim that cannot be made. Transient denials succeed on retry.
@@ -218,7 +224,12 @@ func (a *Allocator) Plan(ctx context.Context, req Request) (Assignment, error) {
 		return Assignment{}, a.deny(o.Reason.Transient(), "%s", denialMessage(o))
 	}
 	p := outcomes[0].Placement
-	return Assignment{SliceName: naming.SliceName(req.ClusterName, req.GroupName, p.Replica), Replica: p.Replica, WorkerID: p.WorkerID}, nil
+	key := req.AffinityTopologyKey
+	if s := current[p.Replica]; s != nil && claims.SameGeneration(s, req.ClusterUID, "") && s.Spec.AffinityTopologyKey != "" {
+		key = s.Spec.AffinityTopologyKey
+	}
+	return Assignment{SliceName: naming.SliceName(req.ClusterName, req.GroupName, p.Replica), Replica: p.Replica, WorkerID: p.WorkerID,
+		AffinityTopologyKey: key}, nil
 }
 
 // prepare checks req's bounds and resolves its RayCluster, setting req.ClusterUID to the live

@@ -195,10 +195,11 @@ func (a *Allocator) apply(ctx context.Context, q *queue, req Request, pending []
 		for _, i := range placed {
 			a.Stats.Claims.Add(1)
 			pending[i].finish(result{assignment: Assignment{
-				SliceName: naming.SliceName(req.ClusterName, req.GroupName, replica),
-				Replica:   replica,
-				WorkerID:  p.outcomes[i].Placement.WorkerID,
-				Token:     pending[i].token,
+				SliceName:           naming.SliceName(req.ClusterName, req.GroupName, replica),
+				Replica:             replica,
+				WorkerID:            p.outcomes[i].Placement.WorkerID,
+				Token:               pending[i].token,
+				AffinityTopologyKey: written.Spec.AffinityTopologyKey,
 			}})
 		}
 	}

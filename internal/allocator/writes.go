@@ -86,6 +86,7 @@ func sliceSpec(req Request, replica int32, w claims.Write) tpuv1alpha1.TPUSliceA
 		Hosts:                req.Hosts,
 		Topology:             req.Topology,
 		Accelerator:          req.Accelerator,
+		AffinityTopologyKey:  req.AffinityTopologyKey,
 	}
 }
 

@@ -48,6 +48,7 @@ import (
 	"github.com/ray-tpu/tpu-slice-operator/controllers"
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
 	"github.com/ray-tpu/tpu-slice-operator/internal/identity"
+	"github.com/ray-tpu/tpu-slice-operator/internal/nodes"
 	"github.com/ray-tpu/tpu-slice-operator/internal/tombstones"
 	"github.com/ray-tpu/tpu-slice-operator/internal/topology"
 	"github.com/ray-tpu/tpu-slice-operator/webhooks"
@@ -108,7 +109,8 @@ func CacheOptions(opts Options) cache.Options {
 		workerPods = workerPods.Add(*r)
 	}
 	byObject := map[client.Object]cache.ByObject{
-		&corev1.Pod{}: {Label: workerPods, Transform: TrimPod},
+		&corev1.Pod{}:  {Label: workerPods, Transform: TrimPod},
+		&corev1.Node{}: nodes.CacheOptions(),
 	}
 	if fo := opts.Webhooks.Forward; fo.Enabled() {
 		byObject[&discoveryv1.EndpointSlice{}] = cache.ByObject{

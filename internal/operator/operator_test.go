@@ -97,7 +97,7 @@ func TestSetupStartsWebhookInformers(t *testing.T) {
 		t.Fatalf("Setup() error: %v", err)
 	}
 	slices.Sort(rec.informers)
-	want := []string{"*v1.Pod", "*v1.Pod", "*v1.RayCluster", "*v1alpha1.TPUSliceAssignment"}
+	want := []string{"*v1.Node", "*v1.Pod", "*v1.Pod", "*v1.RayCluster", "*v1alpha1.TPUSliceAssignment"}
 	if diff := cmp.Diff(want, rec.informers); diff != "" {
 		t.Errorf("informers registered at setup (-want,+got):\n%s", diff)
 	}
