@@ -112,7 +112,6 @@ func TestPodWebhookHandsTheSliceToTpuenv(t *testing.T) {
 			w := newPodWebhook(c)
 			w.clusters, w.nodes = c, tc.nodes
 			pod := tc.pod(testutil.WorkerPodFor(rc, group)).Obj()
-			pod.Annotations = rc.Spec.WorkerGroupSpecs[0].Template.Annotations
 			if err := w.Default(admissionContext(t, admissionv1.Create, false), pod); err != nil {
 				t.Fatalf("Default() = %v", err)
 			}
@@ -141,13 +140,11 @@ func TestPodWebhookHandsTheSliceToTpuenv(t *testing.T) {
 		w := newPodWebhook(c)
 		w.clusters, w.nodes = c, fakeNodes{nodes: subsliceNodes}
 		first := testutil.WorkerPodFor(rc, group).Obj()
-		first.Annotations = rc.Spec.WorkerGroupSpecs[0].Template.Annotations
 		if err := w.Default(admissionContext(t, admissionv1.Create, false), first); err != nil {
 			t.Fatal(err)
 		}
 		w.nodes = fakeNodes{} // the Nodes are gone: placement alone would fall back to the node pool
 		second := testutil.WorkerPodFor(rc, group).Obj()
-		second.Annotations = rc.Spec.WorkerGroupSpecs[0].Template.Annotations
 		if err := w.Default(admissionContext(t, admissionv1.Create, false), second); err != nil {
 			t.Fatal(err)
 		}
@@ -161,7 +158,6 @@ func TestPodWebhookHandsTheSliceToTpuenv(t *testing.T) {
 		w := newPodWebhook(c)
 		w.clusters, w.nodes = c, fakeNodes{err: errors.New("cache not synced")}
 		pod := testutil.WorkerPodFor(rc, group).Obj()
-		pod.Annotations = rc.Spec.WorkerGroupSpecs[0].Template.Annotations
 		if err := w.Default(admissionContext(t, admissionv1.Create, false), pod); admissionResult(err, false) != "denied_transient" {
 			t.Errorf("Default() = %v, want a transient denial", err)
 		}

@@ -342,12 +342,16 @@ func (p *PodWrapper) Named(name string) *PodWrapper {
 }
 
 // WorkerPodFor returns a worker Pod of rc's group exactly as KubeRay would create it from the
-// group's template (without KubeRay's index labels), or nil when the group does not exist.
+// group's template (its spec and annotations, without KubeRay's index labels), or nil when the
+// group does not exist.
 func WorkerPodFor(rc *rayv1.RayCluster, group string) *PodWrapper {
 	for _, g := range rc.Spec.WorkerGroupSpecs {
 		if g.GroupName == group {
 			p := MakeWorkerPod(rc.Namespace, rc.Name, rc.UID, group)
 			p.Spec = *g.Template.Spec.DeepCopy()
+			for k, v := range g.Template.Annotations { // KubeRay copies the template's annotations
+				p.Annotations[k] = v
+			}
 			return p
 		}
 	}

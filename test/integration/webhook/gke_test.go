@@ -1,0 +1,111 @@
+/*
+Copyright 2026 The tpu-slice-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package webhook
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
+	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
+	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
+	"github.com/ray-tpu/tpu-slice-operator/test/integration/framework"
+)
+
+// tpuNode is a fake GKE TPU Node of a v6e 4x4 node pool, in GCE sub-block subblock.
+func tpuNode(name, pool, subblock string) *corev1.Node {
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
+		constants.AcceleratorNodeSelectorKey: "tpu-v6e-slice",
+		constants.TopologyNodeSelectorKey:    "4x4",
+		constants.NodePoolTopologyKey:        pool,
+		constants.GCETopologyBlockKey:        "block-1",
+		constants.GCETopologySubblockKey:     subblock,
+		constants.GCETopologyHostKey:         name,
+	}}}
+}
+
+var _ = Describe("GKE subslicing (Ray's TPU subslicing guide)", func() {
+	It("splits one 4x4 v6e pool into two 2x4 subslices used by two RayClusters, each kept in its sub-block", func() {
+		ns := newNamespace()
+		nodes := []*corev1.Node{tpuNode("gke-n0", "pool-a", "sb-a"), tpuNode("gke-n1", "pool-a", "sb-a"),
+			tpuNode("gke-n2", "pool-a", "sb-b"), tpuNode("gke-n3", "pool-a", "sb-b")}
+		for _, n := range nodes {
+			Expect(k8sClient.Create(ctx, n)).To(Succeed())
+			DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, n))).To(Succeed()) })
+		}
+		By("every instance's Node cache has the pool before the first admission")
+		for _, inst := range instances {
+			Eventually(func() int {
+				var list corev1.NodeList
+				Expect(inst.Manager.GetCache().List(ctx, &list)).To(Succeed())
+				return len(list.Items)
+			}, testutil.Timeout, testutil.Interval).Should(BeNumerically(">=", 4))
+		}
+		for _, name := range []string{"half-a", "half-b"} {
+			rc := testutil.MakeRayCluster(name, ns).TPUGroup("tpu", "tpu-v6e-slice", "4x4", 4, 2, 1).
+				GroupAnnotation(0, constants.SliceTopologyAnnotation, "2x4").ManagedByMultiKueue().Obj()
+			Expect(k8sClient.Create(ctx, rc)).To(Succeed())
+			for range 2 {
+				pod := testutil.WorkerPodFor(rc, "tpu").Obj()
+				created := framework.MustCreate(ctx, k8sClient, pod)
+				terms := created.Spec.Affinity.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution
+				Expect(terms).To(HaveLen(1))
+				Expect(terms[0].TopologyKey).To(Equal(constants.GCETopologySubblockKey))
+				anti := created.Spec.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution
+				Expect(anti[0].TopologyKey).To(Equal(constants.GCETopologySubblockKey),
+					"with the node-pool key the second cluster's anti-affinity would exclude the first's pool")
+				Expect(env1(created, constants.EnvTorchTopology)).To(Equal("2,4,1"))
+			}
+		}
+		var list tpuv1alpha1.TPUSliceAssignmentList
+		Expect(k8sClient.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
+		Expect(list.Items).To(HaveLen(2))
+		for _, s := range list.Items {
+			Expect(s.Spec.Hosts).To(Equal(int32(2)))
+			Expect(s.Spec.AffinityTopologyKey).To(Equal(constants.GCETopologySubblockKey))
+		}
+		_, err := framework.CheckAdmitted(ctx, k8sClient, ns)
+		Expect(err).NotTo(HaveOccurred())
+	})
+
+	It("answers kubectl apply of a subsliced RayCluster that targets no Nodes yet with a warning", func() {
+		ns := newNamespace()
+		rc := testutil.MakeRayCluster("no-nodes", ns).TPUGroup("tpu", "tpu-v5-lite-podslice", "4x4", 4, 2, 1).
+			GroupAnnotation(0, constants.SliceTopologyAnnotation, "2x4").Obj()
+		rc.APIVersion, rc.Kind = "ray.io/v1", "RayCluster"
+		data, err := yaml.Marshal(rc)
+		Expect(err).NotTo(HaveOccurred())
+		file := filepath.Join(GinkgoT().TempDir(), "rc.yaml")
+		Expect(os.WriteFile(file, data, 0o600)).To(Succeed())
+		stdout, stderr, err := env.Env.ControlPlane.KubeCtl().Run("apply", "-f", file)
+		out, _ := io.ReadAll(stdout)
+		errOut, _ := io.ReadAll(stderr)
+		Expect(err).NotTo(HaveOccurred(), "kubectl apply: %s", errOut)
+		Expect(string(out)).To(ContainSubstring("raycluster.ray.io/no-nodes created"))
+		Expect(strings.TrimSpace(string(errOut))).To(HavePrefix("Warning: "), "kubectl prints admission warnings on stderr")
+		Expect(string(errOut)).To(ContainSubstring("no Node"))
+	})
+})
