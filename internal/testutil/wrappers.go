@@ -18,6 +18,7 @@ limitations under the License.
 package testutil
 
 import (
+	"maps"
 	"slices"
 	"strconv"
 	"time"
@@ -349,9 +350,7 @@ func WorkerPodFor(rc *rayv1.RayCluster, group string) *PodWrapper {
 		if g.GroupName == group {
 			p := MakeWorkerPod(rc.Namespace, rc.Name, rc.UID, group)
 			p.Spec = *g.Template.Spec.DeepCopy()
-			for k, v := range g.Template.Annotations { // KubeRay copies the template's annotations
-				p.Annotations[k] = v
-			}
+			maps.Copy(p.Annotations, g.Template.Annotations) // KubeRay copies the template's annotations
 			return p
 		}
 	}

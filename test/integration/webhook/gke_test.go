@@ -27,6 +27,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
@@ -35,12 +36,12 @@ import (
 	"github.com/ray-tpu/tpu-slice-operator/test/integration/framework"
 )
 
-// tpuNode is a fake GKE TPU Node of a v6e 4x4 node pool, in GCE sub-block subblock.
-func tpuNode(name, pool, subblock string) *corev1.Node {
+// tpuNode is a fake GKE TPU Node of the v6e 4x4 node pool pool-a, in GCE sub-block subblock.
+func tpuNode(name, subblock string) *corev1.Node {
 	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
 		constants.AcceleratorNodeSelectorKey: "tpu-v6e-slice",
 		constants.TopologyNodeSelectorKey:    "4x4",
-		constants.NodePoolTopologyKey:        pool,
+		constants.NodePoolTopologyKey:        "pool-a",
 		constants.GCETopologyBlockKey:        "block-1",
 		constants.GCETopologySubblockKey:     subblock,
 		constants.GCETopologyHostKey:         name,
@@ -50,8 +51,8 @@ func tpuNode(name, pool, subblock string) *corev1.Node {
 var _ = Describe("GKE subslicing (Ray's TPU subslicing guide)", func() {
 	It("splits one 4x4 v6e pool into two 2x4 subslices used by two RayClusters, each kept in its sub-block", func() {
 		ns := newNamespace()
-		nodes := []*corev1.Node{tpuNode("gke-n0", "pool-a", "sb-a"), tpuNode("gke-n1", "pool-a", "sb-a"),
-			tpuNode("gke-n2", "pool-a", "sb-b"), tpuNode("gke-n3", "pool-a", "sb-b")}
+		nodes := []*corev1.Node{tpuNode("gke-n0", "sb-a"), tpuNode("gke-n1", "sb-a"),
+			tpuNode("gke-n2", "sb-b"), tpuNode("gke-n3", "sb-b")}
 		for _, n := range nodes {
 			Expect(k8sClient.Create(ctx, n)).To(Succeed())
 			DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, n))).To(Succeed()) })
@@ -100,7 +101,11 @@ var _ = Describe("GKE subslicing (Ray's TPU subslicing guide)", func() {
 		Expect(err).NotTo(HaveOccurred())
 		file := filepath.Join(GinkgoT().TempDir(), "rc.yaml")
 		Expect(os.WriteFile(file, data, 0o600)).To(Succeed())
-		stdout, stderr, err := env.Env.ControlPlane.KubeCtl().Run("apply", "-f", file)
+		user, err := env.Env.ControlPlane.AddUser(envtest.User{Name: "kubectl-user", Groups: []string{"system:masters"}}, nil)
+		Expect(err).NotTo(HaveOccurred())
+		kubectl, err := user.Kubectl()
+		Expect(err).NotTo(HaveOccurred())
+		stdout, stderr, err := kubectl.Run("apply", "-f", file)
 		out, _ := io.ReadAll(stdout)
 		errOut, _ := io.ReadAll(stderr)
 		Expect(err).NotTo(HaveOccurred(), "kubectl apply: %s", errOut)
