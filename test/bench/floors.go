@@ -60,6 +60,48 @@ func (b *bench) admissionFloor(ctx context.Context, s scenario) (floor, error) {
 	return floor{name: "admission floor (webhook called, no claim)", wall: wall, p99: percentile(lat, 99)}, nil
 }
 
+// writeStats are the mean and p99 of a series of writes.
+type writeStats struct{ mean, p99 time.Duration }
+
+// statusWriteFloor creates a slice of s's size, owned by rc, whose status holds claims pending
+// claims (as during a burst of admissions), and times writes resourceVersion-checked status updates
+// of it with no webhook, each giving one claim a new token: what one claim write costs at that size
+// and nothing else. The status is built with the operator's API types and the tests' slice builder,
+// so the floor follows the representation they use.
+func (b *bench) statusWriteFloor(ctx context.Context, rc *rayv1.RayCluster, s scenario, claims int32, writes int) (writeStats, error) {
+	slice := allocator.NewSlice(allocator.Request{
+		Namespace: rc.Namespace, ClusterName: fmt.Sprintf("%s-floor-%d", rc.Name, claims), ClusterUID: rc.UID,
+		GroupName: "tpu", Hosts: s.hosts, Topology: s.topology, Accelerator: s.acceleratorType(),
+	}, 0, "")
+	if err := b.c.Create(ctx, slice); err != nil {
+		return writeStats{}, err
+	}
+	tokens := make([]string, claims)
+	for i := range tokens {
+		tokens[i] = allocator.NewToken()
+	}
+	at := time.Now()
+	const warmup = 3 // the first write fills the status
+	lat := make([]time.Duration, 0, writes)
+	for i := range writes + warmup {
+		tokens[i%len(tokens)] = allocator.NewToken()
+		w := &testutil.SliceWrapper{TPUSliceAssignment: *slice}
+		w.Status = tpuv1alpha1.TPUSliceAssignmentStatus{}
+		for id := range claims {
+			w.Claim(id, tokens[id], "", "", at)
+		}
+		t := time.Now()
+		if err := b.c.Status().Update(ctx, &w.TPUSliceAssignment); err != nil {
+			return writeStats{}, err
+		}
+		if i >= warmup {
+			lat = append(lat, time.Since(t))
+		}
+		slice = &w.TPUSliceAssignment
+	}
+	return writeStats{mean: mean(lat), p99: percentile(lat, 99)}, nil
+}
+
 // claimWriteFloor creates the scenario's Pods one at a time with no webhook and, after each, writes one
 // claim to its slice's status with a resourceVersion-checked update, as a claim does. The first Pod
 // of each slice also creates the slice, as the webhook does, and its latency includes that. With

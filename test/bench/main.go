@@ -56,7 +56,8 @@ var (
 )
 
 func main() {
-	only := flag.String("scenarios", "S1,S2,S3,S4", "Comma-separated scenarios to run.")
+	only := flag.String("scenarios", "S1,S2,S3,S4,S5", "Comma-separated scenarios to run.")
+	s5 := flag.String("s5-topologies", "16x16x16,16x20x28", "Comma-separated v5p topologies of S5's slices, 4 chips per Pod (1,024 and 2,240 hosts).")
 	s4TPU := flag.Int("s4-tpu-pods", 2000, "TPU worker Pods in S4.")
 	s4Other := flag.Int("s4-other-pods", 10000, "Non-TPU Pods in S4.")
 	flag.IntVar(&instanceCount, "instances", 3, "Webhook instances serving S1-S3.")
@@ -66,13 +67,13 @@ func main() {
 	flag.StringVar(&profileDir, "profile-dir", "", "Write CPU profiles of the bench process and the API server during each scenario's webhook run here.")
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.WriteTo(io.Discard)))
-	if err := run(strings.Split(*only, ","), *s4TPU, *s4Other); err != nil {
+	if err := run(strings.Split(*only, ","), strings.Split(*s5, ","), *s4TPU, *s4Other); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(only []string, s4TPU, s4Other int) error {
+func run(only, s5Topologies []string, s4TPU, s4Other int) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	b, stop, err := start(ctx)
@@ -83,6 +84,13 @@ func run(only []string, s4TPU, s4Other int) error {
 	lines, err := b.runScenarios(ctx, only)
 	if err != nil {
 		return err
+	}
+	if slices.Contains(only, "S5") {
+		big, _, err := b.bigSlices(ctx, s5Topologies)
+		if err != nil {
+			return err
+		}
+		lines = append(lines, big...)
 	}
 	if slices.Contains(only, "S4") {
 		line, err := b.memory(ctx, s4TPU, s4Other)

@@ -48,7 +48,7 @@ func (b *bench) memory(ctx context.Context, tpuPods, otherPods int) (string, err
 	if err != nil {
 		return "", err
 	}
-	defer func() { _ = mgr.Process.Kill(); _ = mgr.Wait() }()
+	defer func() { _ = mgr.Process.Kill(); _ = mgr.Wait(); b.env.ServeWebhooksFrom(b.validator) }()
 	time.Sleep(2 * time.Second)
 	rssIdle, _ := rssMiB(mgr.Process.Pid)
 

@@ -75,6 +75,8 @@ type result struct {
 	baselineErrors int
 	// lat is the latency of every admitted create of the webhook run, in the order they were started.
 	lat []time.Duration
+	// namespace holds the webhook run's RayCluster and Pods.
+	namespace string
 }
 
 // scenario measures the baseline and then the same creations through three webhook instances.
@@ -159,6 +161,7 @@ func (b *bench) webhookRun(ctx context.Context, s scenario, instances []*framewo
 		return err
 	}
 	n := s.pods()
+	r.namespace = rc.Namespace
 	stopProfile := b.profile(ctx, s.name)
 	before := stats(instances)
 	r.lat, r.wall, r.denials = b.create(ctx, rc, n, s.clients)
