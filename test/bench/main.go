@@ -31,6 +31,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"slices"
@@ -53,6 +54,8 @@ var (
 	instanceCount  int
 	withReconciler bool
 	forwarding     bool
+	outDir         string
+	plotBefore     string
 )
 
 func main() {
@@ -65,6 +68,8 @@ func main() {
 	flag.BoolVar(&forwarding, "forwarding", true, "Forward claims to the replica that owns their worker group, as in production; the concurrent scenarios also run without it for comparison.")
 	flag.IntVar(&showSlowest, "show-slowest", 0, "Print the N slowest creates of each scenario's webhook run, with their position in the run.")
 	flag.StringVar(&profileDir, "profile-dir", "", "Write CPU profiles of the bench process and the API server during each scenario's webhook run here.")
+	flag.StringVar(&outDir, "out-dir", "bin/bench", "Write the per-Pod latencies of S1 and S5 (latency.csv) and their plot by position in the slice (latency.svg) here.")
+	flag.StringVar(&plotBefore, "plot-before", "", "A latency.csv of an earlier run to overlay on the plot, dashed.")
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.WriteTo(io.Discard)))
 	if err := run(strings.Split(*only, ","), strings.Split(*s5, ","), *s4TPU, *s4Other); err != nil {
@@ -81,16 +86,19 @@ func run(only, s5Topologies []string, s4TPU, s4Other int) error {
 		return err
 	}
 	defer stop()
-	lines, err := b.runScenarios(ctx, only)
+	lines, samples, err := b.runScenarios(ctx, only)
 	if err != nil {
 		return err
 	}
 	if slices.Contains(only, "S5") {
-		big, _, err := b.bigSlices(ctx, s5Topologies)
+		big, lat, err := b.bigSlices(ctx, s5Topologies)
 		if err != nil {
 			return err
 		}
 		lines = append(lines, big...)
+		for _, hosts := range slices.Sorted(maps.Keys(lat)) {
+			samples = append(samples, samplesOf(hosts, lat[hosts])...)
+		}
 	}
 	if slices.Contains(only, "S4") {
 		line, err := b.memory(ctx, s4TPU, s4Other)
@@ -98,6 +106,11 @@ func run(only, s5Topologies []string, s4TPU, s4Other int) error {
 			return fmt.Errorf("S4: %w", err)
 		}
 		lines = append(lines, line)
+	}
+	if len(samples) > 0 || plotBefore != "" {
+		if err := writePlot(outDir, samples, plotBefore); err != nil {
+			return fmt.Errorf("plot: %w", err)
+		}
 	}
 	fmt.Println()
 	for _, l := range lines {
@@ -135,8 +148,9 @@ func start(ctx context.Context) (b *bench, stop func(), err error) {
 	return &bench{env: env, c: c, validator: validator}, func() { _ = validator.Stop(); _ = env.Stop() }, nil
 }
 
-// runScenarios runs the scenarios S1-S3 named in only and returns their BENCH lines.
-func (b *bench) runScenarios(ctx context.Context, only []string) ([]string, error) {
+// runScenarios runs the scenarios S1-S3 named in only and returns their BENCH lines, and S1's
+// per-Pod latencies for the plot.
+func (b *bench) runScenarios(ctx context.Context, only []string) ([]string, []sample, error) {
 	scenarios := []scenario{
 		{name: "S1", description: "sequential like KubeRay: 1 client, 4 slices x 64 hosts (v6e 16x16)", clients: 1, slices: 4, hosts: 64, topology: "16x16", floor: writeFloor},
 		{name: "S2", description: "concurrent: 16 clients, 1024 Pods across 16 slices, 3 webhook instances", clients: 16, slices: 16, hosts: 64, topology: "16x16", floor: groupCommitFloor},
@@ -145,17 +159,21 @@ func (b *bench) runScenarios(ctx context.Context, only []string) ([]string, erro
 	fmt.Printf("%-3s %6s %10s %10s %8s %9s %9s %7s %9s %9s %8s %9s %6s %5s\n",
 		"", "pods", "wall_ms", "base_ms", "ratio", "p50_ms", "p99_ms", "p99_r", "att/pod", "conf/pod", "wr/pod", "lost/pod", "deny", "dup")
 	var lines []string
+	var samples []sample
 	for _, s := range scenarios {
 		if !slices.Contains(only, s.name) {
 			continue
 		}
 		r, err := b.scenario(ctx, s)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", s.name, err)
+			return nil, nil, fmt.Errorf("%s: %w", s.name, err)
 		}
 		lines = append(lines, r.print(s))
+		if s.clients == 1 {
+			samples = append(samples, samplesOf(s.hosts, r.lat)...)
+		}
 	}
-	return lines, nil
+	return lines, samples, nil
 }
 
 // print writes the scenario's row of the table and returns its BENCH line.
