@@ -83,7 +83,7 @@ test-unit: ## Run the unit tests only (no control plane).
 	go test ./api/... ./internal/... ./webhooks/... ./controllers/... -count=1 $(TEST_ARGS)
 
 .PHONY: bench
-bench: envtest ## Benchmark Pod admission against a same-run no-webhook baseline (S1-S4; BENCH_ARGS=-scenarios=S1,S3).
+bench: envtest ## Benchmark Pod admission against a same-run no-webhook baseline (S1-S5, plot in bin/bench; BENCH_ARGS=-scenarios=S1,S5 -probe-representations).
 	KUBEBUILDER_ASSETS="$(KUBEBUILDER_ASSETS)" go run ./test/bench $(BENCH_ARGS)
 
 .PHONY: fuzz

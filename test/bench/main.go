@@ -70,6 +70,10 @@ func main() {
 	flag.StringVar(&profileDir, "profile-dir", "", "Write CPU profiles of the bench process and the API server during each scenario's webhook run here.")
 	flag.StringVar(&outDir, "out-dir", "bin/bench", "Write the per-Pod latencies of S1 and S5 (latency.csv) and their plot by position in the slice (latency.svg) here.")
 	flag.StringVar(&plotBefore, "plot-before", "", "A latency.csv of an earlier run to overlay on the plot, dashed.")
+	flag.BoolVar(&probeReps, "probe-representations", false, "Also run the representation probe: resourceVersion-checked writes of the claims in several encodings, on throwaway CRDs (table in <out-dir>/representations.md).")
+	flag.StringVar(&probeSizes, "probe-sizes", "1,64,1024,2240", "Claims per object the representation probe measures; the largest also with watchers and a CPU profile.")
+	flag.DurationVar(&probeBudget, "probe-budget", 3*time.Second, "How long the probe writes each encoding at each size (at least 20 writes).")
+	flag.DurationVar(&probeProfile, "probe-profile", 10*time.Second, "Length of the API server CPU profiles the probe takes of (a) and (c) at the largest size; 0 for none.")
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.WriteTo(io.Discard)))
 	if err := run(strings.Split(*only, ","), strings.Split(*s5, ","), *s4TPU, *s4Other); err != nil {
@@ -98,6 +102,11 @@ func run(only, s5Topologies []string, s4TPU, s4Other int) error {
 		lines = append(lines, big...)
 		for _, hosts := range slices.Sorted(maps.Keys(lat)) {
 			samples = append(samples, samplesOf(hosts, lat[hosts])...)
+		}
+	}
+	if probeReps {
+		if err := b.probeRepresentations(ctx); err != nil {
+			return fmt.Errorf("representation probe: %w", err)
 		}
 	}
 	if slices.Contains(only, "S4") {
