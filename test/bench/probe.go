@@ -159,9 +159,9 @@ func (p *probe) measureOps(ctx context.Context, rep representation, obj *probeOb
 	return nil
 }
 
-// fanOutAndProfiles measures (a) and (c) at n claims with three watchers of the resource, as three
-// operator instances watch TPUSliceAssignments, and takes the API server's CPU profile of each
-// while it updates without watchers.
+// fanOutAndProfiles measures (a) and (c) at n claims without and with three watchers of the
+// resource (as three operator instances watch TPUSliceAssignments), twice each, alternating, and
+// takes the API server's CPU profile of each without and with the watchers.
 func (p *probe) fanOutAndProfiles(ctx context.Context, n int) error {
 	for _, rep := range representations() {
 		if rep.key != "a" && rep.key != "c" {
@@ -172,18 +172,18 @@ func (p *probe) fanOutAndProfiles(ctx context.Context, n int) error {
 		if err != nil {
 			return err
 		}
-		r, err := p.measure(ctx, obj, updateOp(rep), probeBudget, 3)
-		if err != nil {
-			return err
-		}
-		r.rep, r.title = rep.key, rep.title
-		p.record(r)
-		if probeProfile > 0 {
-			path := filepath.Join(outDir, fmt.Sprintf("probe-%s-%d-apiserver.pprof", rep.key, n))
-			if err := p.profile(ctx, obj, updateOp(rep), path); err != nil {
+		for _, watchers := range []int{0, 3, 0, 3} {
+			r, err := p.measure(ctx, obj, updateOp(rep), probeBudget, watchers)
+			if err != nil {
 				return err
 			}
-			fmt.Printf("PROBE profile repr=%s claims=%d: %s (go tool pprof -top -cum %s)\n", rep.key, n, path, path)
+			r.rep, r.title, r.op = rep.key, rep.title, "update (fan-out runs)"
+			p.record(r)
+		}
+		for _, watchers := range []int{0, 3} {
+			if err := p.profile(ctx, obj, updateOp(rep), watchers); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

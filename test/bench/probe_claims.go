@@ -81,6 +81,16 @@ func encodeText(claims []probeClaim) any {
 	return b.String()
 }
 
+// encodeTextSeparated is encodeText with "; " between the claims instead of newlines, which JSON
+// has to escape.
+func encodeTextSeparated(claims []probeClaim) any {
+	lines := make([]string, len(claims))
+	for i, c := range claims {
+		lines[i] = c.line()
+	}
+	return strings.Join(lines, "; ")
+}
+
 func encodeMap(claims []probeClaim) any {
 	out := make(map[string]string, len(claims))
 	for _, c := range claims {

@@ -23,6 +23,7 @@ import (
 	"maps"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -230,9 +231,20 @@ func (p *probe) watch(ctx context.Context, o *probeObject, n int) (*atomic.Int64
 	return &received, cancel
 }
 
-// profile writes o with op for probeProfile while the API server's CPU profile is taken, and
-// saves the profile to path.
-func (p *probe) profile(ctx context.Context, o *probeObject, op probeOp, path string) error {
+// profile writes o with op for probeProfile, with watchers watching, while the API server's CPU
+// profile is taken, and saves it as <out-dir>/probe-<repr>-<claims>[-watched]-apiserver.pprof.
+func (p *probe) profile(ctx context.Context, o *probeObject, op probeOp, watchers int) error {
+	if probeProfile <= 0 {
+		return nil
+	}
+	meta, _ := o.obj["metadata"].(map[string]any)
+	name, _ := meta["generateName"].(string) // <repr>-<claims>-
+	if watchers > 0 {
+		name += "watched-"
+	}
+	path := filepath.Join(outDir, "probe-"+name+"apiserver.pprof")
+	_, stopWatch := p.watch(ctx, o, watchers)
+	defer stopWatch()
 	done := make(chan error, 1)
 	go func() {
 		data, err := p.rc.Get().AbsPath("/debug/pprof/profile").Param("seconds", strconv.Itoa(int(probeProfile.Seconds()))).DoRaw(ctx)
@@ -245,6 +257,7 @@ func (p *probe) profile(ctx context.Context, o *probeObject, op probeOp, path st
 	for i := 0; ; i++ {
 		select {
 		case err := <-done:
+			fmt.Printf("PROBE profile %s: %d writes with %d watchers (go tool pprof -top -cum %s)\n", path, i, watchers, path)
 			return err
 		default:
 		}

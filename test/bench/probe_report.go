@@ -35,8 +35,12 @@ type probeRow struct {
 func markdownTable(results []probeResult, sizes []int) string {
 	var rows []*probeRow
 	index := map[string]*probeRow{}
+	seen := map[string]int{}
 	for _, r := range results {
-		key := fmt.Sprintf("%s|%s|%d", r.rep, r.op, r.watchers)
+		// A write measured again at the same size (the fan-out runs) gets a row of its own.
+		run := fmt.Sprintf("%s|%s|%d|%d", r.rep, r.op, r.watchers, r.claims)
+		seen[run]++
+		key := fmt.Sprintf("%s|%s|%d|%d", r.rep, r.op, r.watchers, seen[run])
 		row := index[key]
 		if row == nil {
 			row = &probeRow{title: r.title, op: r.op, watchers: r.watchers, bySize: map[int]probeResult{}}
