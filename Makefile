@@ -119,7 +119,7 @@ fuzz: ## Run every fuzz target of the repository (func Fuzz... in a _test.go fil
 	done
 
 .PHONY: bench
-bench: envtest ## Benchmark Pod admission against a same-run no-webhook baseline (S1-S4; BENCH_ARGS=-scenarios=S1,S3); see docs/performance.md.
+bench: envtest ## Benchmark Pod admission against a same-run no-webhook baseline (S1-S5; plot and CSV in bin/bench; BENCH_ARGS=-scenarios=S1,S5, -probe-representations); see docs/performance.md.
 	KUBEBUILDER_ASSETS="$(KUBEBUILDER_ASSETS)" go run ./test/bench $(BENCH_ARGS)
 
 ##@ Build

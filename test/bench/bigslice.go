@@ -1,0 +1,194 @@
+/*
+Copyright 2026 The tpu-slice-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
+	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
+	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
+	"github.com/ray-tpu/tpu-slice-operator/internal/topology"
+)
+
+// S5 runs one slice per topology, TPU v5p with 4 chips per Pod: 16x16x16 is 1,024 hosts, 16x20x28
+// (the largest v5p slice) 2,240.
+const s5Accelerator = "tpu-v5p-slice"
+
+// flatWindow is how many Pods at each end of a slice S5's flatness compares.
+const flatWindow = 64
+
+// bigResult is what S5 measured for one slice size.
+type bigResult struct {
+	hosts              int32
+	pods, denials      int
+	wall, baselineWall time.Duration
+	lat                []time.Duration
+	allocStats
+	duplicates  int
+	statusBytes int
+	// write1 and writeH are the floors: one status write of a slice holding 1 and hosts claims.
+	write1, writeH writeStats
+	admission      floor
+}
+
+// bigScenario is S5 for one topology: one slice, one Pod at a time, as KubeRay creates a group.
+func bigScenario(topo string) (scenario, error) {
+	t, err := topology.ParseTopology(topo)
+	if err != nil {
+		return scenario{}, err
+	}
+	hosts, err := topology.Hosts(t, 4)
+	if err != nil {
+		return scenario{}, err
+	}
+	return scenario{
+		name: fmt.Sprintf("S5-%d", hosts), description: fmt.Sprintf("big slice: 1 client, 1 slice x %d hosts (v5p %s)", hosts, topo),
+		clients: 1, slices: 1, hosts: hosts, topology: topo, accelerator: s5Accelerator, floor: noFloor,
+	}, nil
+}
+
+// bigSlices runs S5 for each topology and returns its BENCH lines (floor first, then S5, per size)
+// and the per-Pod latencies of each webhook run by slice size.
+func (b *bench) bigSlices(ctx context.Context, topologies []string) ([]string, map[int32][]time.Duration, error) {
+	var lines []string
+	lat := map[int32][]time.Duration{}
+	for _, topo := range topologies {
+		s, err := bigScenario(topo)
+		if err != nil {
+			return nil, nil, err
+		}
+		r, err := b.bigSlice(ctx, s)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", s.name, err)
+		}
+		lines = append(lines, r.report())
+		lat[r.hosts] = r.lat
+	}
+	return lines, lat, nil
+}
+
+// bigSlice measures, for one S5 slice size: the baseline (the same creates of Pods without TPUs, no
+// webhook registered), the status-write floors, the admission floor, and the webhook run through
+// fresh instances with claim forwarding as in production.
+func (b *bench) bigSlice(ctx context.Context, s scenario) (bigResult, error) {
+	r := bigResult{hosts: s.hosts}
+	saved, err := b.unregisterPodWebhook(ctx)
+	if err != nil {
+		return r, err
+	}
+	if err := b.bigBaseline(ctx, s, &r); err != nil {
+		return r, err
+	}
+	instances, err := b.startInstances(ctx, forwarding)
+	if err != nil {
+		return r, err
+	}
+	defer stopAll(instances)
+	if err := b.registerPodWebhook(ctx, saved); err != nil {
+		return r, err
+	}
+	b.env.ServeWebhooksFrom(instances...)
+	defer b.env.ServeWebhooksFrom(b.validator)
+	if r.admission, err = b.admissionFloor(ctx, s); err != nil {
+		return r, err
+	}
+	var run result
+	if err := b.webhookRun(ctx, s, instances, &run); err != nil {
+		return r, err
+	}
+	r.pods, r.denials, r.wall, r.lat, r.allocStats, r.duplicates = run.pods, run.denials, run.wall, run.lat, run.allocStats, run.duplicates
+	r.statusBytes, err = b.storedSize(ctx, run.namespace, naming.SliceName("bench", "tpu", 0))
+	return r, err
+}
+
+// bigBaseline creates the scenario's Pods without TPUs, one at a time, with no webhook registered,
+// and measures the status-write floors of a slice of the scenario's size.
+func (b *bench) bigBaseline(ctx context.Context, s scenario, r *bigResult) error {
+	ns, err := b.namespace(ctx, "base-"+strings.ToLower(s.name))
+	if err != nil {
+		return err
+	}
+	n := s.pods()
+	cpu := testutil.MakeRayCluster("bench", ns).CPUGroup("cpu", int32(n)).ManagedByMultiKueue().Obj()
+	if err := b.c.Create(ctx, cpu); err != nil {
+		return err
+	}
+	_, r.baselineWall, _ = b.createGroup(ctx, cpu, "cpu", n, s.clients)
+	if r.write1, err = b.statusWriteFloor(ctx, cpu, s, 1, 100); err != nil {
+		return err
+	}
+	r.writeH, err = b.statusWriteFloor(ctx, cpu, s, s.hosts, 50)
+	return err
+}
+
+// storedSize waits until the slice is Ready (every claim bound, which the reconciler does once the
+// slice has settled) and returns the length of its JSON as the API server serves it, managed
+// fields included: CRDs are stored as JSON, so that is its size in etcd.
+func (b *bench) storedSize(ctx context.Context, namespace, name string) (int, error) {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var slice tpuv1alpha1.TPUSliceAssignment
+		if err := b.c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &slice); err != nil {
+			return 0, err
+		}
+		if apimeta.IsStatusConditionTrue(slice.Status.Conditions, tpuv1alpha1.ConditionReady) {
+			break
+		}
+		if time.Now().After(deadline) {
+			fmt.Fprintf(os.Stderr, "slice %s/%s is not Ready after 60s: measuring it as it is\n", namespace, name)
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	rc, err := rest.RESTClientFor(restConfigForRaw(b.env.Config))
+	if err != nil {
+		return 0, err
+	}
+	gv := tpuv1alpha1.GroupVersion
+	data, err := rc.Get().AbsPath("/apis", gv.Group, gv.Version, "namespaces", namespace, "tpusliceassignments", name).
+		SetHeader("Accept", "application/json").DoRaw(ctx)
+	return len(data), err
+}
+
+// report prints what S5 measured for one size and returns its BENCH lines: the floors, then S5.
+func (r *bigResult) report() string {
+	n := float64(max(r.pods, 1))
+	first, last := r.lat[:min(flatWindow, len(r.lat))], r.lat[max(len(r.lat)-flatWindow, 0):]
+	flatness := ratio(mean(last), mean(first))
+	fmt.Fprintf(os.Stderr, "S5-%d: wall %.0f ms, baseline %.0f ms, mean create %.1f ms (first %d Pods %.1f ms, last %d Pods %.1f ms), p50 %.1f ms, denials %d\n",
+		r.hosts, ms(r.wall), ms(r.baselineWall), ms(mean(r.lat)), len(first), ms(mean(first)), len(last), ms(mean(last)),
+		ms(percentile(r.lat, 50)), r.denials)
+	fmt.Fprintf(os.Stderr, "S5-%d: %s: ratio %.2f; claims forwarded %.2f per Pod, mean claim inside the webhook %.1f ms\n",
+		r.hosts, r.admission.name, ratio(r.admission.wall, r.baselineWall), r.perPod(r.forwarded, r.pods),
+		float64(r.claimNanos)/n/1e6)
+	return strings.Join([]string{
+		fmt.Sprintf("BENCH S5-floor hosts=%d write_1_ms=%.1f write_1_p99_ms=%.1f write_h_ms=%.1f write_h_p99_ms=%.1f",
+			r.hosts, ms(r.write1.mean), ms(r.write1.p99), ms(r.writeH.mean), ms(r.writeH.p99)),
+		fmt.Sprintf("BENCH S5 hosts=%d pods=%d ratio=%.2f flatness=%.2f p99_ms=%.1f status_kib=%.1f writes_per_pod=%.2f duplicates=%d",
+			r.hosts, r.pods, ratio(r.wall, r.baselineWall), flatness, ms(percentile(r.lat, 99)),
+			float64(r.statusBytes)/1024, float64(r.writes)/n, r.duplicates),
+	}, "\n")
+}

@@ -1,0 +1,217 @@
+/*
+Copyright 2026 The tpu-slice-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
+	"github.com/ray-tpu/tpu-slice-operator/internal/allocator"
+	tpuclaims "github.com/ray-tpu/tpu-slice-operator/internal/claims"
+	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
+	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
+	"github.com/ray-tpu/tpu-slice-operator/internal/topology"
+	"github.com/ray-tpu/tpu-slice-operator/internal/tpuenv"
+)
+
+// floor is a same-run measurement that bounds what the webhook run can reach.
+type floor struct {
+	name      string
+	wall, p99 time.Duration
+	extra     string
+}
+
+// admissionFloor creates as many worker Pods without TPUs as the scenario has, through the webhook
+// instances registered now: the webhook is called for each and answers without an API call. No
+// webhook design can cost less per Pod.
+func (b *bench) admissionFloor(ctx context.Context, s scenario) (floor, error) {
+	ns, err := b.namespace(ctx, "floor-"+strings.ToLower(s.name))
+	if err != nil {
+		return floor{}, err
+	}
+	n := s.pods()
+	cpu := testutil.MakeRayCluster("bench", ns).CPUGroup("cpu", int32(n)).ManagedByMultiKueue().Obj()
+	if err := b.c.Create(ctx, cpu); err != nil {
+		return floor{}, err
+	}
+	lat, wall, _ := b.createGroup(ctx, cpu, "cpu", n, s.clients)
+	return floor{name: "admission floor (webhook called, no claim)", wall: wall, p99: percentile(lat, 99)}, nil
+}
+
+// writeStats are the mean and p99 of a series of writes.
+type writeStats struct{ mean, p99 time.Duration }
+
+// statusWriteFloor creates a slice of s's size, owned by rc, whose status holds claims pending
+// claims (as during a burst of admissions), and times writes resourceVersion-checked status updates
+// of it with no webhook, each giving one claim a new token: what one claim write costs at that size
+// and nothing else. The status is built with the operator's API types and the tests' slice builder,
+// so the floor follows the representation they use.
+func (b *bench) statusWriteFloor(ctx context.Context, rc *rayv1.RayCluster, s scenario, claims int32, writes int) (writeStats, error) {
+	slice := tpuclaims.NewSlice(rc.Namespace, tpuv1alpha1.TPUSliceAssignmentSpec{
+		RayClusterName: fmt.Sprintf("%s-floor-%d", rc.Name, claims), RayClusterUID: rc.UID,
+		GroupName: "tpu", Hosts: s.hosts, Topology: s.topology, Accelerator: s.acceleratorType(),
+	})
+	if err := b.c.Create(ctx, slice); err != nil {
+		return writeStats{}, err
+	}
+	tokens := make([]string, claims)
+	for i := range tokens {
+		tokens[i] = allocator.NewToken()
+	}
+	at := time.Now()
+	const warmup = 3 // the first write fills the status
+	lat := make([]time.Duration, 0, writes)
+	for i := range writes + warmup {
+		tokens[i%len(tokens)] = allocator.NewToken()
+		w := &testutil.SliceWrapper{TPUSliceAssignment: *slice}
+		w.Status = tpuv1alpha1.TPUSliceAssignmentStatus{}
+		for id := range claims {
+			w.Claim(id, tokens[id], "", "", at)
+		}
+		t := time.Now()
+		if err := b.c.Status().Update(ctx, &w.TPUSliceAssignment); err != nil {
+			return writeStats{}, err
+		}
+		if i >= warmup {
+			lat = append(lat, time.Since(t))
+		}
+		slice = &w.TPUSliceAssignment
+	}
+	// Gone before the webhook run, so that its instances' reconciler has nothing to do with it.
+	return writeStats{mean: mean(lat), p99: percentile(lat, 99)}, b.c.Delete(ctx, slice)
+}
+
+// claimWriteFloor creates the scenario's Pods one at a time with no webhook and, after each, writes one
+// claim to its slice's status with a resourceVersion-checked update, as a claim does. The first Pod
+// of each slice also creates the slice, as the webhook does, and its latency includes that. With
+// grow, the status accumulates the slice's claims as in the real run; without, it always holds one.
+func (b *bench) claimWriteFloor(ctx context.Context, rc *rayv1.RayCluster, s scenario, grow bool) (floor, error) {
+	f := floor{name: "floor of one claim write per Pod (no webhook)"}
+	if !grow {
+		f.name = "floor of one claim write per Pod with a one-claim status (no webhook)"
+	}
+	cluster := rc.Name + "-floor"
+	if !grow {
+		cluster += "-one"
+	}
+	var lat []time.Duration
+	start := time.Now()
+	for r := range s.slices {
+		var slice *tpuv1alpha1.TPUSliceAssignment
+		for id := range s.hosts {
+			t := time.Now()
+			if slice == nil {
+				slice = tpuclaims.NewSlice(rc.Namespace, tpuv1alpha1.TPUSliceAssignmentSpec{
+					RayClusterName: cluster, RayClusterUID: rc.UID, GroupName: "tpu", ReplicaIndex: r,
+					Hosts: s.hosts, Topology: s.topology,
+				})
+				if err := b.c.Create(ctx, slice); err != nil {
+					return f, err
+				}
+			}
+			if err := b.c.Create(ctx, testutil.WorkerPodFor(rc, "tpu").Obj()); err != nil {
+				return f, err
+			}
+			c := tpuv1alpha1.WorkerClaim{WorkerID: id, Token: allocator.NewToken(), ClaimedAt: metav1.Now()}
+			if grow {
+				slice.Status.Claims = append(slice.Status.Claims, c)
+			} else {
+				slice.Status.Claims = []tpuv1alpha1.WorkerClaim{c}
+			}
+			slice.Status.Claimed = int32(len(slice.Status.Claims)) //nolint:gosec // at most 64.
+			if err := b.c.Status().Update(ctx, slice); err != nil {
+				return f, err
+			}
+			lat = append(lat, time.Since(t))
+		}
+	}
+	f.wall, f.p99 = time.Since(start), percentile(lat, 99)
+	return f, nil
+}
+
+// singleWriterFloor creates the scenario's Pods with its clients and no webhook registered: each
+// client claims a worker ID through alloc, one allocator shared by every client, applies it to the
+// Pod as the webhook would and creates the Pod. That is group commit with a single writer, without
+// the admission round trip and without other writers to conflict with.
+func (b *bench) singleWriterFloor(ctx context.Context, alloc *allocator.Allocator, s scenario) (floor, error) {
+	f := floor{name: "group-commit floor (one in-process allocator, no webhook)"}
+	rc, err := b.rayCluster(ctx, "gc", s)
+	if err != nil {
+		return f, err
+	}
+	n := s.pods()
+	req := allocator.Request{
+		Namespace: rc.Namespace, ClusterName: rc.Name, ClusterUID: rc.UID, GroupName: "tpu",
+		Hosts: s.hosts, Topology: s.topology, Accelerator: s.acceleratorType(),
+	}
+	before := alloc.Stats.Writes.Load()
+	var next, failures atomic.Int64
+	lat := make([]time.Duration, n)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range s.clients {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				t := time.Now()
+				if err := b.claimAndCreate(ctx, alloc, req, testutil.WorkerPodFor(rc, "tpu").Obj()); err != nil {
+					failures.Add(1)
+					continue
+				}
+				lat[i] = time.Since(t)
+			}
+		})
+	}
+	wg.Wait()
+	f.wall = time.Since(start)
+	if failed := failures.Load(); failed > 0 {
+		return f, fmt.Errorf("group-commit floor: %d creates or claims failed", failed)
+	}
+	f.p99 = percentile(lat, 99)
+	f.extra = fmt.Sprintf(", writes per Pod %.2f", float64(alloc.Stats.Writes.Load()-before)/float64(n))
+	return f, nil
+}
+
+// claimAndCreate does in process what the webhook does in admission: it claims a worker ID for pod,
+// applies the identity, and then creates the Pod.
+func (b *bench) claimAndCreate(ctx context.Context, alloc *allocator.Allocator, req allocator.Request, pod *corev1.Pod) error {
+	slice, err := topology.FromPod(pod.Annotations, &pod.Spec)
+	if err != nil {
+		return err
+	}
+	a, err := alloc.Claim(ctx, req)
+	if err != nil {
+		return err
+	}
+	tpuenv.Apply(pod, tpuenv.Identity{
+		GroupName: req.GroupName, ReplicaIndex: a.Replica, WorkerID: a.WorkerID, Hosts: slice.Hosts,
+		Subdomain: naming.HeadlessServiceName(req.ClusterName), SliceName: a.SliceName, ClaimToken: a.Token,
+	}, slice.TPUContainers)
+	return b.c.Create(ctx, pod)
+}

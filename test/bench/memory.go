@@ -1,0 +1,237 @@
+/*
+Copyright 2026 The tpu-slice-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/ray-tpu/tpu-slice-operator/internal/localenv"
+	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
+	"github.com/ray-tpu/tpu-slice-operator/test/integration/framework"
+)
+
+// memory runs the manager binary as its own process, fills the API server with non-TPU Pods and
+// TPU worker Pods, and reads the manager's RSS and Go heap.
+func (b *bench) memory(ctx context.Context, tpuPods, otherPods int) (string, error) {
+	mgr, metricsPort, err := b.startManager(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = mgr.Process.Kill(); _ = mgr.Wait(); b.env.ServeWebhooksFrom(b.validator) }()
+	time.Sleep(2 * time.Second)
+	rssIdle, _ := rssMiB(mgr.Process.Pid)
+
+	ns, err := b.namespace(ctx, "s4")
+	if err != nil {
+		return "", err
+	}
+	fmt.Printf("\nS4: creating %d non-TPU Pods and %d TPU worker Pods\n", otherPods, tpuPods)
+	if err := b.fillOther(ctx, ns, otherPods); err != nil {
+		return "", err
+	}
+	time.Sleep(2 * time.Second)
+	rssOther, _ := rssMiB(mgr.Process.Pid)
+
+	if err := b.fillTPU(ctx, ns, tpuPods); err != nil {
+		return "", err
+	}
+	time.Sleep(3 * time.Second)
+	rss, err := rssMiB(mgr.Process.Pid)
+	if err != nil {
+		return "", err
+	}
+	heap, err := heapMiB(ctx, metricsPort)
+	if err != nil {
+		return "", err
+	}
+	fmt.Printf("S4: manager RSS %.1f MiB idle, %.1f MiB with %d non-TPU Pods (%+.1f MiB), %.1f MiB with %d TPU Pods more; Go heap %.1f MiB\n",
+		rssIdle, rssOther, otherPods, rssOther-rssIdle, rss, tpuPods, heap)
+	return fmt.Sprintf("BENCH S4 pods=%d rss_mib=%.1f heap_mib=%.1f", otherPods+tpuPods, rss, heap), nil
+}
+
+// startManager builds the manager binary, starts it against the control plane and makes the
+// webhook endpoint send admissions to it. It returns the process and its metrics port.
+func (b *bench) startManager(ctx context.Context) (*exec.Cmd, int, error) {
+	root := localenv.RootDir()
+	bin := filepath.Join(root, "bin", "manager")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd")
+	build.Dir, build.Stdout, build.Stderr = root, os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return nil, 0, fmt.Errorf("building the manager: %w", err)
+	}
+	kubeconfig, err := b.kubeconfig()
+	if err != nil {
+		return nil, 0, err
+	}
+	webhookPort, metricsPort := freePort(), freePort()
+	wio := &b.env.Env.WebhookInstallOptions
+	mgr := exec.CommandContext(ctx, bin, "--kubeconfig", kubeconfig,
+		"--metrics-bind-address", "127.0.0.1:"+strconv.Itoa(metricsPort), "--metrics-secure=false",
+		"--health-probe-bind-address", "127.0.0.1:0",
+		"--webhook-port", strconv.Itoa(webhookPort), "--webhook-cert-path", wio.LocalServingCertDir)
+	mgr.Stderr = io.Discard
+	if err := mgr.Start(); err != nil {
+		return nil, 0, err
+	}
+	if err := waitHTTP(ctx, "http://127.0.0.1:"+strconv.Itoa(metricsPort)+"/metrics"); err != nil {
+		_ = mgr.Process.Kill()
+		_ = mgr.Wait()
+		return nil, 0, err
+	}
+	b.env.ServeWebhooksFrom(&framework.Instance{Addr: "127.0.0.1:" + strconv.Itoa(webhookPort)})
+	return mgr, metricsPort, nil
+}
+
+// fillOther creates n Pods of another workload in ns, next to a RayCluster with a CPU group.
+func (b *bench) fillOther(ctx context.Context, ns string, n int) error {
+	other := testutil.MakeRayCluster("cpu", ns).CPUGroup("cpu", 1).ManagedByMultiKueue().Obj()
+	if err := b.c.Create(ctx, other); err != nil {
+		return err
+	}
+	return b.fill(ctx, n, func(int) *corev1.Pod {
+		// Plain Pods of another workload, and CPU workers of a RayCluster.
+		p := testutil.MakePod("", ns).GenerateName("web-").Label("app", "web").Obj()
+		return p
+	})
+}
+
+// fillTPU creates n TPU worker Pods in ns, in 16-host slices of one RayCluster.
+func (b *bench) fillTPU(ctx context.Context, ns string, n int) error {
+	const hosts = 16
+	rc := testutil.MakeRayCluster("tpu", ns).TPUGroup("tpu", "tpu-v6e-slice", "8x8", 4, hosts, int32((n+hosts-1)/hosts)).ManagedByMultiKueue().Obj()
+	if err := b.c.Create(ctx, rc); err != nil {
+		return err
+	}
+	time.Sleep(500 * time.Millisecond)
+	return b.fill(ctx, n, func(int) *corev1.Pod { return testutil.WorkerPodFor(rc, "tpu").Obj() })
+}
+
+// fill creates n Pods with 16 concurrent clients.
+func (b *bench) fill(ctx context.Context, n int, pod func(int) *corev1.Pod) error {
+	var next atomic.Int64
+	var firstErr atomic.Pointer[error]
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				if err := b.c.Create(ctx, pod(i)); err != nil {
+					firstErr.CompareAndSwap(nil, &err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if p := firstErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+func (b *bench) kubeconfig() (string, error) {
+	user, err := b.env.Env.AddUser(envtest.User{Name: "bench-manager", Groups: []string{"system:masters"}}, rest.CopyConfig(b.env.Config))
+	if err != nil {
+		return "", err
+	}
+	data, err := user.KubeConfig()
+	if err != nil {
+		return "", err
+	}
+	f, err := os.CreateTemp("", "bench-kubeconfig-")
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = f.Close() }()
+	_, err = f.Write(data)
+	return f.Name(), err
+}
+
+func rssMiB(pid int) (float64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.SplitSeq(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 64)
+			return kb / 1024, err
+		}
+	}
+	return 0, errors.New("no VmRSS")
+}
+
+func heapMiB(ctx context.Context, port int) (float64, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1:"+strconv.Itoa(port)+"/metrics", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.SplitSeq(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, "go_memstats_heap_alloc_bytes "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			return f / (1 << 20), err
+		}
+	}
+	return 0, errors.New("no go_memstats_heap_alloc_bytes in the manager's metrics")
+}
+
+func waitHTTP(ctx context.Context, url string) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			_ = resp.Body.Close()
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("%s did not answer within 60s", url)
+}
+
+func freePort() int {
+	l, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().(*net.TCPAddr).Port
+}

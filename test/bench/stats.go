@@ -1,0 +1,83 @@
+/*
+Copyright 2026 The tpu-slice-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package main
+
+import (
+	"context"
+
+	"github.com/ray-tpu/tpu-slice-operator/internal/operator"
+	"github.com/ray-tpu/tpu-slice-operator/test/integration/framework"
+)
+
+// allocStats is a snapshot of allocator counters.
+type allocStats struct {
+	attempts, conflicts, writes, lostWrites, claimNanos int64
+	// forwarded and fallbacks count claim forwarding (instances that forward); forwardNanos and
+	// serveNanos are the time forwarded claims took at the caller and at the owner.
+	forwarded, fallbacks, forwardNanos, serveNanos int64
+}
+
+func stats(instances []*framework.Instance) allocStats {
+	var s allocStats
+	for _, inst := range instances {
+		st := &inst.Allocator.Stats
+		s.attempts += st.Attempts.Load()
+		s.conflicts += st.Conflicts.Load()
+		s.writes += st.Writes.Load()
+		s.lostWrites += st.LostWrites.Load()
+		s.claimNanos += st.ClaimNanos.Load()
+		if inst.Forwarding != nil {
+			s.forwarded += inst.Forwarding.Forwarded.Load()
+			s.fallbacks += inst.Forwarding.Fallbacks.Load()
+			s.forwardNanos += inst.Forwarding.ForwardNanos.Load()
+			s.serveNanos += inst.Forwarding.ServeNanos.Load()
+		}
+	}
+	return s
+}
+
+// startInstances starts the scenario's webhook instances (the first runs the reconciler, if asked),
+// forwarding claims or not.
+func (b *bench) startInstances(ctx context.Context, forward bool) ([]*framework.Instance, error) {
+	instances, err := b.env.StartInstances(ctx, instanceCount, func(i int) framework.InstanceOptions {
+		return framework.InstanceOptions{
+			Operator: operator.Options{DisableControllers: i > 0 || !withReconciler},
+			Forward:  forward,
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return instances, nil
+}
+
+func stopAll(instances []*framework.Instance) {
+	for _, inst := range instances {
+		_ = inst.Stop()
+	}
+}
+
+func (s allocStats) minus(o allocStats) allocStats {
+	return allocStats{
+		attempts: s.attempts - o.attempts, conflicts: s.conflicts - o.conflicts, writes: s.writes - o.writes,
+		lostWrites: s.lostWrites - o.lostWrites, claimNanos: s.claimNanos - o.claimNanos,
+		forwarded: s.forwarded - o.forwarded, fallbacks: s.fallbacks - o.fallbacks,
+		forwardNanos: s.forwardNanos - o.forwardNanos, serveNanos: s.serveNanos - o.serveNanos,
+	}
+}
+
+func (allocStats) perPod(v int64, pods int) float64 { return float64(v) / float64(max(pods, 1)) }
