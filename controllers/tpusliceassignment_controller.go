@@ -25,12 +25,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
@@ -38,7 +36,6 @@ import (
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/claims"
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
-	"github.com/ray-tpu/tpu-slice-operator/internal/identity"
 	"github.com/ray-tpu/tpu-slice-operator/internal/lifecycle"
 	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
 	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
@@ -84,63 +81,15 @@ func NewTPUSliceAssignmentReconciler(mgr ctrl.Manager, opts Options) *TPUSliceAs
 	}
 }
 
-// SetupWithManager watches slices, the TPU worker Pods and RayClusters.
+// SetupWithManager watches slices, the TPU worker Pods and RayClusters (handlers.go).
 func (r *TPUSliceAssignmentReconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("tpusliceassignment").
-		For(&tpuv1alpha1.TPUSliceAssignment{}).
+		Watches(&tpuv1alpha1.TPUSliceAssignment{}, r.sliceHandler()).
 		Watches(&corev1.Pod{}, r.podHandler()).
 		Watches(&rayv1.RayCluster{}, handler.EnqueueRequestsFromMapFunc(r.rayClusterToSlices)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Complete(r)
-}
-
-// podHandler enqueues the slices a Pod event concerns (podToSlices) and, for a deletion, records
-// the Pod's tombstone first, so that the reconcile it triggers releases the Pod's pending claim at
-// once (the informer's other handler that records tombstones for the webhook runs in no fixed
-// order with this one).
-func (r *TPUSliceAssignmentReconciler) podHandler() handler.EventHandler {
-	enqueue := func(ctx context.Context, obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-		for _, req := range podToSlices(ctx, obj) {
-			q.Add(req)
-		}
-	}
-	return handler.Funcs{
-		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueue(ctx, e.Object, q)
-		},
-		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueue(ctx, e.ObjectOld, q)
-			enqueue(ctx, e.ObjectNew, q)
-		},
-		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			if pod, ok := e.Object.(*corev1.Pod); ok && r.tombstones != nil {
-				r.tombstones.Record(pod)
-			}
-			enqueue(ctx, e.Object, q)
-		},
-		GenericFunc: func(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueue(ctx, e.Object, q)
-		},
-	}
-}
-
-// podToSlices maps a Pod to the slice its spec identity names and, when it differs, the slice its
-// label names (a hint: the reconcile of that slice finds out whether the Pod holds anything there).
-func podToSlices(_ context.Context, obj client.Object) []reconcile.Request {
-	var reqs []reconcile.Request
-	add := func(name string) {
-		if name != "" && (len(reqs) == 0 || reqs[0].Name != name) {
-			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}})
-		}
-	}
-	if pod, ok := obj.(*corev1.Pod); ok {
-		if id, ok := identity.FromPod(pod); ok {
-			add(id.SliceName())
-		}
-	}
-	add(obj.GetLabels()[constants.SliceLabel])
-	return reqs
 }
 
 func (r *TPUSliceAssignmentReconciler) rayClusterToSlices(ctx context.Context, obj client.Object) []reconcile.Request {
@@ -235,7 +184,6 @@ func (r *TPUSliceAssignmentReconciler) view(slice *tpuv1alpha1.TPUSliceAssignmen
 			return gone
 		},
 		PendingFor: pendingFor,
-		Now:        now,
 	}
 }
 

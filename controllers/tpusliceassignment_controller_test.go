@@ -35,7 +35,7 @@ var sliceKey = types.NamespacedName{Namespace: "ns", Name: "s"}
 func sliceWith(tokens ...string) *tpuv1alpha1.TPUSliceAssignment {
 	w := testutil.MakeSlice("s", "ns", "rc", "uid", "tpu", 0, 4)
 	for i, token := range tokens {
-		w = w.Claim(int32(i), token, "", "", t0.Add(-time.Hour)) //nolint:gosec // a handful of claims.
+		w = w.Claim(int32(i), token, "", "") //nolint:gosec // a handful of claims.
 	}
 	return w.Obj()
 }

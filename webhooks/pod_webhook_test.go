@@ -233,7 +233,7 @@ func storedSlice(replica int32) *testutil.SliceWrapper {
 func fullSlice(replica int32) *tpuv1alpha1.TPUSliceAssignment {
 	s := storedSlice(replica)
 	for id := range int32(4) {
-		s.Claim(id, fmt.Sprintf("pending-%d-%d", replica, id), "", "", time.Now())
+		s.Claim(id, fmt.Sprintf("pending-%d-%d", replica, id), "", "")
 	}
 	return s.Obj()
 }
@@ -537,7 +537,7 @@ func TestPodWebhookAssigns(t *testing.T) {
 		"multi-host: a hole is refilled: with IDs 0 and 2 claimed the next Pod takes ID 1": {
 			rc: multiHost(1),
 			slices: []*tpuv1alpha1.TPUSliceAssignment{storedSlice(0).
-				Claim(0, "token-0", "", "", time.Now()).Claim(2, "token-2", "", "", time.Now()).Obj()},
+				Claim(0, "token-0", "", "").Claim(2, "token-2", "", "").Obj()},
 			want: identity{
 				workerID: 1, slice: slice0, replicaIndex: "tpu-0",
 				env: map[int][]corev1.EnvVar{0: withDevicePlugin(
@@ -558,10 +558,10 @@ func TestPodWebhookAssigns(t *testing.T) {
 		"multi-host: in a full slice, the ID of a claim whose Pod is gone is taken over at once": {
 			rc: multiHost(1),
 			slices: []*tpuv1alpha1.TPUSliceAssignment{storedSlice(0).
-				Claim(0, "token-0", "w-0", "uid-0", time.Now()).
-				Claim(1, "token-1", "w-1", "uid-1", time.Now()).
-				Claim(2, "token-2", "w-2", "uid-2", time.Now()).
-				Claim(3, "token-3", "w-3", "uid-3", time.Now()).Obj()},
+				Claim(0, "token-0", "w-0", "uid-0").
+				Claim(1, "token-1", "w-1", "uid-1").
+				Claim(2, "token-2", "w-2", "uid-2").
+				Claim(3, "token-3", "w-3", "uid-3").Obj()},
 			// w-2 is gone: it is not stored.
 			pods: []*corev1.Pod{
 				testutil.MakePod("w-0", testNS).UID("uid-0").Obj(),
@@ -578,7 +578,7 @@ func TestPodWebhookAssigns(t *testing.T) {
 		"multi-host: a slice left by a deleted RayCluster of the same name is not honored": {
 			rc: multiHost(1),
 			slices: []*tpuv1alpha1.TPUSliceAssignment{testutil.MakeSlice(slice0, testNS, clusterName, oldUID, group, 0, 4).
-				SelectorLabels().Claim(0, "old-0", "", "", time.Now()).Claim(1, "old-1", "", "", time.Now()).Obj()},
+				SelectorLabels().Claim(0, "old-0", "", "").Claim(1, "old-1", "", "").Obj()},
 			want: identity{
 				slice: slice0, replicaIndex: "tpu-0",
 				env: map[int][]corev1.EnvVar{0: withDevicePlugin(
@@ -820,7 +820,7 @@ func TestPodWebhookAssigns(t *testing.T) {
 		"KubeRay's labels replace the claims of a slice recorded under another replica name once its Pods are gone": {
 			rc: multiHost(1),
 			slices: []*tpuv1alpha1.TPUSliceAssignment{storedSlice(0).ReplicaName("tpu-old01").
-				Claim(2, "old-2", "old-pod-2", "old-uid-2", time.Now()).Obj()},
+				Claim(2, "old-2", "old-pod-2", "old-uid-2").Obj()},
 			pod: func(rc *rayv1.RayCluster) *corev1.Pod {
 				return testutil.WorkerPodFor(rc, group).KubeRayIndexes(0, "tpu-new02", 2).Obj()
 			},
@@ -970,7 +970,7 @@ func TestPodWebhookDenies(t *testing.T) {
 		"a KubeRay-labeled ID held by a pending claim is a transient denial": {
 			rc: tpuCluster().Obj(),
 			slices: []*tpuv1alpha1.TPUSliceAssignment{storedSlice(0).ReplicaName("tpu-x7k2p").
-				Claim(2, "token-2", "", "", time.Now()).Obj()},
+				Claim(2, "token-2", "", "").Obj()},
 			pod: func(p *testutil.PodWrapper) *testutil.PodWrapper {
 				return p.KubeRayIndexes(0, "tpu-x7k2p", 2)
 			},
@@ -1122,7 +1122,7 @@ func TestPodWebhookDryRun(t *testing.T) {
 		},
 		"a Pod beside claims on IDs 0 and 1 is planned at ID 2 and the claims are untouched": {
 			slices: []*tpuv1alpha1.TPUSliceAssignment{storedSlice(0).
-				Claim(0, "token-0", "", "", time.Now()).Claim(1, "token-1", "", "", time.Now()).Obj()},
+				Claim(0, "token-0", "", "").Claim(1, "token-1", "", "").Obj()},
 			want: &identity{
 				workerID: 2, slice: slice0, replicaIndex: "tpu-0",
 				env: map[int][]corev1.EnvVar{0: withDevicePlugin(

@@ -88,55 +88,81 @@ type TPUSliceAssignmentSpec struct {
 
 // WorkerClaim records that one worker ID of the slice is taken.
 type WorkerClaim struct {
-	// workerID is the claimed TPU_WORKER_ID.
-	// +kubebuilder:validation:Minimum=0
-	// +required
-	WorkerID int32 `json:"workerID"`
-
-	// token is the random value the admission webhook wrote onto the Pod (annotation
+	// WorkerID is the claimed TPU_WORKER_ID (the host ID).
+	WorkerID int32
+	// Token is the random value the admission webhook wrote onto the Pod (annotation
 	// tpu.ray.io/claim-token). At admission a generateName Pod has neither name nor UID, so the
-	// token is what links the claim to its Pod until the claim is bound.
-	// +kubebuilder:validation:MinLength=1
-	// +required
-	Token string `json:"token"`
-
-	// podName is the name of the Pod holding the claim, once bound.
-	// +optional
-	PodName string `json:"podName,omitempty"`
-
-	// podUID is the UID of the Pod holding the claim, once bound.
-	// +optional
-	PodUID types.UID `json:"podUID,omitempty"`
-
-	// claimedAt is when the claim was made.
-	// +required
-	ClaimedAt metav1.Time `json:"claimedAt"`
+	// token names the claim until the claim is bound. An adopted Pod's claim has the Pod's UID.
+	Token string
+	// PodName and PodUID are the Pod holding the claim, once bound.
+	PodName string
+	PodUID  types.UID
 }
+
+// ClaimList is the claims of a slice, at most one per worker ID. It is stored as one string
+// with one line per claim, sorted by worker ID:
+//
+//	<workerID> <token>                    a pending claim
+//	<workerID> <token> <podName> <podUID> a claim bound to its Pod
+//
+// One string rather than a list of objects because the API server's work on a custom resource
+// grows with its number of fields (decoding, schema validation, pruning, managed fields): a claim
+// in a 2,240-host slice cost ten times more as a list of objects (docs/design.md, "How claims are
+// stored"). Uniqueness still rests on the resourceVersion-checked update, and decoding refuses a
+// string that names a worker ID twice. Objects stored by earlier versions, as a list of objects,
+// decode too; the next write stores them as a string.
+// +kubebuilder:validation:Type=string
+// +kubebuilder:validation:MaxLength=1048576
+type ClaimList []WorkerClaim
 
 // TPUSliceAssignmentStatus holds the claims: which worker IDs of the slice are taken, and by whom.
 type TPUSliceAssignmentStatus struct {
-	// claims lists the claimed worker IDs, at most one claim per ID. Every change is written with a
-	// resourceVersion-checked update, so two claims on one ID can never both succeed. The list is
-	// atomic, not a list-map keyed by workerID: the API server tracks a list-map's managed fields
-	// entry by entry on every update, which doubled the cost of a claim in a 64-host slice, and
-	// uniqueness rests on the resourceVersion check, not on the key.
+	// workers lists the claimed worker IDs, one line per claim sorted by worker ID:
+	// "<workerID> <token>" while pending, "<workerID> <token> <podName> <podUID>" once bound.
+	// Every change is written with a resourceVersion-checked update, so two claims on one ID can
+	// never both succeed.
+	// +optional
+	Claims ClaimList `json:"workers,omitempty"`
+
+	// claims is the list form of the claims that versions before the workers string stored. It is
+	// read (into workers) when workers is absent and never written: the next status write of the
+	// slice stores workers instead.
+	// Deprecated: read workers.
 	// +listType=atomic
 	// +optional
-	Claims []WorkerClaim `json:"claims,omitempty"`
+	LegacyClaims []LegacyWorkerClaim `json:"claims,omitempty"`
 
 	// claimed is the number of claims, shown by kubectl.
 	// +optional
 	Claimed int32 `json:"claimed"`
 
-	// conditions describe the state of the slice. Ready is True when every host ID is bound to a Pod.
+	// conditions describe the state of the slice: Ready is True when every host ID is bound to a
+	// Pod, Conflict when live Pods carry an identity of the slice that it cannot record.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
+// LegacyWorkerClaim is a claim as versions before the workers string stored it.
+type LegacyWorkerClaim struct {
+	// +kubebuilder:validation:Minimum=0
+	// +required
+	WorkerID int32 `json:"workerID"`
+	// +kubebuilder:validation:MinLength=1
+	// +required
+	Token string `json:"token"`
+	// +optional
+	PodName string `json:"podName,omitempty"`
+	// +optional
+	PodUID types.UID `json:"podUID,omitempty"`
+	// +optional
+	ClaimedAt metav1.Time `json:"claimedAt,omitempty"`
+}
+
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
+// +kubebuilder:validation:XValidation:rule="!has(self.status) || !has(self.status.claimed) || self.status.claimed <= self.spec.hosts",message="a slice cannot hold more claims than hosts"
 // +kubebuilder:resource:shortName=tsa;tpuslice,categories=ray
 // +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.spec.rayClusterName`
 // +kubebuilder:printcolumn:name="Group",type=string,JSONPath=`.spec.groupName`

@@ -24,7 +24,6 @@ import (
 
 	rayutils "github.com/ray-project/kuberay/ray-operator/controllers/ray/utils"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/log"
@@ -109,7 +108,7 @@ func (a *Allocator) adoptReplica(ctx context.Context, q *queue, req Request, rep
 			// Another generation or host count: the planner decides what happens to that slice.
 			return nil
 		}
-		w, adopted := adoption(slice, pods, a.now())
+		w, adopted := adoption(slice, pods)
 		if len(adopted) == 0 {
 			return nil
 		}
@@ -137,7 +136,7 @@ func (a *Allocator) adoptReplica(ctx context.Context, q *queue, req Request, rep
 
 // adoption returns the write that adds a bound claim for each Pod whose worker ID the slice (nil:
 // none yet) does not claim, oldest Pod first, and the IDs it adopts.
-func adoption(slice *tpuv1alpha1.TPUSliceAssignment, pods []*corev1.Pod, now time.Time) (claims.Write, []int32) {
+func adoption(slice *tpuv1alpha1.TPUSliceAssignment, pods []*corev1.Pod) (claims.Write, []int32) {
 	var w claims.Write
 	held := map[int32]bool{}
 	bound := map[types.UID]bool{}
@@ -157,7 +156,7 @@ func adoption(slice *tpuv1alpha1.TPUSliceAssignment, pods []*corev1.Pod, now tim
 		}
 		held[id.WorkerID] = true
 		w.Claims = append(w.Claims, tpuv1alpha1.WorkerClaim{WorkerID: id.WorkerID, Token: adoptedToken(p),
-			PodName: p.Name, PodUID: p.UID, ClaimedAt: metav1.NewTime(now)})
+			PodName: p.Name, PodUID: p.UID})
 		adopted = append(adopted, id.WorkerID)
 		if w.ReplicaName == "" && slice == nil {
 			w.ReplicaName = p.Labels[rayutils.RayWorkerReplicaNameKey]

@@ -43,6 +43,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/claims"
 	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
 	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
@@ -235,6 +236,9 @@ func (a *Allocator) Plan(ctx context.Context, req Request) (Assignment, error) {
 // prepare checks req's bounds and resolves its RayCluster, setting req.ClusterUID to the live
 // generation.
 func (a *Allocator) prepare(ctx context.Context, req *Request) (clusterInfo, error) {
+	if req.Claim.Token != "" && !tpuv1alpha1.ValidToken(req.Claim.Token) {
+		return clusterInfo{}, a.deny(false, "claim token %q is not 1 to 64 characters without spaces", req.Claim.Token)
+	}
 	if req.Hosts > a.opts.MaxSliceHosts {
 		return clusterInfo{}, a.deny(false, "topology %s gives a slice of %d hosts, more than this operator allows (--max-slice-hosts=%d)",
 			req.Topology, req.Hosts, a.opts.MaxSliceHosts)

@@ -26,7 +26,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -47,7 +46,7 @@ func identityPod(name string, replica, id int32) *testutil.PodWrapper {
 }
 
 func adopted(id int32, pod string) tpuv1alpha1.WorkerClaim {
-	return tpuv1alpha1.WorkerClaim{WorkerID: id, Token: "uid-" + pod, PodName: pod, PodUID: types.UID("uid-" + pod), ClaimedAt: metav1.NewTime(now)}
+	return tpuv1alpha1.WorkerClaim{WorkerID: id, Token: "uid-" + pod, PodName: pod, PodUID: types.UID("uid-" + pod)}
 }
 
 // TestClaimAdoptsPodsThatCarryAnIdentity: Pods that got their identity before the operator ran
@@ -76,7 +75,7 @@ func TestClaimAdoptsPodsThatCarryAnIdentity(t *testing.T) {
 		t.Errorf("Claim() (-want,+got):\n%s", diff)
 	}
 	want := []tpuv1alpha1.TPUSliceAssignment{
-		createdSlice(0, "", adopted(0, "ref-0-0"), adopted(1, "ref-0-1"), adopted(3, "ref-0-3"), claim(2, got.Token, now)),
+		createdSlice(0, "", adopted(0, "ref-0-0"), adopted(1, "ref-0-1"), adopted(3, "ref-0-3"), claim(2, got.Token)),
 		createdSlice(1, "", adopted(0, "ref-1-0")),
 	}
 	if diff := cmp.Diff(want, storedSlices(t, c), cmpSlices); diff != "" {
@@ -100,7 +99,7 @@ func TestClaimAdoptsPodsThatCarryAnIdentity(t *testing.T) {
 // TestClaimAdoptionLeavesTakenIDsAlone: a Pod whose identity names an ID another claim holds is
 // not recorded over it (the reconciler reports the conflict).
 func TestClaimAdoptionLeavesTakenIDsAlone(t *testing.T) {
-	held := existingSlice(0, clusterUID).Claim(0, "t-w", "w", "uid-w", earlier).Obj()
+	held := existingSlice(0, clusterUID).Claim(0, "t-w", "w", "uid-w").Obj()
 	c := newClient(t, interceptor.Funcs{}, held, identityPod("ref-0-0", 0, 0).Obj(), identityPod("ref-0-1", 0, 1).Obj())
 	a := newAllocator(c, c, timeout)
 	got, err := a.Claim(t.Context(), request(4))
@@ -108,7 +107,7 @@ func TestClaimAdoptionLeavesTakenIDsAlone(t *testing.T) {
 		t.Fatalf("Claim() = ID %d, %v; want ID 2", got.WorkerID, err)
 	}
 	want := []tpuv1alpha1.TPUSliceAssignment{*existingSlice(0, clusterUID).
-		Claim(0, "t-w", "w", "uid-w", earlier).Claim(1, "uid-ref-0-1", "ref-0-1", "uid-ref-0-1", now).Claim(2, got.Token, "", "", now).Obj()}
+		Claim(0, "t-w", "w", "uid-w").Claim(1, "uid-ref-0-1", "ref-0-1", "uid-ref-0-1").Claim(2, got.Token, "", "").Obj()}
 	if diff := cmp.Diff(want, storedSlices(t, c), cmpSlices); diff != "" {
 		t.Errorf("stored slices (-want,+got):\n%s", diff)
 	}
@@ -119,10 +118,10 @@ func TestClaimAdoptionLeavesTakenIDsAlone(t *testing.T) {
 // whose Pod was never seen is not.
 func TestClaimTakesOverAPendingClaimWhosePodWasSeenGone(t *testing.T) {
 	full := existingSlice(0, clusterUID).
-		Claim(0, "t-w-0-0", "w-0-0", "uid-w-0-0", earlier).
-		Claim(1, "t-w-0-1", "w-0-1", "uid-w-0-1", earlier).
-		Claim(2, "deleted-soon", "", "", now).
-		Claim(3, "in-flight", "", "", now).Obj()
+		Claim(0, "t-w-0-0", "w-0-0", "uid-w-0-0").
+		Claim(1, "t-w-0-1", "w-0-1", "uid-w-0-1").
+		Claim(2, "deleted-soon", "", "").
+		Claim(3, "in-flight", "", "").Obj()
 	graves := tombstones.New(time.Minute)
 	deleted := testutil.MakePod("quick", testNS).UID("uid-quick").Annotation(constants.ClaimTokenAnnotation, "deleted-soon").Obj()
 	graves.Record(deleted)
@@ -148,8 +147,8 @@ func TestClaimTakesOverAPendingClaimWhosePodWasSeenGone(t *testing.T) {
 // the cache because its labels changed looks deleted to the informer, so the live read decides.
 func TestClaimDoesNotTakeOverAPendingClaimWhoseSeenPodLives(t *testing.T) {
 	full := existingSlice(0, clusterUID).
-		Claim(0, "t-w-0-0", "w-0-0", "uid-w-0-0", earlier).Claim(1, "t-w-0-1", "w-0-1", "uid-w-0-1", earlier).
-		Claim(2, "t-w-0-2", "w-0-2", "uid-w-0-2", earlier).Claim(3, "relabelled", "", "", now).Obj()
+		Claim(0, "t-w-0-0", "w-0-0", "uid-w-0-0").Claim(1, "t-w-0-1", "w-0-1", "uid-w-0-1").
+		Claim(2, "t-w-0-2", "w-0-2", "uid-w-0-2").Claim(3, "relabelled", "", "").Obj()
 	relabelled := testutil.MakePod("relabelled", testNS).UID("uid-relabelled").Phase(corev1.PodRunning).
 		Annotation(constants.ClaimTokenAnnotation, "relabelled").Obj()
 	graves := tombstones.New(time.Minute)
@@ -168,7 +167,7 @@ func TestClaimDoesNotTakeOverAPendingClaimWhoseSeenPodLives(t *testing.T) {
 // (its create still in flight, or a forwarded claim naming it) never replaces the live generation's
 // slices, even when the cache still shows the old generation.
 func TestClaimStaleGeneration(t *testing.T) {
-	newGen := existingSlice(0, "rc-uid-3").Claim(0, "n0", "new-0", "uid-new-0", earlier).Obj()
+	newGen := existingSlice(0, "rc-uid-3").Claim(0, "n0", "new-0", "uid-new-0").Obj()
 	oldCluster := rayCluster(1)
 	oldCluster.UID = clusterUID // the request's (deleted) generation
 	newCluster := rayCluster(1)
@@ -298,8 +297,8 @@ func TestClaimHostsMismatch(t *testing.T) {
 // TestReinvoked: a Pod that arrives carrying a claim token is returned unchanged only when it is the
 // same admission coming back; any other token is a copy (docs/spec.md §8).
 func TestReinvoked(t *testing.T) {
-	slice := existingSlice(0, clusterUID).Claim(0, "bound", "w0", "uid-w0", earlier).Claim(1, "pending", "", "", now).
-		Claim(2, "carried", "", "", now).Obj()
+	slice := existingSlice(0, clusterUID).Claim(0, "bound", "w0", "uid-w0").Claim(1, "pending", "", "").
+		Claim(2, "carried", "", "").Obj()
 	carrier := testutil.MakePod("carrier", testNS).UID("uid-carrier").Phase(corev1.PodRunning).
 		Annotation(constants.ClaimTokenAnnotation, "carried").Obj()
 	c := newClient(t, interceptor.Funcs{}, slice, carrier)

@@ -213,13 +213,15 @@ func (a *Allocator) readSlice(ctx context.Context, req Request, replica int32) (
 	return slice, nil
 }
 
-// readSlices returns the group's slices by replica index, from the cache.
+// readSlices returns the group's slices by replica index, from the cache. The objects are the
+// cache's own (no deep copy, which would cost a copy of every claim of a large slice per
+// admission): nothing here modifies them, and writeSlice writes a copy.
 func (a *Allocator) readSlices(ctx context.Context, req Request) (claims.Slices, error) {
 	var list tpuv1alpha1.TPUSliceAssignmentList
 	if err := a.client.List(ctx, &list, client.InNamespace(req.Namespace), client.MatchingLabels{
 		constants.ClusterLabel: naming.LabelValue(req.ClusterName),
 		constants.GroupLabel:   naming.LabelValue(req.GroupName),
-	}); err != nil {
+	}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
 	out := claims.Slices{}

@@ -21,7 +21,6 @@ import (
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
@@ -58,15 +57,8 @@ func (a *Allocator) writeSlice(ctx context.Context, req Request, replica int32,
 	} else {
 		slice = slice.DeepCopy()
 	}
-	list := w.Claims
-	now := metav1.NewTime(a.now())
-	for i := range list {
-		if list[i].ClaimedAt.IsZero() {
-			list[i].ClaimedAt = now
-		}
-	}
-	slice.Status.Claims = list
-	slice.Status.Claimed = int32(len(list)) //nolint:gosec // at most Hosts claims.
+	slice.Status.Claims = w.Claims
+	slice.Status.Claimed = int32(len(w.Claims)) //nolint:gosec // at most Hosts claims.
 	a.countWrite()
 	if err := a.client.Status().Update(ctx, slice); err != nil {
 		return nil, nil, err

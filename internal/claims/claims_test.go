@@ -21,12 +21,10 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
@@ -44,9 +42,6 @@ const (
 	oldUID     types.UID = "uid-deleted"
 )
 
-// claimedAt is when every pre-existing claim of these tests was made.
-var claimedAt = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-
 // makeSlice starts the slice of replica of the test group, in the current cluster generation.
 func makeSlice(replica, hosts int32) *testutil.SliceWrapper {
 	return testutil.MakeSlice(fmt.Sprintf("%s-%s-%d", testCluster, testGroup, replica), testNamespace,
@@ -58,9 +53,9 @@ func pending(id int32, token string) tpuv1alpha1.WorkerClaim {
 	return tpuv1alpha1.WorkerClaim{WorkerID: id, Token: token}
 }
 
-// existing is a claim already recorded in a slice by makeSlice(...).Claim(id, token, pod, uid, claimedAt).
+// existing is a claim already recorded in a slice by makeSlice(...).Claim(id, token, pod, uid).
 func existing(id int32, token, pod string, uid types.UID) tpuv1alpha1.WorkerClaim {
-	return tpuv1alpha1.WorkerClaim{WorkerID: id, Token: token, PodName: pod, PodUID: uid, ClaimedAt: metav1.NewTime(claimedAt)}
+	return tpuv1alpha1.WorkerClaim{WorkerID: id, Token: token, PodName: pod, PodUID: uid}
 }
 
 // full returns a slice of replica whose hosts IDs are all claimed by bound claims <prefix>-<id>.
@@ -68,7 +63,7 @@ func full(replica, hosts int32, prefix string) *tpuv1alpha1.TPUSliceAssignment {
 	s := makeSlice(replica, hosts)
 	for id := range hosts {
 		name := fmt.Sprintf("%s-%d", prefix, id)
-		s.Claim(id, name, "pod-"+name, types.UID("uid-"+name), claimedAt)
+		s.Claim(id, name, "pod-"+name, types.UID("uid-"+name))
 	}
 	return s.Obj()
 }
@@ -158,8 +153,8 @@ func TestPlanWithoutKubeRayIndexes(t *testing.T) {
 		"free IDs inside a slice are refilled lowest first": {
 			group: claims.Group{ClusterUID: clusterUID, Hosts: 4, DesiredReplicas: 1},
 			current: sliceMap(makeSlice(0, 4).
-				Claim(0, "a", "pod-a", "uid-a", claimedAt).
-				Claim(2, "b", "", "", claimedAt).Obj()),
+				Claim(0, "a", "pod-a", "uid-a").
+				Claim(2, "b", "", "").Obj()),
 			reqs:         tokens(2),
 			wantOutcomes: []claims.Outcome{placed(0, 1), placed(0, 3)},
 			wantTouched: map[int32][]tpuv1alpha1.WorkerClaim{
@@ -175,7 +170,7 @@ func TestPlanWithoutKubeRayIndexes(t *testing.T) {
 		},
 		"a partly claimed replica 1 is finished before the missing replica 0 is opened": {
 			group:        claims.Group{ClusterUID: clusterUID, Hosts: 2, DesiredReplicas: 2},
-			current:      sliceMap(makeSlice(1, 2).Claim(0, "a", "pod-a", "uid-a", claimedAt).Obj()),
+			current:      sliceMap(makeSlice(1, 2).Claim(0, "a", "pod-a", "uid-a").Obj()),
 			reqs:         tokens(2),
 			wantOutcomes: []claims.Outcome{placed(1, 1), placed(0, 0)},
 			wantTouched: map[int32][]tpuv1alpha1.WorkerClaim{
@@ -186,7 +181,7 @@ func TestPlanWithoutKubeRayIndexes(t *testing.T) {
 		"a partly claimed slice at or above the desired replica count is never chosen": {
 			group: claims.Group{ClusterUID: clusterUID, Hosts: 2, DesiredReplicas: 2},
 			current: sliceMap(full(0, 2, "r0"),
-				makeSlice(2, 2).Claim(0, "a", "pod-a", "uid-a", claimedAt).Obj()),
+				makeSlice(2, 2).Claim(0, "a", "pod-a", "uid-a").Obj()),
 			reqs:         tokens(3),
 			wantOutcomes: []claims.Outcome{placed(1, 0), placed(1, 1), fullOutcome(2)},
 			wantTouched:  map[int32][]tpuv1alpha1.WorkerClaim{1: {pending(0, "t1"), pending(1, "t2")}},
@@ -209,10 +204,10 @@ func TestPlanWithoutKubeRayIndexes(t *testing.T) {
 			group: claims.Group{ClusterUID: clusterUID, Hosts: 4, DesiredReplicas: 2},
 			current: sliceMap(
 				makeSlice(0, 4).
-					Claim(3, "a3", "pod-a3", "uid-a3", claimedAt).
-					Claim(0, "a0", "pod-a0", "uid-a0", claimedAt).
-					Claim(2, "a2", "pod-a2", "uid-a2", claimedAt).
-					Claim(1, "a1", "pod-a1", "uid-a1", claimedAt).Obj(),
+					Claim(3, "a3", "pod-a3", "uid-a3").
+					Claim(0, "a0", "pod-a0", "uid-a0").
+					Claim(2, "a2", "pod-a2", "uid-a2").
+					Claim(1, "a1", "pod-a1", "uid-a1").Obj(),
 				full(1, 4, "b")),
 			reqs:          tokens(1),
 			reclaimTokens: []string{"a3", "a2", "b-0"},
@@ -244,8 +239,8 @@ func TestPlanWithoutKubeRayIndexes(t *testing.T) {
 		"pending claims whose Pods may still be created are not taken over": {
 			group: claims.Group{ClusterUID: clusterUID, Hosts: 2, DesiredReplicas: 1},
 			current: sliceMap(makeSlice(0, 2).
-				Claim(0, "p0", "", "", claimedAt).
-				Claim(1, "p1", "", "", claimedAt).Obj()),
+				Claim(0, "p0", "", "").
+				Claim(1, "p1", "", "").Obj()),
 			reqs:          tokens(1),
 			reclaimTokens: []string{},
 			wantOutcomes:  []claims.Outcome{fullOutcome(1)},
@@ -254,8 +249,8 @@ func TestPlanWithoutKubeRayIndexes(t *testing.T) {
 		"a pending claim whose Pod was seen and is gone is taken over, the lowest first": {
 			group: claims.Group{ClusterUID: clusterUID, Hosts: 2, DesiredReplicas: 1},
 			current: sliceMap(makeSlice(0, 2).
-				Claim(0, "p0", "", "", claimedAt).
-				Claim(1, "p1", "", "", claimedAt).Obj()),
+				Claim(0, "p0", "", "").
+				Claim(1, "p1", "", "").Obj()),
 			reqs:          tokens(1),
 			reclaimTokens: []string{"p0", "p1"},
 			wantOutcomes:  []claims.Outcome{takeover(0, 0, existing(0, "p0", "", ""))},
@@ -264,8 +259,8 @@ func TestPlanWithoutKubeRayIndexes(t *testing.T) {
 		"a slice of a deleted RayCluster generation counts as empty": {
 			group: claims.Group{ClusterUID: clusterUID, Hosts: 2, DesiredReplicas: 1},
 			current: sliceMap(testutil.MakeSlice("rc-tpu-0", testNamespace, testCluster, oldUID, testGroup, 0, 2).
-				Claim(0, "old0", "pod-old0", "uid-old0", claimedAt).
-				Claim(1, "old1", "pod-old1", "uid-old1", claimedAt).Obj()),
+				Claim(0, "old0", "pod-old0", "uid-old0").
+				Claim(1, "old1", "pod-old1", "uid-old1").Obj()),
 			reqs:         tokens(1),
 			wantOutcomes: []claims.Outcome{placed(0, 0)},
 			wantTouched:  map[int32][]tpuv1alpha1.WorkerClaim{0: {pending(0, "t1")}},
@@ -280,8 +275,8 @@ func TestPlanWithoutKubeRayIndexes(t *testing.T) {
 		"a retried request whose claim was committed gets the same ID back, not a second one": {
 			group: claims.Group{ClusterUID: clusterUID, Hosts: 4, DesiredReplicas: 1},
 			current: sliceMap(makeSlice(0, 4).
-				Claim(0, "a", "pod-a", "uid-a", claimedAt).
-				Claim(1, "t1", "", "", claimedAt).Obj()),
+				Claim(0, "a", "pod-a", "uid-a").
+				Claim(1, "t1", "", "").Obj()),
 			reqs:         tokens(2),
 			wantOutcomes: []claims.Outcome{placed(0, 1), placed(0, 2)},
 			wantTouched: map[int32][]tpuv1alpha1.WorkerClaim{
@@ -320,7 +315,7 @@ func TestPlanWithKubeRayIndexes(t *testing.T) {
 	}{
 		"the Pod is placed exactly at its replica and host index": {
 			group:        group,
-			current:      sliceMap(makeSlice(1, hosts).ReplicaName("rs-b").Claim(0, "a", "pod-a", "uid-a", claimedAt).Obj()),
+			current:      sliceMap(makeSlice(1, hosts).ReplicaName("rs-b").Claim(0, "a", "pod-a", "uid-a").Obj()),
 			reqs:         []claims.Request{indexed("t1", 1, 2, "rs-b")},
 			wantOutcomes: []claims.Outcome{placed(1, 2)},
 			wantTouched:  map[int32][]tpuv1alpha1.WorkerClaim{1: {existing(0, "a", "pod-a", "uid-a"), pending(2, "t1")}},
@@ -359,7 +354,7 @@ func TestPlanWithKubeRayIndexes(t *testing.T) {
 		},
 		"an ID bound to another live Pod is Full": {
 			group:         group,
-			current:       sliceMap(makeSlice(1, hosts).ReplicaName("rs-b").Claim(2, "a", "pod-a", "uid-a", claimedAt).Obj()),
+			current:       sliceMap(makeSlice(1, hosts).ReplicaName("rs-b").Claim(2, "a", "pod-a", "uid-a").Obj()),
 			reqs:          []claims.Request{indexed("t1", 1, 2, "rs-b")},
 			reclaimTokens: []string{},
 			wantOutcomes: []claims.Outcome{{Reason: claims.ReasonFull,
@@ -368,7 +363,7 @@ func TestPlanWithKubeRayIndexes(t *testing.T) {
 		},
 		"an ID held by another token's pending claim whose Pod may still be created is Full": {
 			group:         group,
-			current:       sliceMap(makeSlice(1, hosts).ReplicaName("rs-b").Claim(2, "a", "", "", claimedAt).Obj()),
+			current:       sliceMap(makeSlice(1, hosts).ReplicaName("rs-b").Claim(2, "a", "", "").Obj()),
 			reqs:          []claims.Request{indexed("t1", 1, 2, "rs-b")},
 			reclaimTokens: []string{},
 			wantOutcomes: []claims.Outcome{{Reason: claims.ReasonFull,
@@ -377,7 +372,7 @@ func TestPlanWithKubeRayIndexes(t *testing.T) {
 		},
 		"an ID held by a pending claim whose Pod was seen and is gone is taken over": {
 			group:         group,
-			current:       sliceMap(makeSlice(1, hosts).ReplicaName("rs-b").Claim(2, "a", "", "", claimedAt).Obj()),
+			current:       sliceMap(makeSlice(1, hosts).ReplicaName("rs-b").Claim(2, "a", "", "").Obj()),
 			reqs:          []claims.Request{indexed("t1", 1, 2, "rs-b")},
 			reclaimTokens: []string{"a"},
 			wantOutcomes:  []claims.Outcome{takeover(1, 2, existing(2, "a", "", ""))},
@@ -385,7 +380,7 @@ func TestPlanWithKubeRayIndexes(t *testing.T) {
 		},
 		"an ID held by the same token is placed again and the claim kept as it is": {
 			group:        group,
-			current:      sliceMap(makeSlice(1, hosts).ReplicaName("rs-b").Claim(2, "t1", "pod-t1", "uid-t1", claimedAt).Obj()),
+			current:      sliceMap(makeSlice(1, hosts).ReplicaName("rs-b").Claim(2, "t1", "pod-t1", "uid-t1").Obj()),
 			reqs:         []claims.Request{indexed("t1", 1, 2, "rs-b")},
 			wantOutcomes: []claims.Outcome{placed(1, 2)},
 			wantTouched:  map[int32][]tpuv1alpha1.WorkerClaim{1: {existing(2, "t1", "pod-t1", "uid-t1")}},
@@ -393,8 +388,8 @@ func TestPlanWithKubeRayIndexes(t *testing.T) {
 		"an ID bound to a reclaimable Pod is taken over": {
 			group: group,
 			current: sliceMap(makeSlice(1, hosts).ReplicaName("rs-b").
-				Claim(2, "a", "pod-a", "uid-a", claimedAt).
-				Claim(0, "b", "pod-b", "uid-b", claimedAt).Obj()),
+				Claim(2, "a", "pod-a", "uid-a").
+				Claim(0, "b", "pod-b", "uid-b").Obj()),
 			reqs:          []claims.Request{indexed("t1", 1, 2, "rs-b")},
 			reclaimTokens: []string{"a"},
 			wantOutcomes:  []claims.Outcome{takeover(1, 2, existing(2, "a", "pod-a", "uid-a"))},
@@ -403,8 +398,8 @@ func TestPlanWithKubeRayIndexes(t *testing.T) {
 		"a replica recorded under another name is replaced once every Pod of the old one is gone": {
 			group: group,
 			current: sliceMap(makeSlice(1, hosts).ReplicaName("rs-old").
-				Claim(0, "a", "pod-a", "uid-a", claimedAt).
-				Claim(1, "b", "pod-b", "uid-b", claimedAt).Obj()),
+				Claim(0, "a", "pod-a", "uid-a").
+				Claim(1, "b", "pod-b", "uid-b").Obj()),
 			reqs:          []claims.Request{indexed("t1", 1, 1, "rs-new")},
 			reclaimTokens: []string{"a", "b"},
 			wantOutcomes:  []claims.Outcome{placed(1, 1)},
@@ -413,8 +408,8 @@ func TestPlanWithKubeRayIndexes(t *testing.T) {
 		"a replica recorded under another name whose old Pods still run is not replaced": {
 			group: group,
 			current: sliceMap(makeSlice(1, hosts).ReplicaName("rs-old").
-				Claim(0, "a", "pod-a", "uid-a", claimedAt).
-				Claim(1, "b", "pod-b", "uid-b", claimedAt).Obj()),
+				Claim(0, "a", "pod-a", "uid-a").
+				Claim(1, "b", "pod-b", "uid-b").Obj()),
 			reqs:          []claims.Request{indexed("t1", 1, 1, "rs-new")},
 			reclaimTokens: []string{"a"},
 			wantOutcomes: []claims.Outcome{{Reason: claims.ReasonFull,
@@ -438,7 +433,7 @@ func TestPlanWithKubeRayIndexes(t *testing.T) {
 			group: group,
 			current: sliceMap(testutil.MakeSlice("rc-tpu-1", testNamespace, testCluster, oldUID, testGroup, 1, hosts).
 				ReplicaName("rs-b").
-				Claim(1, "a", "pod-a", "uid-a", claimedAt).Obj()),
+				Claim(1, "a", "pod-a", "uid-a").Obj()),
 			reqs:         []claims.Request{indexed("t1", 1, 1, "rs-b")},
 			wantOutcomes: []claims.Outcome{placed(1, 1)},
 			wantTouched:  map[int32][]tpuv1alpha1.WorkerClaim{1: {pending(1, "t1")}},
@@ -490,9 +485,9 @@ func TestPlanDoesNotModifyItsInput(t *testing.T) {
 	group := claims.Group{ClusterUID: clusterUID, Hosts: 2, DesiredReplicas: 3}
 	current := sliceMap(
 		full(0, 2, "r0"),
-		makeSlice(1, 2).ReplicaName("rs-old").Claim(0, "b", "pod-b", "uid-b", claimedAt).Obj(),
+		makeSlice(1, 2).ReplicaName("rs-old").Claim(0, "b", "pod-b", "uid-b").Obj(),
 		testutil.MakeSlice("rc-tpu-2", testNamespace, testCluster, oldUID, testGroup, 2, 2).
-			Claim(0, "c", "pod-c", "uid-c", claimedAt).Obj(),
+			Claim(0, "c", "pod-c", "uid-c").Obj(),
 	)
 	reqs := []claims.Request{indexed("t1", 1, 1, "rs-new"), {Token: "t2"}, {Token: "t3"}, {Token: "t4"}, {Token: "t5"}}
 	wantCurrent := claims.Slices{}
@@ -690,7 +685,7 @@ func TestPlanInvariants(t *testing.T) {
 			for _, id := range rng.Perm(int(hosts)) {
 				if rng.IntN(2) == 0 {
 					tok := fmt.Sprintf("pre-%d-%d", r, id)
-					s.Claim(int32(id), tok, "pod-"+tok, types.UID("uid-"+tok), claimedAt)
+					s.Claim(int32(id), tok, "pod-"+tok, types.UID("uid-"+tok))
 				}
 			}
 			current[r] = s.Obj()
@@ -845,7 +840,7 @@ func TestPlanWithAnotherHostCount(t *testing.T) {
 
 func TestPlanRecordsReplacedReplicaNames(t *testing.T) {
 	g := claims.Group{ClusterUID: clusterUID, Hosts: 2, DesiredReplicas: 2}
-	old := makeSlice(1, 2).ReplicaName("rs-b").Claim(0, "a", "pod-a", "uid-a", claimedAt).Obj()
+	old := makeSlice(1, 2).ReplicaName("rs-b").Claim(0, "a", "pod-a", "uid-a").Obj()
 	old.Spec.ReplacedReplicaNames = []string{"rs-a"}
 	other := testutil.MakeSlice("rc-tpu-0", testNamespace, testCluster, oldUID, testGroup, 0, 2).ReplicaName("rs-x").Obj()
 	outcomes, writes := claims.Plan(g, sliceMap(old, other),

@@ -46,6 +46,7 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/transport"
 
+	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/allocator"
 	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
 )
@@ -267,8 +268,8 @@ func validate(in *wireRequest) string {
 		return "the claim must name the namespace, RayCluster and worker group"
 	case req.Hosts < 1:
 		return "the claim's slice must have at least one host"
-	case req.Claim.Token == "":
-		return "the claim must carry its token"
+	case !tpuv1alpha1.ValidToken(req.Claim.Token):
+		return "the claim must carry its token: 1 to 64 characters without spaces"
 	case in.TimeoutMillis <= 0:
 		return "the claim's timeout must be positive"
 	}

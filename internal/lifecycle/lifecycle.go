@@ -112,12 +112,9 @@ type View struct {
 	// Gone reports whether the Pod that carried a claim token has been seen and then deleted.
 	// Nil means nothing is known.
 	Gone func(token string) bool
-	// PendingFor returns how long the observer has known a pending claim, on its own clock (never
-	// the claim's claimedAt, which another machine's clock wrote). Nil means since claimedAt, for
-	// tests of a single clock.
+	// PendingFor returns how long the observer has known a pending claim, on its own clock. Nil
+	// means every pending claim was seen just now.
 	PendingFor func(claim tpuv1alpha1.WorkerClaim) time.Duration
-	// Now stamps the claims the decision adds.
-	Now time.Time
 }
 
 // PodLive reports whether a Pod counts as live (docs/spec.md §9): not terminating, not Failed or
@@ -274,7 +271,7 @@ func (dc *decider) pendingFor(c tpuv1alpha1.WorkerClaim) time.Duration {
 	if dc.PendingFor != nil {
 		return dc.PendingFor(c)
 	}
-	return dc.Now.Sub(c.ClaimedAt.Time)
+	return 0
 }
 
 // unclaimed handles the live Pods whose spec places them in the slice but that hold no claim: a
@@ -299,8 +296,7 @@ func (dc *decider) unclaimed() {
 		}
 		holder := slices.IndexFunc(dc.d.Claims, func(c tpuv1alpha1.WorkerClaim) bool { return c.WorkerID == id })
 		if holder < 0 {
-			c := tpuv1alpha1.WorkerClaim{WorkerID: id, Token: cmp.Or(token, string(p.UID)), PodName: p.Name, PodUID: p.UID,
-				ClaimedAt: metav1.NewTime(dc.Now)}
+			c := tpuv1alpha1.WorkerClaim{WorkerID: id, Token: cmp.Or(token, string(p.UID)), PodName: p.Name, PodUID: p.UID}
 			dc.d.Claims = append(dc.d.Claims, c)
 			if token != "" {
 				dc.d.Repaired = append(dc.d.Repaired, c)

@@ -77,8 +77,8 @@ func workerPod(name, token string, id int32) *testutil.PodWrapper {
 }
 
 // claim is a claim of the test slice, bound to Pod pod (UID uid-<pod>) unless pod is empty.
-func claim(id int32, token, pod string, at time.Time) tpuv1alpha1.WorkerClaim {
-	c := tpuv1alpha1.WorkerClaim{WorkerID: id, Token: token, ClaimedAt: metav1.NewTime(at)}
+func claim(id int32, token, pod string) tpuv1alpha1.WorkerClaim {
+	c := tpuv1alpha1.WorkerClaim{WorkerID: id, Token: token}
 	if pod != "" {
 		c.PodName, c.PodUID = pod, types.UID("uid-"+pod)
 	}
@@ -103,8 +103,13 @@ func pods(ps ...*corev1.Pod) []corev1.Pod {
 	return out
 }
 
-func view(slice *tpuv1alpha1.TPUSliceAssignment, ps []corev1.Pod, gone ...string) lifecycle.View {
-	return lifecycle.View{Slice: slice, Pods: ps, Now: now, Gone: func(token string) bool { return slices.Contains(gone, token) }}
+// view is what Decide gets: the slice, its Pods, the tokens whose Pods were seen deleted and, on
+// the observer's clock, how long each pending claim has been seen (0 when not listed).
+func view(slice *tpuv1alpha1.TPUSliceAssignment, ps []corev1.Pod, ages map[string]time.Duration, gone ...string) lifecycle.View {
+	return lifecycle.View{Slice: slice, Pods: ps,
+		Gone:       func(token string) bool { return slices.Contains(gone, token) },
+		PendingFor: func(c tpuv1alpha1.WorkerClaim) time.Duration { return ages[c.Token] },
+	}
 }
 
 func TestDecide(t *testing.T) {
@@ -128,191 +133,196 @@ func TestDecide(t *testing.T) {
 	cases := map[string]struct {
 		slice *tpuv1alpha1.TPUSliceAssignment
 		pods  []corev1.Pod
-		// gone are the tokens whose Pods were seen deleted.
+		// gone are the tokens whose Pods were seen deleted; ages how long pending claims were seen.
 		gone []string
+		ages map[string]time.Duration
 		want lifecycle.Decision
 	}{
 		"a pending claim whose Pod is live is bound to it": {
-			slice: makeSlice().Claim(1, "t1", "", "", now.Add(-5*time.Second)).Obj(),
+			slice: makeSlice().Claim(1, "t1", "", "").Obj(),
 			pods:  pods(workerPod("w1", "t1", 1).Obj()),
 			want: lifecycle.Decision{
-				Claims:  []tpuv1alpha1.WorkerClaim{claim(1, "t1", "w1", now.Add(-5*time.Second))},
+				Claims:  []tpuv1alpha1.WorkerClaim{claim(1, "t1", "w1")},
 				Changed: true,
-				Bound:   []tpuv1alpha1.WorkerClaim{claim(1, "t1", "w1", now.Add(-5*time.Second))},
+				Bound:   []tpuv1alpha1.WorkerClaim{claim(1, "t1", "w1")},
 				Ready:   notReady("1 of 4 hosts bound to a Pod, 1 claimed"),
 			},
 		},
 		"a pending Pod (not yet running) binds its claim too": {
-			slice: makeSlice().Claim(1, "t1", "", "", now.Add(-5*time.Second)).Obj(),
+			slice: makeSlice().Claim(1, "t1", "", "").Obj(),
 			pods:  pods(workerPod("w1", "t1", 1).Phase(corev1.PodPending).Obj()),
 			want: lifecycle.Decision{
-				Claims:  []tpuv1alpha1.WorkerClaim{claim(1, "t1", "w1", now.Add(-5*time.Second))},
+				Claims:  []tpuv1alpha1.WorkerClaim{claim(1, "t1", "w1")},
 				Changed: true,
-				Bound:   []tpuv1alpha1.WorkerClaim{claim(1, "t1", "w1", now.Add(-5*time.Second))},
+				Bound:   []tpuv1alpha1.WorkerClaim{claim(1, "t1", "w1")},
 				Ready:   notReady("1 of 4 hosts bound to a Pod, 1 claimed"),
 			},
 		},
 		"a bound claim whose Pod is live is kept": {
-			slice: makeSlice().Claim(0, "t0", "w0", "uid-w0", longAgo).Obj(),
+			slice: makeSlice().Claim(0, "t0", "w0", "uid-w0").Obj(),
 			pods:  pods(workerPod("w0", "t0", 0).Obj()),
 			want: lifecycle.Decision{
-				Claims: []tpuv1alpha1.WorkerClaim{claim(0, "t0", "w0", longAgo)},
+				Claims: []tpuv1alpha1.WorkerClaim{claim(0, "t0", "w0")},
 				Ready:  notReady("1 of 4 hosts bound to a Pod, 1 claimed"),
 			},
 		},
 		"a bound claim is kept when the Pod's labels and claim token are removed": {
-			slice: makeSlice().Claim(0, "t0", "w0", "uid-w0", longAgo).Obj(),
+			slice: makeSlice().Claim(0, "t0", "w0", "uid-w0").Obj(),
 			pods:  pods(stripped),
 			want: lifecycle.Decision{
-				Claims: []tpuv1alpha1.WorkerClaim{claim(0, "t0", "w0", longAgo)},
+				Claims: []tpuv1alpha1.WorkerClaim{claim(0, "t0", "w0")},
 				Ready:  notReady("1 of 4 hosts bound to a Pod, 1 claimed"),
 			},
 		},
 		"a bound claim whose Pod is gone is released": {
-			slice: makeSlice().Claim(0, "t0", "w0", "uid-w0", longAgo).Obj(),
+			slice: makeSlice().Claim(0, "t0", "w0", "uid-w0").Obj(),
 			want: lifecycle.Decision{
 				Changed:     true,
-				Released:    []lifecycle.Release{{Claim: claim(0, "t0", "w0", longAgo), Reason: lifecycle.ReasonPodGone}},
+				Released:    []lifecycle.Release{{Claim: claim(0, "t0", "w0"), Reason: lifecycle.ReasonPodGone}},
 				Destructive: true,
 				Ready:       notReady("0 of 4 hosts bound to a Pod, 0 claimed"),
 			},
 		},
 		"a bound claim whose Pod was replaced by one of the same name is released, and the new Pod's ID recorded": {
-			slice: makeSlice().Claim(0, "t0", "w0", "uid-w0", longAgo).Obj(),
+			slice: makeSlice().Claim(0, "t0", "w0", "uid-w0").Obj(),
 			pods:  pods(workerPod("w0", "t0", 0).UID("uid-w0-new").Obj()),
 			want: lifecycle.Decision{
-				Claims:      []tpuv1alpha1.WorkerClaim{{WorkerID: 0, Token: "t0", PodName: "w0", PodUID: "uid-w0-new", ClaimedAt: metav1.NewTime(now)}},
+				Claims:      []tpuv1alpha1.WorkerClaim{{WorkerID: 0, Token: "t0", PodName: "w0", PodUID: "uid-w0-new"}},
 				Changed:     true,
-				Released:    []lifecycle.Release{{Claim: claim(0, "t0", "w0", longAgo), Reason: lifecycle.ReasonPodGone}},
-				Repaired:    []tpuv1alpha1.WorkerClaim{{WorkerID: 0, Token: "t0", PodName: "w0", PodUID: "uid-w0-new", ClaimedAt: metav1.NewTime(now)}},
+				Released:    []lifecycle.Release{{Claim: claim(0, "t0", "w0"), Reason: lifecycle.ReasonPodGone}},
+				Repaired:    []tpuv1alpha1.WorkerClaim{{WorkerID: 0, Token: "t0", PodName: "w0", PodUID: "uid-w0-new"}},
 				Destructive: true,
 				Ready:       notReady("1 of 4 hosts bound to a Pod, 1 claimed"),
 			},
 		},
 		"a bound claim whose Pod is terminating is released": {
-			slice: makeSlice().Claim(0, "t0", "w0", "uid-w0", longAgo).Obj(),
+			slice: makeSlice().Claim(0, "t0", "w0", "uid-w0").Obj(),
 			pods:  pods(workerPod("w0", "t0", 0).Terminating().Obj()),
 			want: lifecycle.Decision{
 				Changed:     true,
-				Released:    []lifecycle.Release{{Claim: claim(0, "t0", "w0", longAgo), Reason: lifecycle.ReasonPodTerminating}},
+				Released:    []lifecycle.Release{{Claim: claim(0, "t0", "w0"), Reason: lifecycle.ReasonPodTerminating}},
 				Destructive: true,
 				Ready:       notReady("0 of 4 hosts bound to a Pod, 0 claimed"),
 			},
 		},
 		"bound claims whose Pods failed or succeeded are released": {
 			slice: makeSlice().
-				Claim(0, "t0", "w0", "uid-w0", longAgo).
-				Claim(1, "t1", "w1", "uid-w1", longAgo).Obj(),
+				Claim(0, "t0", "w0", "uid-w0").
+				Claim(1, "t1", "w1", "uid-w1").Obj(),
 			pods: pods(
 				workerPod("w0", "t0", 0).Phase(corev1.PodFailed).Obj(),
 				workerPod("w1", "t1", 1).Phase(corev1.PodSucceeded).Obj()),
 			want: lifecycle.Decision{
 				Changed: true,
 				Released: []lifecycle.Release{
-					{Claim: claim(0, "t0", "w0", longAgo), Reason: lifecycle.ReasonPodFinished},
-					{Claim: claim(1, "t1", "w1", longAgo), Reason: lifecycle.ReasonPodFinished},
+					{Claim: claim(0, "t0", "w0"), Reason: lifecycle.ReasonPodFinished},
+					{Claim: claim(1, "t1", "w1"), Reason: lifecycle.ReasonPodFinished},
 				},
 				Destructive: true,
 				Ready:       notReady("0 of 4 hosts bound to a Pod, 0 claimed"),
 			},
 		},
 		"pending claims younger than the TTL wait for the first TTL to run out": {
+			ages: map[string]time.Duration{"t2": 10 * time.Second, "t3": 25 * time.Second},
 			slice: makeSlice().
-				Claim(2, "t2", "", "", now.Add(-10*time.Second)).
-				Claim(3, "t3", "", "", now.Add(-25*time.Second)).Obj(),
+				Claim(2, "t2", "", "").
+				Claim(3, "t3", "", "").Obj(),
 			want: lifecycle.Decision{
 				Claims: []tpuv1alpha1.WorkerClaim{
-					claim(2, "t2", "", now.Add(-10*time.Second)),
-					claim(3, "t3", "", now.Add(-25*time.Second)),
+					claim(2, "t2", ""),
+					claim(3, "t3", ""),
 				},
 				RequeueAfter: 5 * time.Second,
 				Ready:        notReady("0 of 4 hosts bound to a Pod, 2 claimed"),
 			},
 		},
 		"a pending claim older than the TTL is released": {
+			ages: map[string]time.Duration{"t2": ttl + time.Second, "t3": ttl},
 			slice: makeSlice().
-				Claim(2, "t2", "", "", now.Add(-ttl-time.Second)).
-				Claim(3, "t3", "", "", now.Add(-ttl)).Obj(),
+				Claim(2, "t2", "", "").
+				Claim(3, "t3", "", "").Obj(),
 			want: lifecycle.Decision{
 				Changed: true,
 				Released: []lifecycle.Release{
-					{Claim: claim(2, "t2", "", now.Add(-ttl-time.Second)), Reason: lifecycle.ReasonPendingExpired},
-					{Claim: claim(3, "t3", "", now.Add(-ttl)), Reason: lifecycle.ReasonPendingExpired},
+					{Claim: claim(2, "t2", ""), Reason: lifecycle.ReasonPendingExpired},
+					{Claim: claim(3, "t3", ""), Reason: lifecycle.ReasonPendingExpired},
 				},
 				Destructive: true,
 				Ready:       notReady("0 of 4 hosts bound to a Pod, 0 claimed"),
 			},
 		},
 		"a pending claim whose Pod was seen and then deleted is released at once": {
-			slice: makeSlice().Claim(2, "t2", "", "", now.Add(-time.Second)).Claim(3, "t3", "", "", now.Add(-time.Second)).Obj(),
+			ages:  map[string]time.Duration{"t2": time.Second, "t3": time.Second},
+			slice: makeSlice().Claim(2, "t2", "", "").Claim(3, "t3", "", "").Obj(),
 			gone:  []string{"t2"},
 			want: lifecycle.Decision{
-				Claims:       []tpuv1alpha1.WorkerClaim{claim(3, "t3", "", now.Add(-time.Second))},
+				Claims:       []tpuv1alpha1.WorkerClaim{claim(3, "t3", "")},
 				Changed:      true,
-				Released:     []lifecycle.Release{{Claim: claim(2, "t2", "", now.Add(-time.Second)), Reason: lifecycle.ReasonPodGone}},
+				Released:     []lifecycle.Release{{Claim: claim(2, "t2", ""), Reason: lifecycle.ReasonPodGone}},
 				Destructive:  true,
 				RequeueAfter: ttl - time.Second,
 				Ready:        notReady("0 of 4 hosts bound to a Pod, 1 claimed"),
 			},
 		},
 		"a pending claim past the TTL whose Pod has appeared is bound, not released": {
-			slice: makeSlice().Claim(2, "t2", "", "", now.Add(-2*ttl)).Obj(),
+			ages:  map[string]time.Duration{"t2": 2 * ttl},
+			slice: makeSlice().Claim(2, "t2", "", "").Obj(),
 			pods:  pods(workerPod("w2", "t2", 2).Obj()),
 			want: lifecycle.Decision{
-				Claims:  []tpuv1alpha1.WorkerClaim{claim(2, "t2", "w2", now.Add(-2*ttl))},
+				Claims:  []tpuv1alpha1.WorkerClaim{claim(2, "t2", "w2")},
 				Changed: true,
-				Bound:   []tpuv1alpha1.WorkerClaim{claim(2, "t2", "w2", now.Add(-2*ttl))},
+				Bound:   []tpuv1alpha1.WorkerClaim{claim(2, "t2", "w2")},
 				Ready:   notReady("1 of 4 hosts bound to a Pod, 1 claimed"),
 			},
 		},
 		"a pending claim whose Pod lost its claim token is bound to the Pod its spec names": {
-			slice: makeSlice().Claim(0, "t0", "", "", now.Add(-time.Second)).Obj(),
+			slice: makeSlice().Claim(0, "t0", "", "").Obj(),
 			pods:  pods(stripped),
 			gone:  []string{"t0"},
 			want: lifecycle.Decision{
-				Claims:  []tpuv1alpha1.WorkerClaim{claim(0, "t0", "w0", now.Add(-time.Second))},
+				Claims:  []tpuv1alpha1.WorkerClaim{claim(0, "t0", "w0")},
 				Changed: true,
-				Bound:   []tpuv1alpha1.WorkerClaim{claim(0, "t0", "w0", now.Add(-time.Second))},
+				Bound:   []tpuv1alpha1.WorkerClaim{claim(0, "t0", "w0")},
 				Ready:   notReady("1 of 4 hosts bound to a Pod, 1 claimed"),
 			},
 		},
 		"a pending claim whose Pod's token was edited is bound to it, not a duplicate": {
-			slice: makeSlice().Claim(1, "t1", "", "", now.Add(-time.Second)).Obj(),
+			slice: makeSlice().Claim(1, "t1", "", "").Obj(),
 			pods:  pods(workerPod("w1", "edited", 1).Obj()),
 			want: lifecycle.Decision{
-				Claims:  []tpuv1alpha1.WorkerClaim{claim(1, "t1", "w1", now.Add(-time.Second))},
+				Claims:  []tpuv1alpha1.WorkerClaim{claim(1, "t1", "w1")},
 				Changed: true,
-				Bound:   []tpuv1alpha1.WorkerClaim{claim(1, "t1", "w1", now.Add(-time.Second))},
+				Bound:   []tpuv1alpha1.WorkerClaim{claim(1, "t1", "w1")},
 				Ready:   notReady("1 of 4 hosts bound to a Pod, 1 claimed"),
 			},
 		},
 		"a pending claim whose Pod is already terminating is released": {
-			slice: makeSlice().Claim(2, "t2", "", "", now.Add(-time.Second)).Obj(),
+			slice: makeSlice().Claim(2, "t2", "", "").Obj(),
 			pods:  pods(workerPod("w2", "t2", 2).Terminating().Obj()),
 			want: lifecycle.Decision{
 				Changed:     true,
-				Released:    []lifecycle.Release{{Claim: claim(2, "t2", "", now.Add(-time.Second)), Reason: lifecycle.ReasonPodTerminating}},
+				Released:    []lifecycle.Release{{Claim: claim(2, "t2", ""), Reason: lifecycle.ReasonPodTerminating}},
 				Destructive: true,
 				Ready:       notReady("0 of 4 hosts bound to a Pod, 0 claimed"),
 			},
 		},
 		"a pending claim whose Pod already failed is released as finished": {
-			slice: makeSlice().Claim(2, "t2", "", "", now.Add(-time.Second)).Obj(),
+			slice: makeSlice().Claim(2, "t2", "", "").Obj(),
 			pods:  pods(workerPod("w2", "t2", 2).Phase(corev1.PodFailed).Obj()),
 			want: lifecycle.Decision{
 				Changed:     true,
-				Released:    []lifecycle.Release{{Claim: claim(2, "t2", "", now.Add(-time.Second)), Reason: lifecycle.ReasonPodFinished}},
+				Released:    []lifecycle.Release{{Claim: claim(2, "t2", ""), Reason: lifecycle.ReasonPodFinished}},
 				Destructive: true,
 				Ready:       notReady("0 of 4 hosts bound to a Pod, 0 claimed"),
 			},
 		},
 		"a late Pod whose worker ID is free claims it again": {
-			slice: makeSlice().Claim(0, "t0", "w0", "uid-w0", longAgo).Obj(),
+			slice: makeSlice().Claim(0, "t0", "w0", "uid-w0").Obj(),
 			pods:  pods(workerPod("w0", "t0", 0).Obj(), lateFree),
 			want: lifecycle.Decision{
-				Claims:      []tpuv1alpha1.WorkerClaim{claim(0, "t0", "w0", longAgo), claim(2, "t-late", "late", now)},
+				Claims:      []tpuv1alpha1.WorkerClaim{claim(0, "t0", "w0"), claim(2, "t-late", "late")},
 				Changed:     true,
-				Repaired:    []tpuv1alpha1.WorkerClaim{claim(2, "t-late", "late", now)},
+				Repaired:    []tpuv1alpha1.WorkerClaim{claim(2, "t-late", "late")},
 				Destructive: true,
 				Ready:       notReady("2 of 4 hosts bound to a Pod, 2 claimed"),
 			},
@@ -321,91 +331,92 @@ func TestDecide(t *testing.T) {
 			slice: makeSlice().Obj(),
 			pods:  pods(preExisting),
 			want: lifecycle.Decision{
-				Claims:      []tpuv1alpha1.WorkerClaim{claim(1, "uid-pre", "pre", now)},
+				Claims:      []tpuv1alpha1.WorkerClaim{claim(1, "uid-pre", "pre")},
 				Changed:     true,
-				Adopted:     []tpuv1alpha1.WorkerClaim{claim(1, "uid-pre", "pre", now)},
+				Adopted:     []tpuv1alpha1.WorkerClaim{claim(1, "uid-pre", "pre")},
 				Destructive: true,
 				Ready:       notReady("1 of 4 hosts bound to a Pod, 1 claimed"),
 			},
 		},
 		"a Pod of a deleted RayCluster generation never takes an ID of the new one": {
-			slice: makeSlice().Claim(0, "t0", "w0", "uid-w0", longAgo).Obj(),
+			slice: makeSlice().Claim(0, "t0", "w0", "uid-w0").Obj(),
 			pods:  pods(workerPod("w0", "t0", 0).Obj(), oldGeneration),
 			want: lifecycle.Decision{
-				Claims: []tpuv1alpha1.WorkerClaim{claim(0, "t0", "w0", longAgo)},
+				Claims: []tpuv1alpha1.WorkerClaim{claim(0, "t0", "w0")},
 				Ready:  notReady("1 of 4 hosts bound to a Pod, 1 claimed"),
 			},
 		},
 		"a Pod whose spec carries no identity holds nothing, whatever its labels and token say": {
-			slice: makeSlice().Claim(0, "t-plain", "", "", now.Add(-time.Second)).Obj(),
+			ages:  map[string]time.Duration{"t-plain": time.Second},
+			slice: makeSlice().Claim(0, "t-plain", "", "").Obj(),
 			pods:  pods(noIdentity),
 			want: lifecycle.Decision{
-				Claims:       []tpuv1alpha1.WorkerClaim{claim(0, "t-plain", "", now.Add(-time.Second))},
+				Claims:       []tpuv1alpha1.WorkerClaim{claim(0, "t-plain", "")},
 				RequeueAfter: ttl - time.Second,
 				Ready:        notReady("0 of 4 hosts bound to a Pod, 1 claimed"),
 			},
 		},
 		"a late Pod takes the ID of a claim released in the same decision": {
-			slice: makeSlice().Claim(2, "t2", "gone", "uid-gone", longAgo).Obj(),
+			slice: makeSlice().Claim(2, "t2", "gone", "uid-gone").Obj(),
 			pods:  pods(lateFree),
 			want: lifecycle.Decision{
-				Claims:      []tpuv1alpha1.WorkerClaim{claim(2, "t-late", "late", now)},
+				Claims:      []tpuv1alpha1.WorkerClaim{claim(2, "t-late", "late")},
 				Changed:     true,
-				Released:    []lifecycle.Release{{Claim: claim(2, "t2", "gone", longAgo), Reason: lifecycle.ReasonPodGone}},
-				Repaired:    []tpuv1alpha1.WorkerClaim{claim(2, "t-late", "late", now)},
+				Released:    []lifecycle.Release{{Claim: claim(2, "t2", "gone"), Reason: lifecycle.ReasonPodGone}},
+				Repaired:    []tpuv1alpha1.WorkerClaim{claim(2, "t-late", "late")},
 				Destructive: true,
 				Ready:       notReady("1 of 4 hosts bound to a Pod, 1 claimed"),
 			},
 		},
 		"a late Pod whose worker ID another live Pod holds is a duplicate": {
-			slice: makeSlice().Claim(1, "t1", "w1", "uid-w1", longAgo).Obj(),
+			slice: makeSlice().Claim(1, "t1", "w1", "uid-w1").Obj(),
 			pods:  pods(workerPod("w1", "t1", 1).Obj(), lateHeld),
 			want: lifecycle.Decision{
-				Claims:      []tpuv1alpha1.WorkerClaim{claim(1, "t1", "w1", longAgo)},
+				Claims:      []tpuv1alpha1.WorkerClaim{claim(1, "t1", "w1")},
 				Duplicates:  []lifecycle.Duplicate{{Pod: lateHeld, WorkerID: 1, Holder: "w1"}},
 				Destructive: true,
 				Ready:       notReady("1 of 4 hosts bound to a Pod, 1 claimed"),
 			},
 		},
 		"a late Pod whose worker ID a claim bound in the same decision holds is a duplicate": {
-			slice: makeSlice().Claim(1, "t1", "", "", now.Add(-time.Second)).Obj(),
+			slice: makeSlice().Claim(1, "t1", "", "").Obj(),
 			pods:  pods(workerPod("w1", "t1", 1).Obj(), lateHeld),
 			want: lifecycle.Decision{
-				Claims:      []tpuv1alpha1.WorkerClaim{claim(1, "t1", "w1", now.Add(-time.Second))},
+				Claims:      []tpuv1alpha1.WorkerClaim{claim(1, "t1", "w1")},
 				Changed:     true,
-				Bound:       []tpuv1alpha1.WorkerClaim{claim(1, "t1", "w1", now.Add(-time.Second))},
+				Bound:       []tpuv1alpha1.WorkerClaim{claim(1, "t1", "w1")},
 				Duplicates:  []lifecycle.Duplicate{{Pod: lateHeld, WorkerID: 1, Holder: "w1"}},
 				Destructive: true,
 				Ready:       notReady("1 of 4 hosts bound to a Pod, 1 claimed"),
 			},
 		},
 		"a live late Pod holds the ID a pending claim (no Pod yet) has: the claim is bound to it": {
-			slice: makeSlice().Claim(1, "t1", "", "", now.Add(-20*time.Second)).Obj(),
+			slice: makeSlice().Claim(1, "t1", "", "").Obj(),
 			pods:  pods(lateHeld),
 			want: lifecycle.Decision{
-				Claims:  []tpuv1alpha1.WorkerClaim{claim(1, "t1", "late", now.Add(-20*time.Second))},
+				Claims:  []tpuv1alpha1.WorkerClaim{claim(1, "t1", "late")},
 				Changed: true,
-				Bound:   []tpuv1alpha1.WorkerClaim{claim(1, "t1", "late", now.Add(-20*time.Second))},
+				Bound:   []tpuv1alpha1.WorkerClaim{claim(1, "t1", "late")},
 				Ready:   notReady("1 of 4 hosts bound to a Pod, 1 claimed"),
 			},
 		},
 		"two live Pods carrying one claim's token: the first holds it, the copy is a duplicate": {
-			slice: makeSlice().Claim(1, "t1", "", "", now.Add(-time.Second)).Obj(),
+			slice: makeSlice().Claim(1, "t1", "", "").Obj(),
 			pods:  pods(copied, workerPod("w1", "t1", 1).Obj()),
 			want: lifecycle.Decision{
-				Claims:      []tpuv1alpha1.WorkerClaim{claim(1, "t1", "w1", now.Add(-time.Second))},
+				Claims:      []tpuv1alpha1.WorkerClaim{claim(1, "t1", "w1")},
 				Changed:     true,
-				Bound:       []tpuv1alpha1.WorkerClaim{claim(1, "t1", "w1", now.Add(-time.Second))},
+				Bound:       []tpuv1alpha1.WorkerClaim{claim(1, "t1", "w1")},
 				Duplicates:  []lifecycle.Duplicate{{Pod: copied, WorkerID: 1, Holder: "w1"}},
 				Destructive: true,
 				Ready:       notReady("1 of 4 hosts bound to a Pod, 1 claimed"),
 			},
 		},
 		"a Pod without a claim token whose worker ID another live Pod holds is reported, not deleted": {
-			slice: makeSlice().Claim(1, "t1", "w1", "uid-w1", longAgo).Obj(),
+			slice: makeSlice().Claim(1, "t1", "w1", "uid-w1").Obj(),
 			pods:  pods(workerPod("w1", "t1", 1).Obj(), preExisting),
 			want: lifecycle.Decision{
-				Claims:    []tpuv1alpha1.WorkerClaim{claim(1, "t1", "w1", longAgo)},
+				Claims:    []tpuv1alpha1.WorkerClaim{claim(1, "t1", "w1")},
 				Conflicts: []lifecycle.Conflict{{Pod: preExisting, WorkerID: 1, Why: "Pod w1 holds that worker ID"}},
 				Ready:     notReady("1 of 4 hosts bound to a Pod, 1 claimed"),
 				Conflict: metav1.Condition{Type: tpuv1alpha1.ConditionConflict, Status: metav1.ConditionTrue, Reason: tpuv1alpha1.ReasonIdentityConflict,
@@ -414,10 +425,11 @@ func TestDecide(t *testing.T) {
 			},
 		},
 		"Pods with an ID outside the slice or another topology are reported, never deleted or bound": {
-			slice: makeSlice().Claim(0, "t0", "", "", now.Add(-time.Second)).Obj(),
+			ages:  map[string]time.Duration{"t0": time.Second},
+			slice: makeSlice().Claim(0, "t0", "", "").Obj(),
 			pods:  pods(outside, otherHosts),
 			want: lifecycle.Decision{
-				Claims: []tpuv1alpha1.WorkerClaim{claim(0, "t0", "", now.Add(-time.Second))},
+				Claims: []tpuv1alpha1.WorkerClaim{claim(0, "t0", "")},
 				Conflicts: []lifecycle.Conflict{
 					{Pod: otherHosts, WorkerID: 0, Why: "its topology gives 1 hosts, the slice has 4"},
 					{Pod: outside, WorkerID: 7, Why: "worker ID 7 is outside a slice of 4 hosts"},
@@ -433,9 +445,9 @@ func TestDecide(t *testing.T) {
 			slice: makeSlice().Obj(),
 			pods:  pods(secondLate, firstLate),
 			want: lifecycle.Decision{
-				Claims:      []tpuv1alpha1.WorkerClaim{claim(3, "t-late-1", "late-1", now)},
+				Claims:      []tpuv1alpha1.WorkerClaim{claim(3, "t-late-1", "late-1")},
 				Changed:     true,
-				Repaired:    []tpuv1alpha1.WorkerClaim{claim(3, "t-late-1", "late-1", now)},
+				Repaired:    []tpuv1alpha1.WorkerClaim{claim(3, "t-late-1", "late-1")},
 				Duplicates:  []lifecycle.Duplicate{{Pod: secondLate, WorkerID: 3, Holder: "late-1"}},
 				Destructive: true,
 				Ready:       notReady("1 of 4 hosts bound to a Pod, 1 claimed"),
@@ -454,10 +466,10 @@ func TestDecide(t *testing.T) {
 		"every host bound to a live Pod: Ready, claims sorted by worker ID": {
 			slice: func() *tpuv1alpha1.TPUSliceAssignment {
 				s := makeSlice().
-					Claim(3, "t3", "w3", "uid-w3", longAgo).
-					Claim(1, "t1", "w1", "uid-w1", longAgo).
-					Claim(0, "t0", "w0", "uid-w0", longAgo).
-					Claim(2, "t2", "", "", now.Add(-time.Second)).Obj()
+					Claim(3, "t3", "w3", "uid-w3").
+					Claim(1, "t1", "w1", "uid-w1").
+					Claim(0, "t0", "w0", "uid-w0").
+					Claim(2, "t2", "", "").Obj()
 				s.Generation = 7
 				return s
 			}(),
@@ -468,13 +480,13 @@ func TestDecide(t *testing.T) {
 				workerPod("w3", "t3", 3).Obj()),
 			want: lifecycle.Decision{
 				Claims: []tpuv1alpha1.WorkerClaim{
-					claim(0, "t0", "w0", longAgo),
-					claim(1, "t1", "w1", longAgo),
-					claim(2, "t2", "w2", now.Add(-time.Second)),
-					claim(3, "t3", "w3", longAgo),
+					claim(0, "t0", "w0"),
+					claim(1, "t1", "w1"),
+					claim(2, "t2", "w2"),
+					claim(3, "t3", "w3"),
 				},
 				Changed: true,
-				Bound:   []tpuv1alpha1.WorkerClaim{claim(2, "t2", "w2", now.Add(-time.Second))},
+				Bound:   []tpuv1alpha1.WorkerClaim{claim(2, "t2", "w2")},
 				Ready: metav1.Condition{
 					Type:               tpuv1alpha1.ConditionReady,
 					Status:             metav1.ConditionTrue,
@@ -486,21 +498,22 @@ func TestDecide(t *testing.T) {
 			},
 		},
 		"every host claimed but one Pod not seen yet: not Ready": {
+			ages: map[string]time.Duration{"t3": time.Second},
 			slice: makeSlice().
-				Claim(0, "t0", "w0", "uid-w0", longAgo).
-				Claim(1, "t1", "w1", "uid-w1", longAgo).
-				Claim(2, "t2", "w2", "uid-w2", longAgo).
-				Claim(3, "t3", "", "", now.Add(-time.Second)).Obj(),
+				Claim(0, "t0", "w0", "uid-w0").
+				Claim(1, "t1", "w1", "uid-w1").
+				Claim(2, "t2", "w2", "uid-w2").
+				Claim(3, "t3", "", "").Obj(),
 			pods: pods(
 				workerPod("w0", "t0", 0).Obj(),
 				workerPod("w1", "t1", 1).Obj(),
 				workerPod("w2", "t2", 2).Obj()),
 			want: lifecycle.Decision{
 				Claims: []tpuv1alpha1.WorkerClaim{
-					claim(0, "t0", "w0", longAgo),
-					claim(1, "t1", "w1", longAgo),
-					claim(2, "t2", "w2", longAgo),
-					claim(3, "t3", "", now.Add(-time.Second)),
+					claim(0, "t0", "w0"),
+					claim(1, "t1", "w1"),
+					claim(2, "t2", "w2"),
+					claim(3, "t3", ""),
 				},
 				RequeueAfter: ttl - time.Second,
 				Ready:        notReady("3 of 4 hosts bound to a Pod, 4 claimed"),
@@ -518,7 +531,7 @@ func TestDecide(t *testing.T) {
 				wantPods = append(wantPods, *tc.pods[i].DeepCopy())
 			}
 
-			got := lifecycle.Decide(view(tc.slice, tc.pods, tc.gone...), ttl)
+			got := lifecycle.Decide(view(tc.slice, tc.pods, tc.ages, tc.gone...), ttl)
 
 			if diff := cmp.Diff(tc.want, got, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("Decide() (-want,+got):\n%s", diff)
@@ -538,10 +551,8 @@ func TestDecide(t *testing.T) {
 func TestDecidePendingForUsesTheObserversClock(t *testing.T) {
 	// claimedAt is an hour in the past (the webhook's clock is an hour behind), but the observer
 	// saw the claim 5 s ago: it is kept.
-	slice := makeSlice().Claim(2, "t2", "", "", now.Add(-time.Hour)).Obj()
-	v := view(slice, nil)
-	v.PendingFor = func(tpuv1alpha1.WorkerClaim) time.Duration { return 5 * time.Second }
-	got := lifecycle.Decide(v, ttl)
+	slice := makeSlice().Claim(2, "t2", "", "").Obj()
+	got := lifecycle.Decide(view(slice, nil, map[string]time.Duration{"t2": 5 * time.Second}), ttl)
 	if len(got.Released) != 0 || got.RequeueAfter != ttl-5*time.Second {
 		t.Errorf("Decide() released %v, requeue after %v; want nothing released, requeue after %v", got.Released, got.RequeueAfter, ttl-5*time.Second)
 	}
@@ -558,8 +569,8 @@ func TestApplyStatus(t *testing.T) {
 		c.LastTransitionTime = metav1.NewTime(longAgo)
 		return []metav1.Condition{c}
 	}
-	bound := claim(0, "t0", "w0", longAgo)
-	pendingClaim := claim(0, "t0", "", longAgo)
+	bound := claim(0, "t0", "w0")
+	pendingClaim := claim(0, "t0", "")
 
 	cases := map[string]struct {
 		status      tpuv1alpha1.TPUSliceAssignmentStatus
@@ -576,11 +587,11 @@ func TestApplyStatus(t *testing.T) {
 		},
 		"an unchanged decision leaves the claims as they are": {
 			status: tpuv1alpha1.TPUSliceAssignmentStatus{
-				Claims:  []tpuv1alpha1.WorkerClaim{claim(1, "t1", "", longAgo), pendingClaim},
+				Claims:  []tpuv1alpha1.WorkerClaim{claim(1, "t1", ""), pendingClaim},
 				Claimed: 2, Conditions: stored(readyFalse)},
-			decision: lifecycle.Decision{Claims: []tpuv1alpha1.WorkerClaim{pendingClaim, claim(1, "t1", "", longAgo)}, Ready: readyFalse},
+			decision: lifecycle.Decision{Claims: []tpuv1alpha1.WorkerClaim{pendingClaim, claim(1, "t1", "")}, Ready: readyFalse},
 			wantStatus: tpuv1alpha1.TPUSliceAssignmentStatus{
-				Claims:  []tpuv1alpha1.WorkerClaim{claim(1, "t1", "", longAgo), pendingClaim},
+				Claims:  []tpuv1alpha1.WorkerClaim{claim(1, "t1", ""), pendingClaim},
 				Claimed: 2, Conditions: stored(readyFalse)},
 		},
 		"a stale claimed count is fixed": {
@@ -591,7 +602,7 @@ func TestApplyStatus(t *testing.T) {
 		},
 		"a changed decision replaces the claims and the count": {
 			status: tpuv1alpha1.TPUSliceAssignmentStatus{
-				Claims:  []tpuv1alpha1.WorkerClaim{bound, claim(1, "t1", "", longAgo)},
+				Claims:  []tpuv1alpha1.WorkerClaim{bound, claim(1, "t1", "")},
 				Claimed: 2, Conditions: stored(readyTrue)},
 			decision:    lifecycle.Decision{Changed: true, Claims: []tpuv1alpha1.WorkerClaim{bound}, Ready: readyTrue},
 			wantStatus:  tpuv1alpha1.TPUSliceAssignmentStatus{Claims: []tpuv1alpha1.WorkerClaim{bound}, Claimed: 1, Conditions: stored(readyTrue)},
@@ -648,25 +659,26 @@ func TestApplyStatus(t *testing.T) {
 // nothing to do.
 func TestDecideApplyStatusConverges(t *testing.T) {
 	slice := makeSlice().
-		Claim(0, "t0", "w0", "uid-w0", longAgo).
-		Claim(1, "t1", "", "", now.Add(-5*time.Second)).
-		Claim(2, "t2", "gone", "uid-gone", longAgo).
-		Claim(3, "t3", "", "", now.Add(-time.Minute)).Obj()
+		Claim(0, "t0", "w0", "uid-w0").
+		Claim(1, "t1", "", "").
+		Claim(2, "t2", "gone", "uid-gone").
+		Claim(3, "t3", "", "").Obj()
 	slice.Status.Claimed = 0
 	livePods := pods(
 		workerPod("w0", "t0", 0).Obj(),
 		workerPod("w1", "t1", 1).Obj(),
 		workerPod("late", "t-late", 2).Obj())
 
-	first := lifecycle.Decide(view(slice, livePods), ttl)
+	ages := map[string]time.Duration{"t1": 5 * time.Second, "t3": time.Minute}
+	first := lifecycle.Decide(view(slice, livePods, ages), ttl)
 	if !lifecycle.ApplyStatus(&slice.Status, first) {
 		t.Fatal("first ApplyStatus() = false, want true")
 	}
 	wantStatus := tpuv1alpha1.TPUSliceAssignmentStatus{
 		Claims: []tpuv1alpha1.WorkerClaim{
-			claim(0, "t0", "w0", longAgo),
-			claim(1, "t1", "w1", now.Add(-5*time.Second)),
-			claim(2, "t-late", "late", now),
+			claim(0, "t0", "w0"),
+			claim(1, "t1", "w1"),
+			claim(2, "t-late", "late"),
 		},
 		Claimed: 3,
 		Conditions: []metav1.Condition{{
@@ -679,9 +691,7 @@ func TestDecideApplyStatusConverges(t *testing.T) {
 	}
 	afterFirst := slice.Status.DeepCopy()
 
-	v := view(slice, livePods)
-	v.Now = now.Add(time.Second)
-	second := lifecycle.Decide(v, ttl)
+	second := lifecycle.Decide(view(slice, livePods, ages), ttl)
 	wantSecond := lifecycle.Decision{
 		Claims:   wantStatus.Claims,
 		Ready:    wantStatus.Conditions[0],

@@ -271,9 +271,9 @@ func (s *SliceWrapper) ReplicaName(name string) *SliceWrapper {
 }
 
 // Claim appends a claim; podName and podUID empty make it pending.
-func (s *SliceWrapper) Claim(id int32, token, podName string, podUID types.UID, at time.Time) *SliceWrapper {
+func (s *SliceWrapper) Claim(id int32, token, podName string, podUID types.UID) *SliceWrapper {
 	s.Status.Claims = append(s.Status.Claims, tpuv1alpha1.WorkerClaim{
-		WorkerID: id, Token: token, PodName: podName, PodUID: podUID, ClaimedAt: metav1.NewTime(at),
+		WorkerID: id, Token: token, PodName: podName, PodUID: podUID,
 	})
 	s.Status.Claimed = int32(len(s.Status.Claims)) //nolint:gosec // test data.
 	return s

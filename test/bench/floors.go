@@ -26,7 +26,6 @@ import (
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/allocator"
@@ -81,7 +80,6 @@ func (b *bench) statusWriteFloor(ctx context.Context, rc *rayv1.RayCluster, s sc
 	for i := range tokens {
 		tokens[i] = allocator.NewToken()
 	}
-	at := time.Now()
 	const warmup = 3 // the first write fills the status
 	lat := make([]time.Duration, 0, writes)
 	for i := range writes + warmup {
@@ -89,7 +87,7 @@ func (b *bench) statusWriteFloor(ctx context.Context, rc *rayv1.RayCluster, s sc
 		w := &testutil.SliceWrapper{TPUSliceAssignment: *slice}
 		w.Status = tpuv1alpha1.TPUSliceAssignmentStatus{}
 		for id := range claims {
-			w.Claim(id, tokens[id], "", "", at)
+			w.Claim(id, tokens[id], "", "")
 		}
 		t := time.Now()
 		if err := b.c.Status().Update(ctx, &w.TPUSliceAssignment); err != nil {
@@ -135,7 +133,7 @@ func (b *bench) claimWriteFloor(ctx context.Context, rc *rayv1.RayCluster, s sce
 			if err := b.c.Create(ctx, testutil.WorkerPodFor(rc, "tpu").Obj()); err != nil {
 				return f, err
 			}
-			c := tpuv1alpha1.WorkerClaim{WorkerID: id, Token: allocator.NewToken(), ClaimedAt: metav1.Now()}
+			c := tpuv1alpha1.WorkerClaim{WorkerID: id, Token: allocator.NewToken()}
 			if grow {
 				slice.Status.Claims = append(slice.Status.Claims, c)
 			} else {

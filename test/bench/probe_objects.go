@@ -144,9 +144,8 @@ func (p *probe) sliceAssignment(ctx context.Context, n int) error {
 // setSliceClaims sets obj's status to a TPUSliceAssignment status holding the claims, bound.
 func setSliceClaims(obj map[string]any, claims []probeClaim) error {
 	w := &testutil.SliceWrapper{}
-	at := time.Now()
 	for _, c := range claims {
-		w.Claim(int32(c.id), c.token, c.pod, types.UID(c.uid), at) //nolint:gosec // a few thousand hosts.
+		w.Claim(int32(c.id), c.token, c.pod, types.UID(c.uid)) //nolint:gosec // a few thousand hosts.
 	}
 	data, err := json.Marshal(w.Status)
 	if err != nil {

@@ -1,0 +1,133 @@
+/*
+Copyright 2026 The tpu-slice-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controllers
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
+	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
+	"github.com/ray-tpu/tpu-slice-operator/internal/identity"
+	"github.com/ray-tpu/tpu-slice-operator/internal/lifecycle"
+)
+
+type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
+
+// Events are urgent when they may free a worker ID: a Pod deleted, terminating or finished, or a
+// claim removed. Those are reconciled at once. The others only add bookkeeping (a new claim, a new
+// Pod whose claim is bound after the bind settle anyway), and during a burst there is one per
+// admission: they are reconciled a bind settle later, coalesced by the work queue, so that a
+// 2,240-host slice created Pod by Pod costs a handful of reconciles instead of one per Pod, each of
+// which reads every claim and Pod of the slice.
+func (r *TPUSliceAssignmentReconciler) add(q queue, reqs []reconcile.Request, urgent bool) {
+	for _, req := range reqs {
+		if urgent || r.bindSettleTime <= 0 {
+			q.Add(req)
+		} else {
+			q.AddAfter(req, r.bindSettleTime)
+		}
+	}
+}
+
+// sliceHandler enqueues a slice on its own events.
+func (r *TPUSliceAssignmentReconciler) sliceHandler() handler.EventHandler {
+	self := func(obj client.Object) []reconcile.Request {
+		return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(obj)}}
+	}
+	return handler.Funcs{
+		CreateFunc: func(_ context.Context, e event.CreateEvent, q queue) { r.add(q, self(e.Object), false) },
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q queue) {
+			r.add(q, self(e.ObjectNew), !onlyAddsClaims(e.ObjectOld, e.ObjectNew))
+		},
+		DeleteFunc:  func(_ context.Context, e event.DeleteEvent, q queue) { r.add(q, self(e.Object), true) },
+		GenericFunc: func(_ context.Context, e event.GenericEvent, q queue) { r.add(q, self(e.Object), true) },
+	}
+}
+
+// onlyAddsClaims reports whether a slice update only appended claims (the webhook's writes).
+func onlyAddsClaims(oldObj, newObj client.Object) bool {
+	before, ok1 := oldObj.(*tpuv1alpha1.TPUSliceAssignment)
+	after, ok2 := newObj.(*tpuv1alpha1.TPUSliceAssignment)
+	if !ok1 || !ok2 {
+		return false
+	}
+	kept := make(map[tpuv1alpha1.WorkerClaim]bool, len(after.Status.Claims))
+	for _, c := range after.Status.Claims {
+		kept[c] = true
+	}
+	for _, c := range before.Status.Claims {
+		if !kept[c] {
+			return false
+		}
+	}
+	return true
+}
+
+// podHandler enqueues the slices a Pod event concerns (podToSlices) and, for a deletion, records
+// the Pod's tombstone first, so that the reconcile it triggers releases the Pod's pending claim at
+// once (the informer's other handler that records tombstones for the webhook runs in no fixed
+// order with this one).
+func (r *TPUSliceAssignmentReconciler) podHandler() handler.EventHandler {
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q queue) { r.add(q, podToSlices(ctx, e.Object), false) },
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q queue) {
+			urgent := stoppedLiving(e.ObjectOld, e.ObjectNew)
+			r.add(q, podToSlices(ctx, e.ObjectOld), urgent)
+			r.add(q, podToSlices(ctx, e.ObjectNew), urgent)
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q queue) {
+			if pod, ok := e.Object.(*corev1.Pod); ok && r.tombstones != nil {
+				r.tombstones.Record(pod)
+			}
+			r.add(q, podToSlices(ctx, e.Object), true)
+		},
+		GenericFunc: func(ctx context.Context, e event.GenericEvent, q queue) { r.add(q, podToSlices(ctx, e.Object), true) },
+	}
+}
+
+// stoppedLiving reports whether a Pod update made it terminating, Failed or Succeeded.
+func stoppedLiving(oldObj, newObj client.Object) bool {
+	before, ok1 := oldObj.(*corev1.Pod)
+	after, ok2 := newObj.(*corev1.Pod)
+	return ok1 && ok2 && lifecycle.PodLive(before) && !lifecycle.PodLive(after)
+}
+
+// podToSlices maps a Pod to the slice its spec identity names and, when it differs, the slice its
+// label names (a hint: the reconcile of that slice finds out whether the Pod holds anything there).
+func podToSlices(_ context.Context, obj client.Object) []reconcile.Request {
+	var reqs []reconcile.Request
+	add := func(name string) {
+		if name != "" && (len(reqs) == 0 || reqs[0].Name != name) {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}})
+		}
+	}
+	if pod, ok := obj.(*corev1.Pod); ok {
+		if id, ok := identity.FromPod(pod); ok {
+			add(id.SliceName())
+		}
+	}
+	add(obj.GetLabels()[constants.SliceLabel])
+	return reqs
+}
