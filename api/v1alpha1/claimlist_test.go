@@ -58,9 +58,9 @@ func TestClaimListUnmarshal(t *testing.T) {
 		want    ClaimList
 		wantErr string
 	}{
-		"the string form": {json: `"0 t0 w0 u0\n3 t3"`, want: ClaimList{{WorkerID: 0, Token: "t0", PodName: "w0", PodUID: "u0"}, {WorkerID: 3, Token: "t3"}}},
-		"empty":           {json: `""`},
-		"null":            {json: `null`},
+		"the string form":        {json: `"0 t0 w0 u0\n3 t3"`, want: ClaimList{{WorkerID: 0, Token: "t0", PodName: "w0", PodUID: "u0"}, {WorkerID: 3, Token: "t3"}}},
+		"empty":                  {json: `""`},
+		"null":                   {json: `null`},
 		"an ID named twice":      {json: `"1 a\n1 b"`, wantErr: "worker ID 1 is claimed twice"},
 		"a negative ID":          {json: `"-1 a"`, wantErr: "not a non-negative integer"},
 		"a signed ID":            {json: `"+1 a"`, wantErr: "not a non-negative integer"},

@@ -127,6 +127,7 @@ type TPUSliceAssignmentStatus struct {
 	// claims is the list form of the claims that versions before the workers string stored. It is
 	// read (into workers) when workers is absent and never written: the next status write of the
 	// slice stores workers instead.
+	//
 	// Deprecated: read workers.
 	// +listType=atomic
 	// +optional
