@@ -111,8 +111,6 @@ type WorkerClaim struct {
 // stored"). Uniqueness still rests on the resourceVersion-checked update, and decoding refuses a
 // string that names a worker ID twice. Objects stored by earlier versions, as a list of objects,
 // decode too; the next write stores them as a string.
-// +kubebuilder:validation:Type=string
-// +kubebuilder:validation:MaxLength=1048576
 type ClaimList []WorkerClaim
 
 // TPUSliceAssignmentStatus holds the claims: which worker IDs of the slice are taken, and by whom.
@@ -121,6 +119,9 @@ type TPUSliceAssignmentStatus struct {
 	// "<workerID> <token>" while pending, "<workerID> <token> <podName> <podUID>" once bound.
 	// Every change is written with a resourceVersion-checked update, so two claims on one ID can
 	// never both succeed.
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=1048576
 	// +optional
 	Claims ClaimList `json:"workers,omitempty"`
 
