@@ -80,6 +80,30 @@ func TorchSlicebuilderAddresses(id Identity) string {
 	return strings.Join(addrs, ",")
 }
 
+// maxEnvEntry is the longest one environment entry can be: Linux's MAX_ARG_STRLEN, 32 pages of
+// 4 KiB, counting "NAME=value" and its terminating NUL. A container whose env holds a longer one
+// cannot be started: execve fails with E2BIG ("argument list too long").
+const maxEnvEntry = 32 * 4096
+
+// torchAddressesFit reports whether TORCH_TPU_SLICEBUILDER_ADDRESSES of id's slice can be passed
+// to a container at all (maxEnvEntry), bounding its length by the longest address times their
+// number without building it. It lists every chip of the slice (every TensorCore on v7x), about 35
+// bytes each, so past about 3,700 of them, around 900 hosts of 4 chips, it cannot: the operator
+// then writes neither TorchTPU variable (docs/spec.md §4), and the Pod stays small.
+func torchAddressesFit(id Identity) bool {
+	perHost := torchProcessesPerHost(id)
+	if id.Hosts < 1 || perHost < 1 {
+		return true
+	}
+	host := "localhost"
+	if id.multiHost() {
+		host = Hostname(id.GroupName, id.ReplicaIndex, id.Hosts-1) + "." + id.Subdomain
+	}
+	longest := int64(len(host)) + 1 + int64(len(strconv.FormatInt(constants.TorchSlicebuilderPortBase+perHost-1, 10)))
+	total := int64(id.Hosts)*perHost*(longest+1) - 1
+	return int64(len(constants.EnvTorchSlicebuilderAddresses))+1+total+1 <= maxEnvEntry
+}
+
 // torchProcessesPerHost is the number of torch_tpu slice-builder processes of one host of id.
 func torchProcessesPerHost(id Identity) int64 {
 	if id.V7x {
@@ -92,7 +116,7 @@ func torchProcessesPerHost(id Identity) int64 {
 // has an entry of that name. Neither is added when env already defines TORCH_TPU_TOPOLOGY (value or
 // valueFrom: the user configures torch_tpu), nor when id does not describe the slice's shape.
 func addTorchEnv(env []corev1.EnvVar, id Identity) []corev1.EnvVar {
-	if hasEnv(env, constants.EnvTorchTopology) {
+	if hasEnv(env, constants.EnvTorchTopology) || !torchAddressesFit(id) {
 		return env
 	}
 	topology, addresses := TorchTopology(id.Topology, id.V7x), TorchSlicebuilderAddresses(id)

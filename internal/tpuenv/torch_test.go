@@ -303,3 +303,33 @@ func TestApplyTorchEnv(t *testing.T) {
 		})
 	}
 }
+
+// TestTorchEnvOnlyWhenItFitsAnEnvEntry: a slice whose slice-builder addresses are longer than one
+// environment entry may be (Linux MAX_ARG_STRLEN, 128 KiB) gets neither TorchTPU variable: its
+// containers could not be started.
+func TestTorchEnvOnlyWhenItFitsAnEnvEntry(t *testing.T) {
+	id := func(hosts int32) tpuenv.Identity {
+		return tpuenv.Identity{GroupName: "tpu", Hosts: hosts, Subdomain: "rc-headless", Topology: []int32{16, 16, 16}, ChipsPerHost: 4}
+	}
+	for hosts, want := range map[int32]bool{64: true, 1024: true, 2240: false} {
+		var env []corev1.EnvVar
+		pod := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "w"}}}}
+		tpuenv.Apply(pod, id(hosts), []int{0})
+		env = pod.Spec.Containers[0].Env
+		got := false
+		for _, e := range env {
+			if e.Name == "TORCH_TPU_SLICEBUILDER_ADDRESSES" {
+				got = true
+				if n := len(e.Name) + 1 + len(e.Value) + 1; n > 32*4096 {
+					t.Errorf("%d hosts: the addresses take %d bytes, more than an env entry may", hosts, n)
+				}
+			}
+		}
+		if got != want {
+			t.Errorf("%d hosts: TORCH_TPU_SLICEBUILDER_ADDRESSES set = %t, want %t", hosts, got, want)
+		}
+		if full := len(tpuenv.TorchSlicebuilderAddresses(id(hosts))) + len("TORCH_TPU_SLICEBUILDER_ADDRESSES") + 2; (full <= 32*4096) != want {
+			t.Errorf("%d hosts: the full value takes %d bytes; set = %t disagrees", hosts, full, want)
+		}
+	}
+}
