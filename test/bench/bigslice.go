@@ -52,6 +52,8 @@ type bigResult struct {
 	// write1 and writeH are the floors: one status write of a slice holding 1 and hosts claims.
 	write1, writeH writeStats
 	admission      floor
+	// payload is the same Pods created with the identity already injected, no webhook.
+	payload floor
 }
 
 // bigScenario is S5 for one topology: one slice, one Pod at a time, as KubeRay creates a group.
@@ -137,6 +139,9 @@ func (b *bench) bigBaseline(ctx context.Context, s scenario, r *bigResult) error
 		return err
 	}
 	_, r.baselineWall, _ = b.createGroup(ctx, cpu, "cpu", n, s.clients)
+	if r.payload, err = b.payloadFloor(ctx, s); err != nil {
+		return err
+	}
 	if r.write1, err = b.statusWriteFloor(ctx, cpu, s, 1, 100); err != nil {
 		return err
 	}
@@ -184,9 +189,11 @@ func (r *bigResult) report() string {
 	fmt.Fprintf(os.Stderr, "S5-%d: %s: ratio %.2f; claims forwarded %.2f per Pod, mean claim inside the webhook %.1f ms\n",
 		r.hosts, r.admission.name, ratio(r.admission.wall, r.baselineWall), r.perPod(r.forwarded, r.pods),
 		float64(r.claimNanos)/n/1e6)
+	fmt.Fprintf(os.Stderr, "S5-%d: %s: ratio %.2f%s\n", r.hosts, r.payload.name, ratio(r.payload.wall, r.baselineWall), r.payload.extra)
 	return strings.Join([]string{
-		fmt.Sprintf("BENCH S5-floor hosts=%d write_1_ms=%.1f write_1_p99_ms=%.1f write_h_ms=%.1f write_h_p99_ms=%.1f",
-			r.hosts, ms(r.write1.mean), ms(r.write1.p99), ms(r.writeH.mean), ms(r.writeH.p99)),
+		fmt.Sprintf("BENCH S5-floor hosts=%d write_1_ms=%.1f write_1_p99_ms=%.1f write_h_ms=%.1f write_h_p99_ms=%.1f payload_ratio=%.2f admission_ratio=%.2f",
+			r.hosts, ms(r.write1.mean), ms(r.write1.p99), ms(r.writeH.mean), ms(r.writeH.p99),
+			ratio(r.payload.wall, r.baselineWall), ratio(r.admission.wall, r.baselineWall)),
 		fmt.Sprintf("BENCH S5 hosts=%d pods=%d ratio=%.2f flatness=%.2f p99_ms=%.1f status_kib=%.1f writes_per_pod=%.2f duplicates=%d",
 			r.hosts, r.pods, ratio(r.wall, r.baselineWall), flatness, ms(percentile(r.lat, 99)),
 			float64(r.statusBytes)/1024, float64(r.writes)/n, r.duplicates),

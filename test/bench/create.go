@@ -28,6 +28,7 @@ import (
 	"time"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
 )
@@ -40,6 +41,12 @@ func (b *bench) create(ctx context.Context, rc *rayv1.RayCluster, n, clients int
 
 // createGroup is create for the worker group named group.
 func (b *bench) createGroup(ctx context.Context, rc *rayv1.RayCluster, group string, n, clients int) ([]time.Duration, time.Duration, int) {
+	return b.createPods(ctx, n, clients, func(int) *corev1.Pod { return testutil.WorkerPodFor(rc, group).Obj() })
+}
+
+// createPods creates the n Pods build returns for 0..n-1 with the given number of concurrent
+// clients, each one Pod at a time; it returns what createGroup returns.
+func (b *bench) createPods(ctx context.Context, n, clients int, build func(i int) *corev1.Pod) ([]time.Duration, time.Duration, int) {
 	var next atomic.Int64
 	var failures atomic.Int64
 	lat := make([]time.Duration, n)
@@ -52,7 +59,7 @@ func (b *bench) createGroup(ctx context.Context, rc *rayv1.RayCluster, group str
 				if i >= n {
 					return
 				}
-				pod := testutil.WorkerPodFor(rc, group).Obj()
+				pod := build(i)
 				t := time.Now()
 				if err := b.c.Create(ctx, pod); err != nil {
 					failures.Add(1)

@@ -18,6 +18,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -26,6 +27,7 @@ import (
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/allocator"
@@ -58,6 +60,45 @@ func (b *bench) admissionFloor(ctx context.Context, s scenario) (floor, error) {
 	}
 	lat, wall, _ := b.createGroup(ctx, cpu, "cpu", n, s.clients)
 	return floor{name: "admission floor (webhook called, no claim)", wall: wall, p99: percentile(lat, 99)}, nil
+}
+
+// payloadFloor creates the scenario's worker Pods with no webhook registered, each already carrying
+// what the webhook injects into it (tpuenv.Apply of the identity of worker i: env, hostname,
+// labels, affinity): what storing and watching Pods of that size costs without any admission or
+// claim. A multi-host Pod carries TPU_WORKER_HOSTNAMES and TORCH_TPU_SLICEBUILDER_ADDRESSES, both
+// of a length proportional to the slice's hosts, so no design that injects them can cost less.
+func (b *bench) payloadFloor(ctx context.Context, s scenario) (floor, error) {
+	rc, err := b.rayCluster(ctx, "payload", s)
+	if err != nil {
+		return floor{}, err
+	}
+	lat, wall, failed := b.createPods(ctx, s.pods(), s.clients, func(i int) *corev1.Pod {
+		pod := testutil.WorkerPodFor(rc, "tpu").Obj()
+		slice, err := topology.FromPod(pod.Annotations, &pod.Spec)
+		if err != nil {
+			panic(err) // the tests' builder makes a valid TPU worker Pod
+		}
+		worker, replica := int32(i)%s.hosts, int32(i)/s.hosts //nolint:gosec // at most a few thousand.
+		tpuenv.Apply(pod, tpuenv.Identity{
+			GroupName: "tpu", ReplicaIndex: replica, WorkerID: worker, Hosts: slice.Hosts,
+			Subdomain: naming.HeadlessServiceName(rc.Name), SliceName: naming.SliceName(rc.Name, "tpu", replica),
+			ClaimToken: "payload-floor", Topology: slice.Topology.Dims, ChipsPerHost: slice.ChipsPerPod,
+		}, slice.TPUContainers)
+		return pod
+	})
+	if failed > 0 {
+		return floor{}, fmt.Errorf("payload floor: %d creates failed", failed)
+	}
+	f := floor{name: "payload floor (the injected identity in the Pod, no webhook, no claim)", wall: wall, p99: percentile(lat, 99)}
+	var pods corev1.PodList
+	if err := b.c.List(ctx, &pods, client.InNamespace(rc.Namespace), client.Limit(1)); err == nil && len(pods.Items) > 0 {
+		if data, err := json.Marshal(&pods.Items[0]); err == nil {
+			f.extra = fmt.Sprintf(", %.1f KiB per Pod as stored", float64(len(data))/1024)
+		}
+	}
+	// Gone before the webhook run: the Pods carry slice labels and tokens of slices that do not
+	// exist, which the instances' reconciler would otherwise adopt.
+	return f, b.c.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(rc.Namespace))
 }
 
 // writeStats are the mean and p99 of a series of writes.

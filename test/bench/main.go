@@ -63,6 +63,7 @@ func main() {
 	s5 := flag.String("s5-topologies", "16x16x16,16x20x28", "Comma-separated v5p topologies of S5's slices, 4 chips per Pod (1,024 and 2,240 hosts).")
 	s4TPU := flag.Int("s4-tpu-pods", 2000, "TPU worker Pods in S4.")
 	s4Other := flag.Int("s4-other-pods", 10000, "Non-TPU Pods in S4.")
+	s4Nodes := flag.Int("s4-tpu-nodes", 5000, "TPU Nodes in S4 (GKE's labels and a status as large as GKE's), next to a fifth as many Nodes without TPUs.")
 	flag.IntVar(&instanceCount, "instances", 3, "Webhook instances serving S1-S3.")
 	flag.BoolVar(&withReconciler, "reconciler", true, "Run the reconciler in the first instance, as in production.")
 	flag.BoolVar(&forwarding, "forwarding", true, "Forward claims to the replica that owns their worker group, as in production; the concurrent scenarios also run without it for comparison.")
@@ -76,13 +77,13 @@ func main() {
 	flag.DurationVar(&probeProfile, "probe-profile", 10*time.Second, "Length of the API server CPU profiles the probe takes of (a) and (c) at the largest size; 0 for none.")
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.WriteTo(io.Discard)))
-	if err := run(strings.Split(*only, ","), strings.Split(*s5, ","), *s4TPU, *s4Other); err != nil {
+	if err := run(strings.Split(*only, ","), strings.Split(*s5, ","), memoryLoad{tpuPods: *s4TPU, otherPods: *s4Other, tpuNodes: *s4Nodes}); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(only, s5Topologies []string, s4TPU, s4Other int) error {
+func run(only, s5Topologies []string, s4 memoryLoad) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	b, stop, err := start(ctx)
@@ -110,7 +111,7 @@ func run(only, s5Topologies []string, s4TPU, s4Other int) error {
 		}
 	}
 	if slices.Contains(only, "S4") {
-		line, err := b.memory(ctx, s4TPU, s4Other)
+		line, err := b.memory(ctx, s4)
 		if err != nil {
 			return fmt.Errorf("S4: %w", err)
 		}

@@ -34,6 +34,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/ray-tpu/tpu-slice-operator/internal/localenv"
@@ -41,9 +42,16 @@ import (
 	"github.com/ray-tpu/tpu-slice-operator/test/integration/framework"
 )
 
-// memory runs the manager binary as its own process, fills the API server with non-TPU Pods and
-// TPU worker Pods, and reads the manager's RSS and Go heap.
-func (b *bench) memory(ctx context.Context, tpuPods, otherPods int) (string, error) {
+// memoryLoad is what S4 fills the API server with.
+type memoryLoad struct {
+	tpuPods, otherPods int
+	// tpuNodes Nodes carry GKE's TPU labels; a fifth as many more carry none.
+	tpuNodes int
+}
+
+// memory runs the manager binary as its own process, fills the API server with Nodes, non-TPU Pods
+// and TPU worker Pods, and reads the manager's RSS and Go heap.
+func (b *bench) memory(ctx context.Context, load memoryLoad) (string, error) {
 	mgr, metricsPort, err := b.startManager(ctx)
 	if err != nil {
 		return "", err
@@ -56,14 +64,20 @@ func (b *bench) memory(ctx context.Context, tpuPods, otherPods int) (string, err
 	if err != nil {
 		return "", err
 	}
-	fmt.Printf("\nS4: creating %d non-TPU Pods and %d TPU worker Pods\n", otherPods, tpuPods)
-	if err := b.fillOther(ctx, ns, otherPods); err != nil {
+	fmt.Printf("\nS4: creating %d TPU Nodes and %d other Nodes, %d non-TPU Pods and %d TPU worker Pods\n",
+		load.tpuNodes, load.tpuNodes/5, load.otherPods, load.tpuPods)
+	if err := b.fillNodes(ctx, load.tpuNodes); err != nil {
+		return "", err
+	}
+	time.Sleep(2 * time.Second)
+	rssNodes, _ := rssMiB(mgr.Process.Pid)
+	if err := b.fillOther(ctx, ns, load.otherPods); err != nil {
 		return "", err
 	}
 	time.Sleep(2 * time.Second)
 	rssOther, _ := rssMiB(mgr.Process.Pid)
 
-	if err := b.fillTPU(ctx, ns, tpuPods); err != nil {
+	if err := b.fillTPU(ctx, ns, load.tpuPods); err != nil {
 		return "", err
 	}
 	time.Sleep(3 * time.Second)
@@ -75,9 +89,24 @@ func (b *bench) memory(ctx context.Context, tpuPods, otherPods int) (string, err
 	if err != nil {
 		return "", err
 	}
-	fmt.Printf("S4: manager RSS %.1f MiB idle, %.1f MiB with %d non-TPU Pods (%+.1f MiB), %.1f MiB with %d TPU Pods more; Go heap %.1f MiB\n",
-		rssIdle, rssOther, otherPods, rssOther-rssIdle, rss, tpuPods, heap)
-	return fmt.Sprintf("BENCH S4 pods=%d rss_mib=%.1f heap_mib=%.1f", otherPods+tpuPods, rss, heap), nil
+	fmt.Printf("S4: manager RSS %.1f MiB idle, %.1f MiB with the Nodes (%+.1f MiB), %.1f MiB with %d non-TPU Pods more (%+.1f MiB), %.1f MiB with %d TPU Pods more; Go heap %.1f MiB\n",
+		rssIdle, rssNodes, rssNodes-rssIdle, rssOther, load.otherPods, rssOther-rssNodes, rss, load.tpuPods, heap)
+	return fmt.Sprintf("BENCH S4 pods=%d nodes=%d rss_mib=%.1f heap_mib=%.1f", load.otherPods+load.tpuPods, load.tpuNodes+load.tpuNodes/5, rss, heap), nil
+}
+
+// fillNodes creates n TPU Nodes, 16-host v6e node pools with GKE's labels, and n/5 Nodes without
+// TPUs. Each has a status as large as a GKE Node's (images, conditions, addresses), which the
+// manager's Node cache must not keep: it holds TPU Nodes only, trimmed (internal/nodes).
+func (b *bench) fillNodes(ctx context.Context, n int) error {
+	const poolHosts = 16
+	return b.fillObjects(ctx, n+n/5, func(i int) client.Object {
+		node := testutil.MakeNode(fmt.Sprintf("gke-bench-%05d", i))
+		if i < n {
+			node.TPU("tpu-v6e-slice", "8x8", fmt.Sprintf("pool-%d", i/poolHosts)).
+				GCE(fmt.Sprintf("block-%d", i/(poolHosts*8)), fmt.Sprintf("sb-%d", i/poolHosts))
+		}
+		return node.GKEStatus().Obj()
+	})
 }
 
 // startManager builds the manager binary, starts it against the control plane and makes the
@@ -139,6 +168,11 @@ func (b *bench) fillTPU(ctx context.Context, ns string, n int) error {
 
 // fill creates n Pods with 16 concurrent clients.
 func (b *bench) fill(ctx context.Context, n int, pod func(int) *corev1.Pod) error {
+	return b.fillObjects(ctx, n, func(i int) client.Object { return pod(i) })
+}
+
+// fillObjects creates the n objects obj returns for 0..n-1 with 16 concurrent clients.
+func (b *bench) fillObjects(ctx context.Context, n int, obj func(int) client.Object) error {
 	var next atomic.Int64
 	var firstErr atomic.Pointer[error]
 	var wg sync.WaitGroup
@@ -149,7 +183,7 @@ func (b *bench) fill(ctx context.Context, n int, pod func(int) *corev1.Pod) erro
 				if i >= n {
 					return
 				}
-				if err := b.c.Create(ctx, pod(i)); err != nil {
+				if err := b.c.Create(ctx, obj(i)); err != nil {
 					firstErr.CompareAndSwap(nil, &err)
 				}
 			}

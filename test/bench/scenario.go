@@ -136,13 +136,17 @@ func (b *bench) baseline(ctx context.Context, s scenario, r *result) ([]floor, e
 	lat, wall, errs := b.create(ctx, rc, s.pods(), s.clients)
 	r.baselineWall, r.baselineErrors = wall, errs
 	r.baselineP50, r.baselineP99 = percentile(lat, 50), percentile(lat, 99)
+	payload, err := b.payloadFloor(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	floors := []floor{payload}
 	if s.floor != writeFloor {
-		return nil, nil
+		return floors, nil
 	}
 	// The floor of a design with one claim write per Pod: the same creates, each followed by a
 	// direct claim write (no webhook, no conflicts) into slices as large as the real ones; and the
 	// same with a status that always holds one claim, the cheapest status write there is.
-	var floors []floor
 	for _, grow := range []bool{true, false} {
 		f, err := b.claimWriteFloor(ctx, rc, s, grow)
 		if err != nil {

@@ -25,7 +25,6 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
@@ -38,14 +37,7 @@ import (
 
 // tpuNode is a fake GKE TPU Node of the v6e 4x4 node pool pool-a, in GCE sub-block subblock.
 func tpuNode(name, subblock string) *corev1.Node {
-	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
-		constants.AcceleratorNodeSelectorKey: "tpu-v6e-slice",
-		constants.TopologyNodeSelectorKey:    "4x4",
-		constants.NodePoolTopologyKey:        "pool-a",
-		constants.GCETopologyBlockKey:        "block-1",
-		constants.GCETopologySubblockKey:     subblock,
-		constants.GCETopologyHostKey:         name,
-	}}}
+	return testutil.MakeNode(name).TPU("tpu-v6e-slice", "4x4", "pool-a").GCE("block-1", subblock).Obj()
 }
 
 var _ = Describe("GKE subslicing (Ray's TPU subslicing guide)", func() {
