@@ -16,43 +16,20 @@ limitations under the License.
 
 package controllers
 
-// Event reasons (PascalCase, events.k8s.io) and the notes that go with them. Every Event the
-// operator emits is listed here; each reason constant is named after its value.
+// The notes of the operator's Events, next to their reasons (api/v1alpha1/events.go). Every Event
+// the operator emits has its note here.
 const (
-	// ReasonTPUWorkerIDAssigned is recorded on a Pod when its claim is bound to it.
-	ReasonTPUWorkerIDAssigned = "TPUWorkerIDAssigned"
-	noteTPUWorkerIDAssigned   = "TPU worker ID %d of slice %s (replica %d) is bound to this Pod"
+	noteTPUWorkerIDAssigned = "TPU worker ID %d of slice %s (replica %d) is bound to this Pod"
 
-	// ReasonTPUClaimReleased is recorded on the RayCluster when a claim is released.
-	ReasonTPUClaimReleased = "TPUClaimReleased"
-	noteTPUClaimReleased   = "Released TPU worker ID %d of slice %s: %s"
+	noteTPUClaimReleased = "Released TPU worker ID %d of slice %s: %s"
 
-	// ReasonTPUSliceRemoved is recorded on the RayCluster when a slice of another generation or
-	// above the replica count is deleted.
-	ReasonTPUSliceRemoved = "TPUSliceRemoved"
-	noteTPUSliceRemoved   = "Removed TPUSliceAssignment %s: %s"
+	noteTPUSliceRemoved = "Removed TPUSliceAssignment %s: %s"
 
-	// ReasonTPUWorkerIDTaken is recorded on a Pod this operator admitted that is deleted because
-	// another live Pod of its slice holds its worker ID: its create committed after its claim was
-	// released, or it is a second Pod carrying one claim's token. Its owner recreates it with a
-	// fresh ID.
-	ReasonTPUWorkerIDTaken = "TPUWorkerIDTaken"
-	noteTPUWorkerIDTaken   = "Deleting this Pod: its TPU worker ID %d of slice %s is held by Pod %s (this Pod's claim was released before its create committed, or it carries another Pod's claim token); its owner recreates it with a fresh ID"
+	noteTPUWorkerIDTaken = "Deleting this Pod: its TPU worker ID %d of slice %s is held by Pod %s (this Pod's claim was released before its create committed, or it carries another Pod's claim token); its owner recreates it with a fresh ID"
 
-	// ReasonTPUClaimRepaired is recorded on a Pod this operator admitted whose released claim was
-	// claimed again for it.
-	ReasonTPUClaimRepaired = "TPUClaimRepaired"
-	noteTPUClaimRepaired   = "TPU worker ID %d of slice %s claimed again: the Pod was created after its pending claim was released"
+	noteTPUClaimRepaired = "TPU worker ID %d of slice %s claimed again: the Pod was created after its pending claim was released"
 
-	// ReasonTPUWorkerAdopted is recorded on a live Pod that carried a TPU identity in its spec but no
-	// claim (created before the operator ran, by the reference webhook, or by hand) when its worker
-	// ID is recorded as a bound claim.
-	ReasonTPUWorkerAdopted = "TPUWorkerAdopted"
-	noteTPUWorkerAdopted   = "TPU worker ID %d of slice %s recorded for this Pod, which carried it in its spec before the operator claimed it"
+	noteTPUWorkerAdopted = "TPU worker ID %d of slice %s recorded for this Pod, which carried it in its spec before the operator claimed it"
 
-	// ReasonTPUIdentityConflict is recorded on a live Pod whose TPU identity the slice cannot
-	// record (its worker ID is held by another live Pod, or is outside the slice) and which the
-	// operator did not admit: it is reported, never deleted.
-	ReasonTPUIdentityConflict = "TPUIdentityConflict"
-	noteTPUIdentityConflict   = "This Pod carries TPU worker ID %d of slice %s, which the slice cannot record: %s; the operator leaves it running, delete the Pod that should go"
+	noteTPUIdentityConflict = "This Pod carries TPU worker ID %d of slice %s, which the slice cannot record: %s; the operator leaves it running, delete the Pod that should go"
 )

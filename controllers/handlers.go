@@ -28,7 +28,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
-	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
 	"github.com/ray-tpu/tpu-slice-operator/internal/identity"
 	"github.com/ray-tpu/tpu-slice-operator/internal/lifecycle"
 )
@@ -128,6 +127,6 @@ func podToSlices(_ context.Context, obj client.Object) []reconcile.Request {
 			add(id.SliceName())
 		}
 	}
-	add(obj.GetLabels()[constants.SliceLabel])
+	add(obj.GetLabels()[tpuv1alpha1.SliceLabel])
 	return reqs
 }

@@ -35,7 +35,6 @@ import (
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/claims"
-	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
 	"github.com/ray-tpu/tpu-slice-operator/internal/lifecycle"
 	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
 	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
@@ -95,7 +94,7 @@ func (r *TPUSliceAssignmentReconciler) SetupWithManager(mgr ctrl.Manager, worker
 func (r *TPUSliceAssignmentReconciler) rayClusterToSlices(ctx context.Context, obj client.Object) []reconcile.Request {
 	var list tpuv1alpha1.TPUSliceAssignmentList
 	if err := r.client.List(ctx, &list, client.InNamespace(obj.GetNamespace()),
-		client.MatchingLabels{constants.ClusterLabel: naming.LabelValue(obj.GetName())}); err != nil {
+		client.MatchingLabels{tpuv1alpha1.ClusterLabel: naming.LabelValue(obj.GetName())}); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Listing slices of RayCluster", "rayCluster", klog.KObj(obj))
 		return nil
 	}
@@ -209,7 +208,7 @@ func (r *TPUSliceAssignmentReconciler) write(ctx context.Context, rc *rayv1.RayC
 // slice holds, each conditional on its UID.
 func (r *TPUSliceAssignmentReconciler) deleteDuplicates(ctx context.Context, slice *tpuv1alpha1.TPUSliceAssignment, d lifecycle.Decision) error {
 	for _, dup := range d.Duplicates {
-		r.recorder.Eventf(dup.Pod, slice, corev1.EventTypeWarning, ReasonTPUWorkerIDTaken, "Delete",
+		r.recorder.Eventf(dup.Pod, slice, corev1.EventTypeWarning, tpuv1alpha1.ReasonTPUWorkerIDTaken, "Delete",
 			noteTPUWorkerIDTaken, dup.WorkerID, slice.Name, dup.Holder)
 		uid := dup.Pod.UID
 		if err := r.client.Delete(ctx, dup.Pod, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
@@ -244,26 +243,26 @@ func (r *TPUSliceAssignmentReconciler) recordChanges(rc *rayv1.RayCluster, slice
 		return pod
 	}
 	for _, c := range d.Bound {
-		r.recorder.Eventf(podOf(c), slice, corev1.EventTypeNormal, ReasonTPUWorkerIDAssigned, "Bind",
+		r.recorder.Eventf(podOf(c), slice, corev1.EventTypeNormal, tpuv1alpha1.ReasonTPUWorkerIDAssigned, "Bind",
 			noteTPUWorkerIDAssigned, c.WorkerID, slice.Name, slice.Spec.ReplicaIndex)
 	}
 	for _, c := range d.Repaired {
-		r.recorder.Eventf(podOf(c), slice, corev1.EventTypeWarning, ReasonTPUClaimRepaired, "Claim",
+		r.recorder.Eventf(podOf(c), slice, corev1.EventTypeWarning, tpuv1alpha1.ReasonTPUClaimRepaired, "Claim",
 			noteTPUClaimRepaired, c.WorkerID, slice.Name)
 	}
 	for _, c := range d.Adopted {
 		metrics.ClaimsAdopted.WithLabelValues(metrics.AdoptedByReconciler).Inc()
-		r.recorder.Eventf(podOf(c), slice, corev1.EventTypeNormal, ReasonTPUWorkerAdopted, "Adopt",
+		r.recorder.Eventf(podOf(c), slice, corev1.EventTypeNormal, tpuv1alpha1.ReasonTPUWorkerAdopted, "Adopt",
 			noteTPUWorkerAdopted, c.WorkerID, slice.Name)
 	}
 	for _, rel := range d.Released {
 		metrics.ClaimsReleased.WithLabelValues(rel.Reason).Inc()
-		r.recorder.Eventf(rc, slice, corev1.EventTypeNormal, ReasonTPUClaimReleased, "Release",
+		r.recorder.Eventf(rc, slice, corev1.EventTypeNormal, tpuv1alpha1.ReasonTPUClaimReleased, "Release",
 			noteTPUClaimReleased, rel.Claim.WorkerID, slice.Name, rel.Reason)
 	}
 	if conflictChanged(slice, d) {
 		for _, c := range d.Conflicts {
-			r.recorder.Eventf(c.Pod, slice, corev1.EventTypeWarning, ReasonTPUIdentityConflict, "Adopt",
+			r.recorder.Eventf(c.Pod, slice, corev1.EventTypeWarning, tpuv1alpha1.ReasonTPUIdentityConflict, "Adopt",
 				noteTPUIdentityConflict, c.WorkerID, slice.Name, c.Why)
 		}
 	}
@@ -314,7 +313,7 @@ func (r *TPUSliceAssignmentReconciler) deleteSlice(ctx context.Context, slice *t
 	r.seen.forget(client.ObjectKeyFromObject(slice))
 	ctrl.LoggerFrom(ctx).Info("Deleted TPUSliceAssignment", "slice", klog.KObj(slice), "reason", why)
 	if rc != nil {
-		r.recorder.Eventf(rc, slice, corev1.EventTypeNormal, ReasonTPUSliceRemoved, "Delete", noteTPUSliceRemoved, slice.Name, why)
+		r.recorder.Eventf(rc, slice, corev1.EventTypeNormal, tpuv1alpha1.ReasonTPUSliceRemoved, "Delete", noteTPUSliceRemoved, slice.Name, why)
 	}
 	return nil
 }

@@ -153,11 +153,11 @@ func TestPodWebhookCopiedManifests(t *testing.T) {
 				t.Errorf("copy %d: %s (-want +got):\n%s", i, name, diff)
 			}
 		}
-		if got := pod.Labels[constants.SliceLabel]; got != naming.SliceName(clusterName, group, 1) {
+		if got := pod.Labels[tpuv1alpha1.SliceLabel]; got != naming.SliceName(clusterName, group, 1) {
 			t.Errorf("copy %d: slice label %q", i, got)
 		}
 		terms := pod.Spec.Affinity.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution
-		if len(terms) != 1 || terms[0].LabelSelector.MatchLabels[constants.SliceLabel] != naming.SliceName(clusterName, group, 1) {
+		if len(terms) != 1 || terms[0].LabelSelector.MatchLabels[tpuv1alpha1.SliceLabel] != naming.SliceName(clusterName, group, 1) {
 			t.Errorf("copy %d: slice affinity %+v, want only replica 1's", i, terms)
 		}
 	}

@@ -313,12 +313,12 @@ func wantPod(in *corev1.Pod, id identity, token string) *corev1.Pod {
 		out.Labels = map[string]string{}
 	}
 	out.Labels["replicaIndex"] = id.replicaIndex
-	out.Labels[constants.SliceLabel] = id.slice
-	out.Labels[constants.WorkerIDLabel] = strconv.Itoa(int(id.workerID))
+	out.Labels[tpuv1alpha1.SliceLabel] = id.slice
+	out.Labels[tpuv1alpha1.WorkerIDLabel] = strconv.Itoa(int(id.workerID))
 	if out.Annotations == nil {
 		out.Annotations = map[string]string{}
 	}
-	out.Annotations[constants.ClaimTokenAnnotation] = token
+	out.Annotations[tpuv1alpha1.ClaimTokenAnnotation] = token
 	for i, env := range id.env {
 		out.Spec.Containers[i].Env = env
 	}
@@ -852,9 +852,9 @@ func TestPodWebhookAssigns(t *testing.T) {
 			}
 
 			checkAdmissionCounted(t, before, metrics.ResultAssigned)
-			token := got.Annotations[constants.ClaimTokenAnnotation]
+			token := got.Annotations[tpuv1alpha1.ClaimTokenAnnotation]
 			if token == "" {
-				t.Fatalf("The Pod has no claim token annotation %s", constants.ClaimTokenAnnotation)
+				t.Fatalf("The Pod has no claim token annotation %s", tpuv1alpha1.ClaimTokenAnnotation)
 			}
 			checkClaimed(t, c, tc.want, token)
 			if diff := cmp.Diff(wantPod(in, tc.want, token), got, ignoreTorchEnv); diff != "" {
@@ -1213,7 +1213,7 @@ func TestPodWebhookReadsLiveRayClusterIntoAFreshObject(t *testing.T) {
 	if n := liveCalls.all.Load(); n != 2 {
 		t.Errorf("The webhook made %d live reads, want 2 (the RayCluster, and the group's Pods once for adoption)", n)
 	}
-	if id := got.Labels[constants.WorkerIDLabel]; id != "0" {
+	if id := got.Labels[tpuv1alpha1.WorkerIDLabel]; id != "0" {
 		t.Errorf("Worker ID label = %q, want 0", id)
 	}
 }

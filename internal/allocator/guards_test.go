@@ -31,7 +31,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
-	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
 	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
 	"github.com/ray-tpu/tpu-slice-operator/internal/tombstones"
 )
@@ -123,7 +122,7 @@ func TestClaimTakesOverAPendingClaimWhosePodWasSeenGone(t *testing.T) {
 		Claim(2, "deleted-soon", "", "").
 		Claim(3, "in-flight", "", "").Obj()
 	graves := tombstones.New(time.Minute)
-	deleted := testutil.MakePod("quick", testNS).UID("uid-quick").Annotation(constants.ClaimTokenAnnotation, "deleted-soon").Obj()
+	deleted := testutil.MakePod("quick", testNS).UID("uid-quick").Annotation(tpuv1alpha1.ClaimTokenAnnotation, "deleted-soon").Obj()
 	graves.Record(deleted)
 	c := newClient(t, interceptor.Funcs{}, full, livePod(0, 0).Obj(), livePod(0, 1).Obj())
 	a := New(c, c, Options{Timeout: timeout, Tombstones: graves})
@@ -150,7 +149,7 @@ func TestClaimDoesNotTakeOverAPendingClaimWhoseSeenPodLives(t *testing.T) {
 		Claim(0, "t-w-0-0", "w-0-0", "uid-w-0-0").Claim(1, "t-w-0-1", "w-0-1", "uid-w-0-1").
 		Claim(2, "t-w-0-2", "w-0-2", "uid-w-0-2").Claim(3, "relabelled", "", "").Obj()
 	relabelled := testutil.MakePod("relabelled", testNS).UID("uid-relabelled").Phase(corev1.PodRunning).
-		Annotation(constants.ClaimTokenAnnotation, "relabelled").Obj()
+		Annotation(tpuv1alpha1.ClaimTokenAnnotation, "relabelled").Obj()
 	graves := tombstones.New(time.Minute)
 	graves.Record(relabelled)
 	live := newClient(t, interceptor.Funcs{}, append(livePods(0), full, relabelled)...)
@@ -300,7 +299,7 @@ func TestReinvoked(t *testing.T) {
 	slice := existingSlice(0, clusterUID).Claim(0, "bound", "w0", "uid-w0").Claim(1, "pending", "", "").
 		Claim(2, "carried", "", "").Obj()
 	carrier := testutil.MakePod("carrier", testNS).UID("uid-carrier").Phase(corev1.PodRunning).
-		Annotation(constants.ClaimTokenAnnotation, "carried").Obj()
+		Annotation(tpuv1alpha1.ClaimTokenAnnotation, "carried").Obj()
 	c := newClient(t, interceptor.Funcs{}, slice, carrier)
 	cases := map[string]struct {
 		slice, token string

@@ -25,7 +25,6 @@ import (
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/claims"
-	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
 	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
 )
 
@@ -219,8 +218,8 @@ func (a *Allocator) readSlice(ctx context.Context, req Request, replica int32) (
 func (a *Allocator) readSlices(ctx context.Context, req Request) (claims.Slices, error) {
 	var list tpuv1alpha1.TPUSliceAssignmentList
 	if err := a.client.List(ctx, &list, client.InNamespace(req.Namespace), client.MatchingLabels{
-		constants.ClusterLabel: naming.LabelValue(req.ClusterName),
-		constants.GroupLabel:   naming.LabelValue(req.GroupName),
+		tpuv1alpha1.ClusterLabel: naming.LabelValue(req.ClusterName),
+		tpuv1alpha1.GroupLabel:   naming.LabelValue(req.GroupName),
 	}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}

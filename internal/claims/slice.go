@@ -21,7 +21,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
-	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
 	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
 )
 
@@ -35,8 +34,8 @@ func NewSlice(namespace string, spec tpuv1alpha1.TPUSliceAssignmentSpec) *tpuv1a
 			Name:      naming.SliceName(spec.RayClusterName, spec.GroupName, spec.ReplicaIndex),
 			Namespace: namespace,
 			Labels: map[string]string{
-				constants.ClusterLabel: naming.LabelValue(spec.RayClusterName),
-				constants.GroupLabel:   naming.LabelValue(spec.GroupName),
+				tpuv1alpha1.ClusterLabel: naming.LabelValue(spec.RayClusterName),
+				tpuv1alpha1.GroupLabel:   naming.LabelValue(spec.GroupName),
 			},
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: "ray.io/v1",

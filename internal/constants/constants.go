@@ -14,8 +14,10 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package constants holds the names this operator shares with users, GKE and Ray: label and
-// annotation keys, node selectors, resource names and environment variables.
+// Package constants holds the names other software defines and this operator reads or writes: GKE's
+// node labels and selectors, Kueue's and Ray's keys, resource names and the environment variables of
+// libtpu, JAX and TorchTPU. The labels, annotation, conditions and Event reasons this operator
+// defines itself are API and live in api/v1alpha1.
 package constants
 
 const (
@@ -32,19 +34,6 @@ const (
 	// ReplicaIndexLabel is read by the Ray autoscaler to remove a multi-host replica as a unit.
 	// Its value is <group>-<replica>.
 	ReplicaIndexLabel = "replicaIndex"
-
-	// SliceLabel names the TPUSliceAssignment a Pod's claim lives in.
-	SliceLabel = "tpu.ray.io/slice"
-	// WorkerIDLabel is the worker ID (TPU_WORKER_ID host) the Pod claimed.
-	WorkerIDLabel = "tpu.ray.io/worker-id"
-	// ClaimTokenAnnotation links a Pod to its claim: at admission a generateName Pod has no name or
-	// UID, so the claim records this random token instead until the reconciler binds it.
-	ClaimTokenAnnotation = "tpu.ray.io/claim-token"
-
-	// ClusterLabel holds the RayCluster name on every TPUSliceAssignment, for listing by selector.
-	ClusterLabel = "tpu.ray.io/cluster"
-	// GroupLabel holds the worker group name on every TPUSliceAssignment, for listing by selector.
-	GroupLabel = "tpu.ray.io/group"
 
 	// FieldManager is the field manager of every write this operator makes.
 	FieldManager = "tpu-slice-operator"

@@ -31,6 +31,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
 	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
 	"github.com/ray-tpu/tpu-slice-operator/internal/topology"
@@ -114,7 +115,7 @@ func ParseTPUName(name string) (group string, replica int32, ok bool) {
 // Token returns the Pod's claim-token annotation, "" without one. It is a hint: it says which
 // claim the webhook made for the Pod, but a user or a copied manifest can set or remove it.
 func Token(pod *corev1.Pod) string {
-	return pod.Annotations[constants.ClaimTokenAnnotation]
+	return pod.Annotations[tpuv1alpha1.ClaimTokenAnnotation]
 }
 
 func literalEnv(env []corev1.EnvVar, name string) (string, bool) {

@@ -22,6 +22,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 
+	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
 	"github.com/ray-tpu/tpu-slice-operator/internal/identity"
 	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
@@ -49,7 +50,7 @@ func TestFromPod(t *testing.T) {
 			wantOK: true,
 		},
 		"labels play no part": {
-			pod: worker().TPUIdentity("tpu-group", 0, 1).Label(constants.SliceLabel, "other").Label(constants.WorkerIDLabel, "3").
+			pod: worker().TPUIdentity("tpu-group", 0, 1).Label(tpuv1alpha1.SliceLabel, "other").Label(tpuv1alpha1.WorkerIDLabel, "3").
 				WithoutLabel("ray.io/group").Obj(),
 			want:   identity.Identity{Cluster: "rc", ClusterUID: "uid-rc", Group: "tpu-group", Replica: 0, WorkerID: 1, Hosts: 4},
 			wantOK: true,
@@ -92,7 +93,7 @@ func TestFromPod(t *testing.T) {
 }
 
 func TestIndexValues(t *testing.T) {
-	pod := worker().TPUIdentity("tpu-group", 2, 0).Annotation(constants.ClaimTokenAnnotation, "t1").Obj()
+	pod := worker().TPUIdentity("tpu-group", 2, 0).Annotation(tpuv1alpha1.ClaimTokenAnnotation, "t1").Obj()
 	if diff := cmp.Diff([]string{naming.SliceName("rc", "tpu-group", 2)}, identity.SliceIndexValue(pod)); diff != "" {
 		t.Errorf("SliceIndexValue() (-want,+got):\n%s", diff)
 	}

@@ -29,7 +29,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
-	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
 	"github.com/ray-tpu/tpu-slice-operator/internal/lifecycle"
 	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
 )
@@ -66,12 +65,12 @@ func workerPod(name, token string, id int32) *testutil.PodWrapper {
 		UID(types.UID("uid-"+name)).
 		TPU(4).Topology("tpu-v4-podslice", "2x2x4").
 		TPUIdentity(testGroup, 0, id).
-		Label(constants.SliceLabel, testSlice).
-		Label(constants.WorkerIDLabel, strconv.Itoa(int(id))).
+		Label(tpuv1alpha1.SliceLabel, testSlice).
+		Label(tpuv1alpha1.WorkerIDLabel, strconv.Itoa(int(id))).
 		Created(longAgo).
 		Phase(corev1.PodRunning)
 	if token != "" {
-		p.Annotation(constants.ClaimTokenAnnotation, token)
+		p.Annotation(tpuv1alpha1.ClaimTokenAnnotation, token)
 	}
 	return p
 }
@@ -125,10 +124,10 @@ func TestDecide(t *testing.T) {
 	outside := workerPod("outside", "", 7).Obj()
 	otherHosts := workerPod("one-host", "", 0).Topology("tpu-v4-podslice", "2x2x1").Obj()
 	noIdentity := testutil.MakeWorkerPod(testNamespace, testCluster, clusterUID, testGroup).Named("plain").UID("uid-plain").
-		TPU(4).Topology("tpu-v4-podslice", "2x2x4").Label(constants.SliceLabel, testSlice).Label(constants.WorkerIDLabel, "0").
-		Annotation(constants.ClaimTokenAnnotation, "t-plain").Phase(corev1.PodRunning).Obj()
-	stripped := workerPod("w0", "t0", 0).WithoutLabel(constants.SliceLabel).WithoutLabel(constants.WorkerIDLabel).Obj()
-	delete(stripped.Annotations, constants.ClaimTokenAnnotation)
+		TPU(4).Topology("tpu-v4-podslice", "2x2x4").Label(tpuv1alpha1.SliceLabel, testSlice).Label(tpuv1alpha1.WorkerIDLabel, "0").
+		Annotation(tpuv1alpha1.ClaimTokenAnnotation, "t-plain").Phase(corev1.PodRunning).Obj()
+	stripped := workerPod("w0", "t0", 0).WithoutLabel(tpuv1alpha1.SliceLabel).WithoutLabel(tpuv1alpha1.WorkerIDLabel).Obj()
+	delete(stripped.Annotations, tpuv1alpha1.ClaimTokenAnnotation)
 
 	cases := map[string]struct {
 		slice *tpuv1alpha1.TPUSliceAssignment

@@ -159,7 +159,7 @@ func TrimPod(obj any) (any, error) {
 
 // keptAnnotations are the annotations the cache keeps: our claim token, and the subslice topology
 // a Pod's slice is read from.
-var keptAnnotations = []string{constants.ClaimTokenAnnotation, constants.SliceTopologyAnnotation}
+var keptAnnotations = []string{tpuv1alpha1.ClaimTokenAnnotation, constants.SliceTopologyAnnotation}
 
 // identityEnv are the variables a Pod's TPU identity is read from.
 var identityEnv = []string{constants.EnvWorkerID, constants.EnvName}

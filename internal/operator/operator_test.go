@@ -34,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
 	"github.com/ray-tpu/tpu-slice-operator/internal/identity"
 	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
@@ -116,7 +117,7 @@ func TestTrimPodKeepsTheIdentity(t *testing.T) {
 	pod := testutil.MakeWorkerPod("ml", "rc", "uid-rc", "tpu").Named("w").UID("uid-w").
 		Topology("tpu7x", "2x2x2").TPU(2).Container("second", 2).Container("sidecar", 0).
 		TPUIdentity("tpu", 1, 2).Env(0, "BIG", strings.Repeat("x", 4096)).Env(1, constants.EnvWorkerID, "3").Env(1, constants.EnvName, "tpu-1").
-		Annotation(constants.ClaimTokenAnnotation, "t").Annotation("other", "dropped").Phase(corev1.PodRunning).Obj()
+		Annotation(tpuv1alpha1.ClaimTokenAnnotation, "t").Annotation("other", "dropped").Phase(corev1.PodRunning).Obj()
 	pod.Spec.Hostname, pod.Spec.Subdomain = "tpu-1-1", "rc-headless"
 	trimmed, err := TrimPod(pod)
 	if err != nil {
@@ -134,7 +135,7 @@ func TestTrimPodKeepsTheIdentity(t *testing.T) {
 	if len(tp.Spec.Containers) != 2 || len(tp.Spec.Containers[0].Env) != 2 {
 		t.Errorf("trimmed containers %+v, want the two TPU containers with their two identity variables", tp.Spec.Containers)
 	}
-	if diff := cmp.Diff(map[string]string{constants.ClaimTokenAnnotation: "t"}, tp.Annotations); diff != "" {
+	if diff := cmp.Diff(map[string]string{tpuv1alpha1.ClaimTokenAnnotation: "t"}, tp.Annotations); diff != "" {
 		t.Errorf("trimmed annotations (-want,+got):\n%s", diff)
 	}
 }

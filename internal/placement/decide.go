@@ -24,6 +24,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
 	"github.com/ray-tpu/tpu-slice-operator/internal/topology"
 )
@@ -219,11 +220,11 @@ func isSliceTerm(term corev1.PodAffinityTerm) bool {
 	if term.LabelSelector == nil {
 		return false
 	}
-	if _, ok := term.LabelSelector.MatchLabels[constants.SliceLabel]; ok {
+	if _, ok := term.LabelSelector.MatchLabels[tpuv1alpha1.SliceLabel]; ok {
 		return true
 	}
 	for _, r := range term.LabelSelector.MatchExpressions {
-		if r.Key == constants.SliceLabel {
+		if r.Key == tpuv1alpha1.SliceLabel {
 			return true
 		}
 	}

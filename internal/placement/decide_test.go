@@ -24,6 +24,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
 	"github.com/ray-tpu/tpu-slice-operator/internal/topology"
 )
@@ -112,9 +113,9 @@ func TestDecide(t *testing.T) {
 		},
 		"this operator's own slice terms are not the user's": {
 			pod: makePod().requiredAffinity(constants.NodePoolTopologyKey,
-				&metav1.LabelSelector{MatchLabels: map[string]string{constants.SliceLabel: "s"}}).
+				&metav1.LabelSelector{MatchLabels: map[string]string{tpuv1alpha1.SliceLabel: "s"}}).
 				requiredAffinity(constants.NodePoolTopologyKey, &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
-					{Key: constants.SliceLabel, Operator: metav1.LabelSelectorOpExists},
+					{Key: tpuv1alpha1.SliceLabel, Operator: metav1.LabelSelectorOpExists},
 				}}).obj(),
 			slice: subslice,
 			nodes: func(*testing.T) func() ([]Node, error) { return nodesOf(pool...) },

@@ -330,8 +330,8 @@ func (s *SliceWrapper) SelectorLabels() *SliceWrapper {
 	if s.Labels == nil {
 		s.Labels = map[string]string{}
 	}
-	s.Labels[constants.ClusterLabel] = naming.LabelValue(s.Spec.RayClusterName)
-	s.Labels[constants.GroupLabel] = naming.LabelValue(s.Spec.GroupName)
+	s.Labels[tpuv1alpha1.ClusterLabel] = naming.LabelValue(s.Spec.RayClusterName)
+	s.Labels[tpuv1alpha1.GroupLabel] = naming.LabelValue(s.Spec.GroupName)
 	return s
 }
 

@@ -24,14 +24,14 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 
-	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
+	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
 )
 
 func deleted(ns, name, token string) *corev1.Pod {
 	p := testutil.MakePod(name, ns).UID(types.UID("uid-" + name))
 	if token != "" {
-		p.Annotation(constants.ClaimTokenAnnotation, token)
+		p.Annotation(tpuv1alpha1.ClaimTokenAnnotation, token)
 	}
 	return p.Obj()
 }

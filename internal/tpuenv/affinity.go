@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
 )
 
@@ -40,7 +41,7 @@ func affinityKey(id Identity) string {
 func sliceAffinityTerm(slice, key string) corev1.PodAffinityTerm {
 	return corev1.PodAffinityTerm{
 		LabelSelector: &metav1.LabelSelector{
-			MatchLabels: map[string]string{constants.SliceLabel: slice},
+			MatchLabels: map[string]string{tpuv1alpha1.SliceLabel: slice},
 		},
 		TopologyKey: key,
 	}
@@ -52,8 +53,8 @@ func otherSlicesAntiAffinityTerm(slice, key string) corev1.PodAffinityTerm {
 	return corev1.PodAffinityTerm{
 		LabelSelector: &metav1.LabelSelector{
 			MatchExpressions: []metav1.LabelSelectorRequirement{
-				{Key: constants.SliceLabel, Operator: metav1.LabelSelectorOpExists},
-				{Key: constants.SliceLabel, Operator: metav1.LabelSelectorOpNotIn, Values: []string{slice}},
+				{Key: tpuv1alpha1.SliceLabel, Operator: metav1.LabelSelectorOpExists},
+				{Key: tpuv1alpha1.SliceLabel, Operator: metav1.LabelSelectorOpNotIn, Values: []string{slice}},
 			},
 		},
 		TopologyKey:       key,

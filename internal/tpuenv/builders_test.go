@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
 )
 
@@ -69,9 +70,9 @@ func (p *podWrapper) Annotation(key, value string) *podWrapper {
 // Claim sets the labels and annotation tying a Pod to its claim.
 func (p *podWrapper) Claim(replicaIndex, slice, workerID, token string) *podWrapper {
 	return p.Label(constants.ReplicaIndexLabel, replicaIndex).
-		Label(constants.SliceLabel, slice).
-		Label(constants.WorkerIDLabel, workerID).
-		Annotation(constants.ClaimTokenAnnotation, token)
+		Label(tpuv1alpha1.SliceLabel, slice).
+		Label(tpuv1alpha1.WorkerIDLabel, workerID).
+		Annotation(tpuv1alpha1.ClaimTokenAnnotation, token)
 }
 
 // Containers appends containers.

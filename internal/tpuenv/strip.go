@@ -22,6 +22,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 
+	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
 )
 
@@ -36,9 +37,9 @@ import (
 // not describe is left alone.
 func Strip(pod *corev1.Pod, id Identity, tpuContainers []int) {
 	removeIf(pod.Labels, constants.ReplicaIndexLabel, ReplicaIndexValue(id.GroupName, id.ReplicaIndex), id.GroupName != "")
-	removeIf(pod.Labels, constants.SliceLabel, id.SliceName, id.SliceName != "")
-	removeIf(pod.Labels, constants.WorkerIDLabel, itoa(id.WorkerID), id.GroupName != "")
-	delete(pod.Annotations, constants.ClaimTokenAnnotation)
+	removeIf(pod.Labels, tpuv1alpha1.SliceLabel, id.SliceName, id.SliceName != "")
+	removeIf(pod.Labels, tpuv1alpha1.WorkerIDLabel, itoa(id.WorkerID), id.GroupName != "")
+	delete(pod.Annotations, tpuv1alpha1.ClaimTokenAnnotation)
 	if id.GroupName == "" {
 		return
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
 
+	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
 	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
 	"github.com/ray-tpu/tpu-slice-operator/internal/topology"
@@ -92,10 +93,10 @@ func TestStrip(t *testing.T) {
 		}
 	})
 	t.Run("a token without an identity removes only the token", func(t *testing.T) {
-		pod := testutil.MakeWorkerPod("ml", "rc", "uid", "tpu").TPU(4).Annotation(constants.ClaimTokenAnnotation, "t").
-			Label(constants.SliceLabel, "s").Obj()
+		pod := testutil.MakeWorkerPod("ml", "rc", "uid", "tpu").TPU(4).Annotation(tpuv1alpha1.ClaimTokenAnnotation, "t").
+			Label(tpuv1alpha1.SliceLabel, "s").Obj()
 		tpuenv.Strip(pod, tpuenv.Identity{ClaimToken: "t"}, []int{0})
-		if _, ok := pod.Annotations[constants.ClaimTokenAnnotation]; ok || pod.Labels[constants.SliceLabel] != "s" {
+		if _, ok := pod.Annotations[tpuv1alpha1.ClaimTokenAnnotation]; ok || pod.Labels[tpuv1alpha1.SliceLabel] != "s" {
 			t.Errorf("Strip() left annotations %v labels %v", pod.Annotations, pod.Labels)
 		}
 	})

@@ -30,6 +30,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
 )
 
@@ -52,9 +53,9 @@ type Identity struct {
 	Subdomain string
 	// V7x marks Ironwood (tpu7x): per-container worker IDs and process addresses.
 	V7x bool
-	// SliceName is the TPUSliceAssignment name, written to label constants.SliceLabel.
+	// SliceName is the TPUSliceAssignment name, written to label tpuv1alpha1.SliceLabel.
 	SliceName string
-	// ClaimToken is written to annotation constants.ClaimTokenAnnotation.
+	// ClaimToken is written to annotation tpuv1alpha1.ClaimTokenAnnotation.
 	ClaimToken string
 
 	// Topology are the dimensions of the slice's own topology (topology.Slice.Topology: a
@@ -77,9 +78,9 @@ func (id Identity) multiHost() bool {
 }
 
 // Applied reports whether pod already carries this operator's claim annotation
-// (constants.ClaimTokenAnnotation with a non-empty value), as on a webhook re-invocation.
+// (tpuv1alpha1.ClaimTokenAnnotation with a non-empty value), as on a webhook re-invocation.
 func Applied(pod *corev1.Pod) bool {
-	return pod.Annotations[constants.ClaimTokenAnnotation] != ""
+	return pod.Annotations[tpuv1alpha1.ClaimTokenAnnotation] != ""
 }
 
 // Apply writes id into pod in place.
@@ -123,12 +124,12 @@ func applyMetadata(pod *corev1.Pod, id Identity) {
 		pod.Labels = make(map[string]string, 3)
 	}
 	pod.Labels[constants.ReplicaIndexLabel] = ReplicaIndexValue(id.GroupName, id.ReplicaIndex)
-	pod.Labels[constants.SliceLabel] = id.SliceName
-	pod.Labels[constants.WorkerIDLabel] = itoa(id.WorkerID)
+	pod.Labels[tpuv1alpha1.SliceLabel] = id.SliceName
+	pod.Labels[tpuv1alpha1.WorkerIDLabel] = itoa(id.WorkerID)
 	if pod.Annotations == nil {
 		pod.Annotations = make(map[string]string, 1)
 	}
-	pod.Annotations[constants.ClaimTokenAnnotation] = id.ClaimToken
+	pod.Annotations[tpuv1alpha1.ClaimTokenAnnotation] = id.ClaimToken
 }
 
 // applyEnv returns env with the variables of TPU container c of n applied.

@@ -25,7 +25,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
+	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/tpuenv"
 )
 
@@ -783,11 +783,11 @@ func TestApplied(t *testing.T) {
 			want: false,
 		},
 		"Pod with an empty claim token": {
-			pod:  workerPod(testGroup, rayWorker().Obj()).Annotation(constants.ClaimTokenAnnotation, "").Obj(),
+			pod:  workerPod(testGroup, rayWorker().Obj()).Annotation(tpuv1alpha1.ClaimTokenAnnotation, "").Obj(),
 			want: false,
 		},
 		"Pod with a claim token": {
-			pod:  workerPod(testGroup, rayWorker().Obj()).Annotation(constants.ClaimTokenAnnotation, testToken).Obj(),
+			pod:  workerPod(testGroup, rayWorker().Obj()).Annotation(tpuv1alpha1.ClaimTokenAnnotation, testToken).Obj(),
 			want: true,
 		},
 		"Pod after Apply": {

@@ -87,7 +87,7 @@ func scenarios(gate bool) {
 			Expect(env1(&p, constants.EnvWorkerID)).To(Equal("0"))
 		}
 		for _, p := range workerPods(rc, "cpu") {
-			Expect(p.Annotations).NotTo(HaveKey(constants.ClaimTokenAnnotation))
+			Expect(p.Annotations).NotTo(HaveKey(tpuv1alpha1.ClaimTokenAnnotation))
 		}
 	})
 
@@ -127,7 +127,7 @@ func scenarios(gate bool) {
 		rc := create(testutil.MakeRayCluster("del", ns).TPUGroup("tpu", "tpu-v6e-slice", "4x4", 4, 4, 2).Obj())
 		expectSettled(rc, map[string]int{"tpu": 8})
 		victim := workerPods(rc, "tpu")[0]
-		victimSlice := victim.Labels[constants.SliceLabel]
+		victimSlice := victim.Labels[tpuv1alpha1.SliceLabel]
 		Expect(k8sClient.Delete(ctx, &victim)).To(Succeed())
 		if gate {
 			// KubeRay deletes the whole replica and recreates it with the same index and a new
@@ -142,7 +142,7 @@ func scenarios(gate bool) {
 				g.Expect(slice.Spec.ReplicaIndex).To(BeEquivalentTo(mustAtoi(victim.Labels[rayutils.RayWorkerReplicaIndexKey])))
 				var replaced int
 				for _, p := range workerPods(rc, "tpu") {
-					if p.Labels[constants.SliceLabel] == victimSlice {
+					if p.Labels[tpuv1alpha1.SliceLabel] == victimSlice {
 						g.Expect(p.Labels[rayutils.RayWorkerReplicaNameKey]).To(Equal(slice.Spec.ReplicaName))
 						replaced++
 					}
@@ -166,10 +166,10 @@ func scenarios(gate bool) {
 
 		By("scaling down to one replica, deleting one replica's Pods as the autoscaler would")
 		pods := workerPods(rc, "tpu")
-		keep := pods[0].Labels[constants.SliceLabel]
+		keep := pods[0].Labels[tpuv1alpha1.SliceLabel]
 		var toDelete []string
 		for _, p := range pods {
-			if p.Labels[constants.SliceLabel] != keep {
+			if p.Labels[tpuv1alpha1.SliceLabel] != keep {
 				toDelete = append(toDelete, p.Name)
 			}
 		}

@@ -24,6 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
 	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
 )
@@ -48,7 +49,7 @@ var _ = Describe("GKE dynamic slicing with Kueue (Ray's TPU subslicing guide)", 
 			Expect(p.Spec.Hostname).NotTo(BeEmpty())
 			if a := p.Spec.Affinity; a != nil && a.PodAffinity != nil {
 				for _, term := range a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
-					Expect(term.LabelSelector.MatchLabels).NotTo(HaveKey(constants.SliceLabel), "no slice affinity fights Kueue's placement")
+					Expect(term.LabelSelector.MatchLabels).NotTo(HaveKey(tpuv1alpha1.SliceLabel), "no slice affinity fights Kueue's placement")
 				}
 			}
 		}

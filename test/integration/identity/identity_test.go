@@ -104,15 +104,15 @@ var _ = Describe("Claims follow the Pods' immutable identity", func() {
 		By("kubectl label pod <worker> tpu.ray.io/slice- tpu.ray.io/worker-id- replicaIndex-, and the claim token annotation removed")
 		stripped := pods[2]
 		patch := client.MergeFrom(stripped.DeepCopy())
-		for _, k := range []string{constants.SliceLabel, constants.WorkerIDLabel, constants.ReplicaIndexLabel} {
+		for _, k := range []string{tpuv1alpha1.SliceLabel, tpuv1alpha1.WorkerIDLabel, constants.ReplicaIndexLabel} {
 			delete(stripped.Labels, k)
 		}
-		delete(stripped.Annotations, constants.ClaimTokenAnnotation)
+		delete(stripped.Annotations, tpuv1alpha1.ClaimTokenAnnotation)
 		Expect(k8sClient.Patch(ctx, stripped, patch)).To(Succeed())
 		By("and another Pod's claim token edited")
 		edited := pods[1]
 		patch = client.MergeFrom(edited.DeepCopy())
-		edited.Annotations[constants.ClaimTokenAnnotation] = "edited-by-a-tool"
+		edited.Annotations[tpuv1alpha1.ClaimTokenAnnotation] = "edited-by-a-tool"
 		Expect(k8sClient.Patch(ctx, edited, patch)).To(Succeed())
 
 		Consistently(func() map[int32]types.UID { return claimsOf(ns) }, testutil.ConsistentlyTime, testutil.Interval).Should(Equal(before))
@@ -124,7 +124,7 @@ var _ = Describe("Claims follow the Pods' immutable identity", func() {
 
 		By("restoring the labels is fine too")
 		patch = client.MergeFrom(stripped.DeepCopy())
-		stripped.Labels[constants.SliceLabel] = claimsSliceName(ns)
+		stripped.Labels[tpuv1alpha1.SliceLabel] = claimsSliceName(ns)
 		Expect(k8sClient.Patch(ctx, stripped, patch)).To(Succeed())
 		Consistently(func() map[int32]types.UID { return claimsOf(ns) }, testutil.ConsistentlyTime, testutil.Interval).Should(Equal(before))
 	})
@@ -145,7 +145,7 @@ var _ = Describe("Claims follow the Pods' immutable identity", func() {
 			Expect(tpuName(copied)).To(Equal("tpu-1"))
 			Expect(ids).NotTo(HaveKey(framework.WorkerID(copied)))
 			ids[framework.WorkerID(copied)] = true
-			Expect(copied.Annotations[constants.ClaimTokenAnnotation]).NotTo(Equal(source.Annotations[constants.ClaimTokenAnnotation]))
+			Expect(copied.Annotations[tpuv1alpha1.ClaimTokenAnnotation]).NotTo(Equal(source.Annotations[tpuv1alpha1.ClaimTokenAnnotation]))
 		}
 		framework.ExpectIDs(ctx, k8sClient, ns, map[int32][]int{0: framework.Seq(4), 1: framework.Seq(4)})
 	})

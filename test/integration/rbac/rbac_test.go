@@ -40,7 +40,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
-	"github.com/ray-tpu/tpu-slice-operator/controllers"
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
 	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
 	"github.com/ray-tpu/tpu-slice-operator/test/integration/framework"
@@ -150,7 +149,7 @@ var _ = Describe("The operator running as its ServiceAccount", func() {
 
 		By("the reconciler binding every claim to its Pod and recording an Event on each")
 		expectClaimsMatchPods(ns, 8)
-		Eventually(func() []string { return eventsFor(ns, controllers.ReasonTPUWorkerIDAssigned) }, testutil.Timeout, testutil.Interval).
+		Eventually(func() []string { return eventsFor(ns, tpuv1alpha1.ReasonTPUWorkerIDAssigned) }, testutil.Timeout, testutil.Interval).
 			Should(ConsistOf(podNames(pods)))
 
 		By("deleting a worker: its claim is released and its ID goes to the replacement")
@@ -158,10 +157,10 @@ var _ = Describe("The operator running as its ServiceAccount", func() {
 		victimID, _ := framework.WorkerEnv(victim, constants.EnvWorkerID)
 		Expect(admin.Delete(ctx, victim)).To(Succeed())
 		expectClaimsMatchPods(ns, 7)
-		Eventually(func() []string { return eventsFor(ns, controllers.ReasonTPUClaimReleased) }, testutil.Timeout, testutil.Interval).
+		Eventually(func() []string { return eventsFor(ns, tpuv1alpha1.ReasonTPUClaimReleased) }, testutil.Timeout, testutil.Interval).
 			Should(ConsistOf(rc.Name))
 		replacement := createPod(testutil.WorkerPodFor(rc, "tpu").Obj())
-		Expect(replacement.Labels).To(HaveKeyWithValue(constants.SliceLabel, victim.Labels[constants.SliceLabel]))
+		Expect(replacement.Labels).To(HaveKeyWithValue(tpuv1alpha1.SliceLabel, victim.Labels[tpuv1alpha1.SliceLabel]))
 		replacementID, _ := framework.WorkerEnv(replacement, constants.EnvWorkerID)
 		Expect(replacementID).To(Equal(victimID))
 		expectClaimsMatchPods(ns, 8)

@@ -99,13 +99,13 @@ var _ = Describe("TPU worker Pod admission", func() {
 		Expect(pod.Spec.Hostname).To(Equal("tpu-group-0-0"))
 		Expect(pod.Spec.Subdomain).To(Equal("rc-headless"))
 		Expect(pod.Labels).To(HaveKeyWithValue(constants.ReplicaIndexLabel, "tpu-group-0"))
-		Expect(pod.Annotations).To(HaveKey(constants.ClaimTokenAnnotation))
+		Expect(pod.Annotations).To(HaveKey(tpuv1alpha1.ClaimTokenAnnotation))
 
 		var slice tpuv1alpha1.TPUSliceAssignment
-		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: pod.Labels[constants.SliceLabel]}, &slice)).To(Succeed())
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: pod.Labels[tpuv1alpha1.SliceLabel]}, &slice)).To(Succeed())
 		Expect(slice.Spec.RayClusterUID).To(Equal(rc.UID))
 		Expect(slice.Status.Claims).To(HaveLen(1))
-		Expect(slice.Status.Claims[0].Token).To(Equal(pod.Annotations[constants.ClaimTokenAnnotation]))
+		Expect(slice.Status.Claims[0].Token).To(Equal(pod.Annotations[tpuv1alpha1.ClaimTokenAnnotation]))
 		Expect(slice.OwnerReferences).To(ContainElement(HaveField("UID", rc.UID)))
 
 		By("binding the claim to the Pod")
@@ -119,7 +119,7 @@ var _ = Describe("TPU worker Pod admission", func() {
 		rc := createCluster(testutil.MakeRayCluster("cpu", ns).CPUGroup("cpu", 1).ManagedByMultiKueue().Obj())
 		pod := workerPod(rc, "cpu").Obj()
 		Expect(k8sClient.Create(ctx, pod)).To(Succeed())
-		Expect(pod.Annotations).NotTo(HaveKey(constants.ClaimTokenAnnotation))
+		Expect(pod.Annotations).NotTo(HaveKey(tpuv1alpha1.ClaimTokenAnnotation))
 		Expect(pod.Spec.Containers[0].Env).To(BeEmpty())
 	})
 

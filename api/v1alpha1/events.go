@@ -1,0 +1,52 @@
+/*
+Copyright 2026 The tpu-slice-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package v1alpha1
+
+// Event reasons (PascalCase, events.k8s.io) of every Event the operator records, on Pods and on
+// RayClusters; each constant is named after its value. Users filter on them
+// (kubectl get events --field-selector reason=TPUWorkerIDTaken).
+const (
+	// ReasonTPUWorkerIDAssigned is recorded on a Pod when its claim is bound to it.
+	ReasonTPUWorkerIDAssigned = "TPUWorkerIDAssigned"
+
+	// ReasonTPUClaimReleased is recorded on the RayCluster when a claim is released.
+	ReasonTPUClaimReleased = "TPUClaimReleased"
+
+	// ReasonTPUSliceRemoved is recorded on the RayCluster when a slice of another generation or
+	// above the replica count is deleted.
+	ReasonTPUSliceRemoved = "TPUSliceRemoved"
+
+	// ReasonTPUWorkerIDTaken is recorded on a Pod this operator admitted that is deleted because
+	// another live Pod of its slice holds its worker ID: its create committed after its claim was
+	// released, or it is a second Pod carrying one claim's token. Its owner recreates it with a
+	// fresh ID.
+	ReasonTPUWorkerIDTaken = "TPUWorkerIDTaken"
+
+	// ReasonTPUClaimRepaired is recorded on a Pod this operator admitted whose released claim was
+	// claimed again for it.
+	ReasonTPUClaimRepaired = "TPUClaimRepaired"
+
+	// ReasonTPUWorkerAdopted is recorded on a live Pod that carried a TPU identity in its spec but no
+	// claim (created before the operator ran, by the reference webhook, or by hand) when its worker
+	// ID is recorded as a bound claim.
+	ReasonTPUWorkerAdopted = "TPUWorkerAdopted"
+
+	// ReasonTPUIdentityConflict is recorded on a live Pod whose TPU identity the slice cannot
+	// record (its worker ID is held by another live Pod, or is outside the slice) and which the
+	// operator did not admit: it is reported, never deleted.
+	ReasonTPUIdentityConflict = "TPUIdentityConflict"
+)

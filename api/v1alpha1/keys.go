@@ -1,0 +1,34 @@
+/*
+Copyright 2026 The tpu-slice-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package v1alpha1
+
+// The labels and annotation this operator writes, which users and tools select and read. They are
+// API: renaming one breaks every selector and script that uses it.
+const (
+	// SliceLabel names the TPUSliceAssignment a Pod's claim lives in.
+	SliceLabel = "tpu.ray.io/slice"
+	// WorkerIDLabel is the worker ID (TPU_WORKER_ID host) the Pod claimed.
+	WorkerIDLabel = "tpu.ray.io/worker-id"
+	// ClaimTokenAnnotation links a Pod to its claim: at admission a generateName Pod has no name or
+	// UID, so the claim records this random token instead until the reconciler binds it.
+	ClaimTokenAnnotation = "tpu.ray.io/claim-token"
+
+	// ClusterLabel holds the RayCluster name on every TPUSliceAssignment, for listing by selector.
+	ClusterLabel = "tpu.ray.io/cluster"
+	// GroupLabel holds the worker group name on every TPUSliceAssignment, for listing by selector.
+	GroupLabel = "tpu.ray.io/group"
+)
