@@ -35,7 +35,7 @@ help: ## Display this help.
 
 .PHONY: manifests
 manifests: controller-gen ## Generate CRD, RBAC and webhook manifests from the markers.
-	$(CONTROLLER_GEN) rbac:roleName=manager-role crd webhook paths="./api/...;./controllers/...;./webhooks/..." output:crd:artifacts:config=config/crd/bases
+	$(CONTROLLER_GEN) rbac:roleName=manager-role crd webhook paths="./api/...;./controllers/...;./webhooks/...;./internal/forward/...;./internal/nodes/..." output:crd:artifacts:config=config/crd/bases
 	# The certificate rotator's own role: only the self-signed install (config/default) carries it.
 	$(CONTROLLER_GEN) rbac:roleName=cert-rotator-role paths="./internal/certs/..." output:rbac:artifacts:config=config/selfsigned
 

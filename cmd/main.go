@@ -22,6 +22,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"flag"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -42,145 +43,147 @@ import (
 	"github.com/ray-tpu/tpu-slice-operator/internal/forward"
 	"github.com/ray-tpu/tpu-slice-operator/internal/managerflags"
 	"github.com/ray-tpu/tpu-slice-operator/internal/operator"
-	"github.com/ray-tpu/tpu-slice-operator/webhooks"
 )
 
 func main() {
 	var f managerflags.Flags
 	f.Bind(flag.CommandLine)
 	flag.Parse()
-	metricsAddr, probeAddr, webhookCertPath := f.MetricsAddr, f.ProbeAddr, f.WebhookCertPath
-	secureMetrics, enableHTTP2, leaderElect := f.SecureMetrics, f.EnableHTTP2, f.LeaderElect
-	claimForwarding, webhookPort := f.ClaimForwarding, f.WebhookPort
-	opts, certOpts, zapOpts := f.Operator, f.Certs, f.Zap
-
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&f.Zap)))
 	log := ctrl.Log.WithName("setup")
-
-	tlsOpts := []func(*tls.Config){func(c *tls.Config) { c.MinVersion = tls.VersionTLS12 }}
-	if !enableHTTP2 {
-		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
-	}
-	// In self-signed mode the webhook server presents the rotator's certificate from memory, so a
-	// renewal takes effect at once; in external mode it watches the files in webhookCertPath.
-	webhookTLSOpts := slices.Clone(tlsOpts)
-	var rotator *certs.Rotator
-	if certOpts.Mode == certs.ModeSelfSigned {
-		var err error
-		if rotator, err = certs.New(certOpts); err != nil {
-			log.Error(err, "Invalid certificate options")
-			os.Exit(1)
-		}
-		webhookTLSOpts = append(webhookTLSOpts, rotator.ConfigureTLS)
-	} else if err := certOpts.Validate(); err != nil {
-		log.Error(err, "Invalid certificate options")
-		os.Exit(1)
-	}
-	metricsOpts := metricsserver.Options{BindAddress: metricsAddr, SecureServing: secureMetrics, TLSOpts: tlsOpts}
-	if secureMetrics {
-		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
-	}
-
-	cfg := ctrl.GetConfigOrDie()
-	var certWatcher *certwatcher.CertWatcher
-	if claimForwarding {
-		var err error
-		if opts.Webhooks.Forward, certWatcher, err = forwardOptions(cfg, certOpts, rotator, webhookCertPath, webhookPort); err != nil {
-			log.Error(err, "Invalid claim forwarding options")
-			os.Exit(1)
-		}
-	}
-
-	mgr, err := operator.New(cfg, manager.Options{
-		Metrics:                metricsOpts,
-		WebhookServer:          webhook.NewServer(webhook.Options{Port: webhookPort, CertDir: webhookCertPath, TLSOpts: webhookTLSOpts}),
-		HealthProbeBindAddress: probeAddr,
-		LeaderElection:         leaderElect,
-		LeaderElectionID:       "tpu-slice-operator.tpu.ray.io",
-		// Stepping down releases the lease at once, so a new leader takes over the reconciler fast.
-		LeaderElectionReleaseOnCancel: true,
-	}, opts)
-	if err != nil {
-		log.Error(err, "Unable to create manager")
-		os.Exit(1)
-	}
-	if certWatcher != nil {
-		if err := mgr.Add(certWatcher); err != nil {
-			log.Error(err, "Unable to watch the serving certificate")
-			os.Exit(1)
-		}
-	}
-	if rotator != nil {
-		if err := rotator.SetupWithManager(mgr); err != nil {
-			log.Error(err, "Unable to set up the certificate rotator")
-			os.Exit(1)
-		}
-		// Ready only once this replica serves a certificate the webhook configurations trust.
-		if err := mgr.AddReadyzCheck("certificates", rotator.ReadyCheck); err != nil {
-			log.Error(err, "Unable to set up readiness check")
-			os.Exit(1)
-		}
-	}
-	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
-		log.Error(err, "Unable to set up health check")
-		os.Exit(1)
-	}
-	// Ready only once the webhook server serves: the Service must not send admissions earlier.
-	if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
-		log.Error(err, "Unable to set up readiness check")
-		os.Exit(1)
-	}
-
-	// Ready only once the informers the webhook reads through have synced: until then an admission
-	// would wait for a full list.
-	if err := mgr.AddReadyzCheck("informers", operator.CachesSynced(mgr.GetCache())); err != nil {
-		log.Error(err, "Unable to set up readiness check")
-		os.Exit(1)
-	}
-
-	log.Info("Starting manager", "leaderElection", leaderElect, "metricsAddress", metricsAddr, "webhookPort", webhookPort, "certMode", certOpts.Mode, "claimForwarding", claimForwarding)
-	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+	if err := run(&f); err != nil {
 		log.Error(err, "Manager exited with an error")
 		os.Exit(1)
 	}
+}
+
+// run builds the manager from the flags and runs it until a termination signal.
+func run(f *managerflags.Flags) error {
+	tlsOpts := []func(*tls.Config){func(c *tls.Config) { c.MinVersion = tls.VersionTLS12 }}
+	if !f.EnableHTTP2 {
+		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
+	}
+	// In self-signed mode the webhook server presents the rotator's certificate from memory, so a
+	// renewal takes effect at once; in external mode it watches the files in --webhook-cert-path.
+	webhookTLSOpts := slices.Clone(tlsOpts)
+	var rotator *certs.Rotator
+	if f.Certs.Mode == certs.ModeSelfSigned {
+		var err error
+		if rotator, err = certs.New(f.Certs); err != nil {
+			return fmt.Errorf("invalid certificate options: %w", err)
+		}
+		webhookTLSOpts = append(webhookTLSOpts, rotator.ConfigureTLS)
+	} else if err := f.Certs.Validate(); err != nil {
+		return fmt.Errorf("invalid certificate options: %w", err)
+	}
+	cfg := ctrl.GetConfigOrDie()
+	opts := f.Operator
+	var certWatcher *certwatcher.CertWatcher
+	if f.ClaimForwarding {
+		var err error
+		if opts.Forward, certWatcher, err = forwardOptions(cfg, f, rotator); err != nil {
+			return fmt.Errorf("invalid claim forwarding options: %w", err)
+		}
+	}
+	mgr, err := operator.New(cfg, managerOptions(f, tlsOpts, webhookTLSOpts), opts)
+	if err != nil {
+		return fmt.Errorf("creating the manager: %w", err)
+	}
+	if err := addRunnables(mgr, certWatcher, rotator); err != nil {
+		return err
+	}
+	ctrl.Log.WithName("setup").Info("Starting manager", "leaderElection", f.LeaderElect, "metricsAddress", f.MetricsAddr,
+		"webhookPort", f.WebhookPort, "certMode", f.Certs.Mode, "claimForwarding", f.ClaimForwarding)
+	return mgr.Start(ctrl.SetupSignalHandler())
+}
+
+// managerOptions are the manager's servers (metrics, webhooks, probes) and leader election.
+func managerOptions(f *managerflags.Flags, tlsOpts, webhookTLSOpts []func(*tls.Config)) manager.Options {
+	metricsOpts := metricsserver.Options{BindAddress: f.MetricsAddr, SecureServing: f.SecureMetrics, TLSOpts: tlsOpts}
+	if f.SecureMetrics {
+		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	return manager.Options{
+		Metrics:                metricsOpts,
+		WebhookServer:          webhook.NewServer(webhook.Options{Port: f.WebhookPort, CertDir: f.WebhookCertPath, TLSOpts: webhookTLSOpts}),
+		HealthProbeBindAddress: f.ProbeAddr,
+		LeaderElection:         f.LeaderElect,
+		LeaderElectionID:       "tpu-slice-operator.tpu.ray.io",
+		// Stepping down releases the lease at once, so a new leader takes over the reconciler fast.
+		LeaderElectionReleaseOnCancel: true,
+	}
+}
+
+// addRunnables adds the certificate watcher or rotator and the health and readiness checks. A
+// replica is ready only once it serves a certificate the webhook configurations trust (with the
+// rotator), its webhook server serves (the Service must not send admissions earlier), and the
+// informers the webhook reads through have synced (until then an admission would wait for a full
+// list).
+func addRunnables(mgr manager.Manager, certWatcher *certwatcher.CertWatcher, rotator *certs.Rotator) error {
+	if certWatcher != nil {
+		if err := mgr.Add(certWatcher); err != nil {
+			return fmt.Errorf("watching the serving certificate: %w", err)
+		}
+	}
+	ready := map[string]healthz.Checker{
+		"webhook":   mgr.GetWebhookServer().StartedChecker(),
+		"informers": operator.CachesSynced(mgr.GetCache()),
+	}
+	if rotator != nil {
+		if err := rotator.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("setting up the certificate rotator: %w", err)
+		}
+		ready["certificates"] = rotator.ReadyCheck
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return fmt.Errorf("setting up the health check: %w", err)
+	}
+	for name, check := range ready {
+		if err := mgr.AddReadyzCheck(name, check); err != nil {
+			return fmt.Errorf("setting up the %s readiness check: %w", name, err)
+		}
+	}
+	return nil
 }
 
 // forwardOptions configures claim forwarding: peers are the ready endpoints of the webhook Service,
 // this replica is $POD_IP on the webhook port, peers must present this replica's serving
 // certificate (the rotator's in self-signed mode, else the files, watched), and this replica
 // authenticates with its ServiceAccount token.
-func forwardOptions(cfg *rest.Config, certOpts certs.Options, rotator *certs.Rotator, certDir string, port int) (webhooks.ForwardOptions, *certwatcher.CertWatcher, error) {
+func forwardOptions(cfg *rest.Config, f *managerflags.Flags, rotator *certs.Rotator) (forward.SetupOptions, *certwatcher.CertWatcher, error) {
+	certOpts := f.Certs
 	if err := certOpts.Complete(); err != nil {
-		return webhooks.ForwardOptions{}, nil, err
+		return forward.SetupOptions{}, nil, err
 	}
 	podIP := os.Getenv(managerflags.PodIPEnv)
 	if podIP == "" {
-		return webhooks.ForwardOptions{}, nil, errors.New("--claim-forwarding needs $" + managerflags.PodIPEnv + " (downward API status.podIP)")
+		return forward.SetupOptions{}, nil, errors.New("--claim-forwarding needs $" + managerflags.PodIPEnv + " (downward API status.podIP)")
 	}
-	opts := webhooks.ForwardOptions{
+	opts := forward.SetupOptions{
 		Service:   certOpts.ServiceName,
 		Namespace: certOpts.Namespace,
-		Self:      net.JoinHostPort(podIP, strconv.Itoa(port)),
+		Self:      net.JoinHostPort(podIP, strconv.Itoa(f.WebhookPort)),
 	}
 	switch {
 	case cfg.BearerTokenFile != "":
-		opts.Token = forward.FileToken(cfg.BearerTokenFile)
+		opts.Router.Token = forward.FileToken(cfg.BearerTokenFile)
 	case cfg.BearerToken != "":
-		opts.Token = forward.StaticToken(cfg.BearerToken)
+		opts.Router.Token = forward.StaticToken(cfg.BearerToken)
 	default:
-		return webhooks.ForwardOptions{}, nil, errors.New("--claim-forwarding needs a bearer token to authenticate to the other replicas (run in-cluster with a ServiceAccount)")
+		return forward.SetupOptions{}, nil, errors.New("--claim-forwarding needs a bearer token to authenticate to the other replicas (run in-cluster with a ServiceAccount)")
 	}
 	if rotator != nil {
-		opts.ServingCertificate = func() (*tls.Certificate, error) { return rotator.GetCertificate(nil) }
+		opts.Router.ServingCertificate = forward.ServingCertificateFrom(rotator.GetCertificate)
 		return opts, nil, nil
 	}
+	certDir := f.WebhookCertPath
 	if certDir == "" {
 		certDir = filepath.Join(os.TempDir(), "k8s-webhook-server", "serving-certs") // controller-runtime's default
 	}
 	watcher, err := certwatcher.New(filepath.Join(certDir, "tls.crt"), filepath.Join(certDir, "tls.key"))
 	if err != nil {
-		return webhooks.ForwardOptions{}, nil, err
+		return forward.SetupOptions{}, nil, err
 	}
-	opts.ServingCertificate = func() (*tls.Certificate, error) { return watcher.GetCertificate(nil) }
+	opts.Router.ServingCertificate = forward.ServingCertificateFrom(watcher.GetCertificate)
 	return opts, watcher, nil
 }

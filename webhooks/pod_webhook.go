@@ -40,7 +40,6 @@ import (
 	"github.com/ray-tpu/tpu-slice-operator/internal/allocator"
 	"github.com/ray-tpu/tpu-slice-operator/internal/claims"
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
-	"github.com/ray-tpu/tpu-slice-operator/internal/forward"
 	podidentity "github.com/ray-tpu/tpu-slice-operator/internal/identity"
 	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
 	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
@@ -54,8 +53,8 @@ import (
 // podWebhook gives each KubeRay TPU worker Pod a unique worker ID in its slice and the environment,
 // hostname, labels and affinity that go with it (docs/spec.md §1, §3–§5).
 type podWebhook struct {
-	allocator *allocator.Allocator // dry runs and re-invocation checks
-	claimer   forward.Claimer      // claims: the allocator, or a Router in front of it
+	planner Planner // dry runs and re-invocation checks
+	claimer Claimer // claims
 	// clusters reads RayClusters (the cache) for their Kueue and dynamic-slicing signals.
 	clusters client.Reader
 	// nodes lists the TPU Nodes, for a subslice's affinity (nil: none known).
@@ -114,7 +113,7 @@ func (w *podWebhook) forgetCopiedIdentity(ctx context.Context, namespace string,
 		return false, nil
 	}
 	if hasIdentity && token != "" {
-		reinvoked, err := w.allocator.Reinvoked(ctx, namespace, prev.SliceName(), token, prev.WorkerID)
+		reinvoked, err := w.planner.Reinvoked(ctx, namespace, prev.SliceName(), token, prev.WorkerID)
 		if err != nil || reinvoked {
 			return reinvoked, err
 		}
@@ -191,7 +190,7 @@ func (w *podWebhook) assign(ctx context.Context, req admission.Request, pod *cor
 	}
 	var assignment allocator.Assignment
 	if ptr.Deref(req.DryRun, false) {
-		assignment, err = w.allocator.Plan(ctx, claimReq)
+		assignment, err = w.planner.Plan(ctx, claimReq)
 		assignment.Token = dryRunToken
 	} else {
 		assignment, err = w.claimer.Claim(ctx, claimReq)

@@ -20,7 +20,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -194,7 +193,7 @@ func newClient(t *testing.T, calls *apiCalls, get func(context.Context, client.W
 // newPodWebhook returns the Pod webhook reading from and writing to c, as cache and API server.
 func newPodWebhook(c client.Client) *podWebhook {
 	alloc := allocator.New(c, c, allocator.Options{Timeout: claimTimeout})
-	return &podWebhook{allocator: alloc, claimer: alloc}
+	return &podWebhook{planner: alloc, claimer: alloc}
 }
 
 // admissionContext returns the context of a Pod admission request in testNS.
@@ -1204,7 +1203,7 @@ func TestPodWebhookReadsLiveRayClusterIntoAFreshObject(t *testing.T) {
 	}
 	live := newClient(t, &liveCalls, decodeInPlace, newRC)
 	alloc := allocator.New(cache, live, allocator.Options{Timeout: claimTimeout})
-	w := &podWebhook{allocator: alloc, claimer: alloc}
+	w := &podWebhook{planner: alloc, claimer: alloc}
 	got := testutil.WorkerPodFor(newRC, group).Obj()
 
 	if err := w.Default(admissionContext(t, admissionv1.Create, false), got); err != nil {
@@ -1215,31 +1214,5 @@ func TestPodWebhookReadsLiveRayClusterIntoAFreshObject(t *testing.T) {
 	}
 	if id := got.Labels[tpuv1alpha1.WorkerIDLabel]; id != "0" {
 		t.Errorf("Worker ID label = %q, want 0", id)
-	}
-}
-
-func TestOptionsBindFlags(t *testing.T) {
-	cases := map[string]struct {
-		args []string
-		want time.Duration
-	}{
-		"the claim timeout defaults to 6s, inside the webhook's 10s timeout": {want: DefaultClaimTimeout},
-		"--claim-timeout sets it": {args: []string{"--claim-timeout=3s"}, want: 3 * time.Second},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			var opts Options
-			fs := flag.NewFlagSet("test", flag.ContinueOnError)
-			opts.BindFlags(fs)
-			if err := fs.Parse(tc.args); err != nil {
-				t.Fatal(err)
-			}
-			if opts.ClaimTimeout != tc.want {
-				t.Errorf("ClaimTimeout = %s, want %s", opts.ClaimTimeout, tc.want)
-			}
-		})
-	}
-	if DefaultClaimTimeout >= 10*time.Second {
-		t.Errorf("DefaultClaimTimeout = %s, want it below the webhook timeout of 10s", DefaultClaimTimeout)
 	}
 }

@@ -115,7 +115,6 @@ func (a *Allocator) adoptReplica(ctx context.Context, q *queue, req Request, rep
 		written, over, err := a.writeSlice(ctx, req, replica, slice, w)
 		if err == nil {
 			q.remember(replica, over, written)
-			a.Stats.Adopted.Add(int64(len(adopted)))
 			metrics.ClaimsAdopted.WithLabelValues(metrics.AdoptedAtAdmission).Add(float64(len(adopted)))
 			ctrl.FromContext(ctx).Info("Adopted TPU worker Pods that carry an identity but no claim",
 				"slice", written.Name, "workerIDs", adopted)

@@ -37,7 +37,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -89,27 +88,21 @@ type DeniedError struct {
 
 func (e *DeniedError) Error() string { return e.Message }
 
-// Stats counts the allocator's work, for tests, benchmarks and metrics.
-type Stats struct {
-	// Claims committed, attempts (plans committed or tried), conflicts and API writes.
-	Claims, Attempts, Conflicts, Writes, Denials atomic.Int64
-	// LostWrites counts the writes (included in Writes) that lost a conflict to another writer.
-	LostWrites atomic.Int64
-	// Adopted counts the claims recorded for live Pods that carried an identity but no claim.
-	Adopted atomic.Int64
-	// ClaimNanos is the total time Claim calls took.
-	ClaimNanos atomic.Int64
-}
+// DefaultTimeout bounds one claim when Options.Timeout is zero: well inside the Pod webhook's 10 s
+// timeout, so that a denial reaches the user instead of a webhook timeout (docs/spec.md §5).
+const DefaultTimeout = 6 * time.Second
 
 // Options configure an Allocator.
 type Options struct {
-	// Timeout bounds one claim; past it the claim is denied as transient.
+	// Timeout bounds one claim; past it the claim is denied as transient (DefaultTimeout when zero).
 	Timeout time.Duration
 	// MaxSliceHosts bounds the hosts of a slice (topology.DefaultMaxSliceHosts when zero).
 	MaxSliceHosts int32
 	// Tombstones are the claim tokens of Pods seen deleted: a pending claim whose Pod is among
 	// them may be taken over at once. Nil means none is known.
 	Tombstones *tombstones.Tombstones
+	// Metrics receive the claims' counts and times (metrics.Claims, the served set, when nil).
+	Metrics *metrics.ClaimMetrics
 }
 
 // Allocator claims worker IDs. The zero value is not usable: use New.
@@ -118,7 +111,7 @@ type Allocator struct {
 	reader client.Reader // live reads
 	opts   Options
 	now    func() time.Time
-	Stats  Stats
+	m      *metrics.ClaimMetrics
 
 	mu     sync.Mutex
 	queues map[groupKey]*queue
@@ -132,7 +125,14 @@ func New(c client.Client, reader client.Reader, opts Options) *Allocator {
 	if opts.MaxSliceHosts <= 0 {
 		opts.MaxSliceHosts = topology.DefaultMaxSliceHosts
 	}
-	return &Allocator{client: c, reader: reader, opts: opts, now: time.Now,
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	m := opts.Metrics
+	if m == nil {
+		m = metrics.Claims
+	}
+	return &Allocator{client: c, reader: reader, opts: opts, now: time.Now, m: m,
 		queues: map[groupKey]*queue{}, adopted: map[groupKey]time.Time{}}
 }
 
@@ -149,16 +149,18 @@ type call struct {
 	token   string
 	ctx     context.Context
 	result  chan result
-	// start, attempts and conflicts feed the claim metrics.
-	start               time.Time
+	// m receives, and attempts and conflicts feed, the claim metrics.
+	m                   *metrics.ClaimMetrics
 	attempts, conflicts int
 }
 
 // finish answers a call and records its metrics.
 func (c *call) finish(r result) {
-	metrics.ClaimAttempts.Observe(float64(c.attempts))
-	metrics.ClaimConflicts.Observe(float64(c.conflicts))
-	metrics.ClaimDuration.Observe(time.Since(c.start).Seconds())
+	c.m.Attempts.Observe(float64(c.attempts))
+	c.m.Conflicts.Observe(float64(c.conflicts))
+	if r.err == nil {
+		c.m.Results.WithLabelValues(metrics.ClaimCommitted).Inc()
+	}
 	c.result <- r
 }
 
@@ -180,8 +182,8 @@ func NewToken() string {
 func (a *Allocator) Claim(ctx context.Context, req Request) (Assignment, error) {
 	ctx, cancel := context.WithTimeout(ctx, a.opts.Timeout)
 	defer cancel()
-	start := a.now()
-	defer func() { a.Stats.ClaimNanos.Add(int64(time.Since(start))) }()
+	start := time.Now()
+	defer func() { a.m.Duration.Observe(time.Since(start).Seconds()) }()
 	cluster, err := a.prepare(ctx, &req)
 	if err != nil {
 		return Assignment{}, err
@@ -190,7 +192,7 @@ func (a *Allocator) Claim(ctx context.Context, req Request) (Assignment, error) 
 	if token == "" {
 		token = NewToken()
 	}
-	c := &call{req: req, cluster: cluster, token: token, ctx: ctx, result: make(chan result, 1), start: time.Now()}
+	c := &call{req: req, cluster: cluster, token: token, ctx: ctx, result: make(chan result, 1), m: a.m}
 	a.enqueue(groupKey{namespace: req.Namespace, uid: req.ClusterUID, group: req.GroupName}, c)
 
 	select {
@@ -252,7 +254,7 @@ func (a *Allocator) prepare(ctx context.Context, req *Request) (clusterInfo, err
 }
 
 func (a *Allocator) deny(transient bool, format string, args ...any) error {
-	a.Stats.Denials.Add(1)
+	a.m.Results.WithLabelValues(metrics.ClaimDenied).Inc()
 	return &DeniedError{Transient: transient, Message: fmt.Sprintf(format, args...)}
 }
 

@@ -30,8 +30,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -114,7 +112,7 @@ func newClient(t *testing.T, funcs interceptor.Funcs, objs ...client.Object) cli
 
 // newAllocator returns an Allocator whose clock stands at now.
 func newAllocator(c client.Client, reader client.Reader, timeout time.Duration) *Allocator {
-	a := New(c, reader, Options{Timeout: timeout})
+	a := New(c, reader, Options{Timeout: timeout, Metrics: metrics.NewClaimMetrics()})
 	a.now = func() time.Time { return now }
 	return a
 }
@@ -520,8 +518,8 @@ func TestClaimSequentialFillsSlicesInOrder(t *testing.T) {
 	if diff := cmp.Diff(wantSlices, storedSlices(t, c), cmpSlices); diff != "" {
 		t.Errorf("stored slices (-want,+got):\n%s", diff)
 	}
-	if got := a.Stats.Claims.Load(); got != 5 {
-		t.Errorf("Stats.Claims = %d, want 5", got)
+	if got := countsOf(a).committed; got != 5 {
+		t.Errorf("claims committed = %d, want 5", got)
 	}
 	// Scaled back to one slice, the group has no free ID left: its pending claims are not taken over.
 	setDesired(t, c, 1)
@@ -628,15 +626,15 @@ func TestClaimFaults(t *testing.T) {
 			if diff := cmp.Diff(tc.wantSlices(got.Token), storedSlices(t, c), cmpSlices); diff != "" {
 				t.Errorf("stored slices (-want,+got):\n%s", diff)
 			}
-			if got := a.Stats.Conflicts.Load(); got != tc.wantConflicts {
-				t.Errorf("Stats.Conflicts = %d, want %d", got, tc.wantConflicts)
+			if got := countsOf(a).conflicts; got != tc.wantConflicts {
+				t.Errorf("claim conflicts = %d, want %d", got, tc.wantConflicts)
 			}
 			// One claim per write: every conflict is one lost write.
-			if got := a.Stats.LostWrites.Load(); got != tc.wantConflicts {
-				t.Errorf("Stats.LostWrites = %d, want %d", got, tc.wantConflicts)
+			if got := countsOf(a).lostWrites; got != tc.wantConflicts {
+				t.Errorf("lost writes = %d, want %d", got, tc.wantConflicts)
 			}
-			if got := a.Stats.Claims.Load(); got != 1 {
-				t.Errorf("Stats.Claims = %d, want 1", got)
+			if got := countsOf(a).committed; got != 1 {
+				t.Errorf("claims committed = %d, want 1", got)
 			}
 		})
 	}
@@ -655,14 +653,16 @@ func staleCache(live, cache client.WithWatch) client.WithWatch {
 	})
 }
 
-// counterValue reads a Prometheus counter.
-func counterValue(t *testing.T, c prometheus.Counter) float64 {
-	t.Helper()
-	var m dto.Metric
-	if err := c.Write(&m); err != nil {
-		t.Fatal(err)
+// counts are what an allocator's claim metrics counted.
+type counts struct{ committed, attempts, conflicts, lostWrites int64 }
+
+func countsOf(a *Allocator) counts {
+	return counts{
+		committed:  int64(metrics.Value(a.m.Results.WithLabelValues(metrics.ClaimCommitted))),
+		attempts:   int64(metrics.Sum(a.m.Attempts)),
+		conflicts:  int64(metrics.Sum(a.m.Conflicts)),
+		lostWrites: int64(metrics.Value(a.m.LostWrites)),
 	}
-	return m.GetCounter().GetValue()
 }
 
 // updateStatus writes the status of s over the stored slice of that name, which gets a newer
@@ -768,8 +768,8 @@ func TestClaimStaleCache(t *testing.T) {
 			if diff := cmp.Diff(withToken(tc.wantSlices, got.Token), storedSlices(t, live), cmpSlices); diff != "" {
 				t.Errorf("slices in the API server (-want,+got):\n%s", diff)
 			}
-			if got := a.Stats.Conflicts.Load(); got != tc.wantConflicts {
-				t.Errorf("Stats.Conflicts = %d, want %d", got, tc.wantConflicts)
+			if got := countsOf(a).conflicts; got != tc.wantConflicts {
+				t.Errorf("claim conflicts = %d, want %d", got, tc.wantConflicts)
 			}
 		})
 	}
@@ -797,19 +797,15 @@ func TestClaimLiveReadsAreGets(t *testing.T) {
 		},
 	})
 	a := newAllocator(staleCache(live, cache), reader, timeout)
-	lostBefore := counterValue(t, metrics.ClaimWritesLost)
 	got, err := a.Claim(t.Context(), request(4))
 	if err != nil {
 		t.Fatalf("Claim() error: %v", err)
 	}
-	if got := counterValue(t, metrics.ClaimWritesLost) - lostBefore; got != 1 {
-		t.Errorf("claim_writes_lost_total grew by %v, want 1", got)
-	}
 	if diff := cmp.Diff(Assignment{SliceName: sliceName(0), Replica: 0, WorkerID: 2, Token: got.Token}, got); diff != "" {
 		t.Errorf("Claim() (-want,+got):\n%s", diff)
 	}
-	if got := a.Stats.LostWrites.Load(); got != 1 {
-		t.Errorf("Stats.LostWrites = %d, want 1 (the write planned on the stale cache)", got)
+	if got := countsOf(a).lostWrites; got != 1 {
+		t.Errorf("lost writes = %d, want 1 (the write planned on the stale cache)", got)
 	}
 	if got := gets.Load(); got != 1 {
 		t.Errorf("live Gets = %d, want 1 (the slice the retry writes)", got)
@@ -1041,10 +1037,10 @@ func TestClaimConcurrent(t *testing.T) {
 			}
 			var claimsMade int64
 			for _, a := range allocators {
-				claimsMade += a.Stats.Claims.Load()
+				claimsMade += countsOf(a).committed
 			}
 			if claimsMade != int64(tc.callers) {
-				t.Errorf("Stats.Claims sum = %d, want %d", claimsMade, tc.callers)
+				t.Errorf("claims committed sum = %d, want %d", claimsMade, tc.callers)
 			}
 		})
 	}
@@ -1303,11 +1299,11 @@ func TestClaimPlansOnItsOwnWrites(t *testing.T) {
 			if diff := cmp.Diff([]int32{0, 1, 2, 3}, ids); diff != "" {
 				t.Errorf("worker IDs (-want,+got):\n%s", diff)
 			}
-			if got := a.Stats.LostWrites.Load(); got != 0 {
-				t.Errorf("Stats.LostWrites = %d, want 0: a claim lost a conflict to this process's own write", got)
+			if got := countsOf(a).lostWrites; got != 0 {
+				t.Errorf("lost writes = %d, want 0: a claim lost a conflict to this process's own write", got)
 			}
-			if got := a.Stats.Attempts.Load(); got != 4 {
-				t.Errorf("Stats.Attempts = %d, want 4 (one per claim)", got)
+			if got := countsOf(a).attempts; got != 4 {
+				t.Errorf("claim attempts = %d, want 4 (one per claim)", got)
 			}
 		})
 	}
@@ -1340,7 +1336,7 @@ func TestClaimOwnWritesAreNotTrusted(t *testing.T) {
 	if first.WorkerID != 0 || second.WorkerID != 2 {
 		t.Errorf("worker IDs = %d, %d; want 0, 2 (1 is the other replica's)", first.WorkerID, second.WorkerID)
 	}
-	if got := a.Stats.LostWrites.Load(); got != 1 {
-		t.Errorf("Stats.LostWrites = %d, want 1 (the write planned on the overlay)", got)
+	if got := countsOf(a).lostWrites; got != 1 {
+		t.Errorf("lost writes = %d, want 1 (the write planned on the overlay)", got)
 	}
 }

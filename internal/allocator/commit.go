@@ -130,7 +130,6 @@ func (a *Allocator) commit(key groupKey, q *queue, batch []*call) {
 			a.backoff(ctx, attempt)
 			continue
 		}
-		a.Stats.Attempts.Add(int64(len(pending)))
 		for _, c := range pending {
 			c.attempts++
 		}
@@ -176,7 +175,7 @@ func (a *Allocator) apply(ctx context.Context, q *queue, req Request, pending []
 				// retrying cannot help, and the Pod must not wait for the deadline to learn that.
 				d := &DeniedError{Message: "the API server refused the TPUSliceAssignment write: " + err.Error()}
 				for _, i := range placed {
-					a.Stats.Denials.Add(1)
+					a.m.Results.WithLabelValues(metrics.ClaimDenied).Inc()
 					pending[i].finish(result{err: d})
 				}
 				continue
@@ -193,7 +192,6 @@ func (a *Allocator) apply(ctx context.Context, q *queue, req Request, pending []
 		q.wrote = time.Now()
 		a.mu.Unlock()
 		for _, i := range placed {
-			a.Stats.Claims.Add(1)
 			pending[i].finish(result{assignment: Assignment{
 				SliceName:           naming.SliceName(req.ClusterName, req.GroupName, replica),
 				Replica:             replica,
@@ -217,9 +215,7 @@ func (a *Allocator) apply(ctx context.Context, q *queue, req Request, pending []
 
 // lostWrite records that a write carrying the calls placed lost a conflict.
 func (a *Allocator) lostWrite(q *queue, pending []*call, placed []int) {
-	a.Stats.LostWrites.Add(1)
-	metrics.ClaimWritesLost.Inc()
-	a.Stats.Conflicts.Add(int64(len(placed)))
+	a.m.LostWrites.Inc()
 	a.mu.Lock()
 	q.contended = time.Now()
 	a.mu.Unlock()

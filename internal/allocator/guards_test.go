@@ -31,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
+	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
 	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
 	"github.com/ray-tpu/tpu-slice-operator/internal/tombstones"
 )
@@ -66,6 +67,8 @@ func TestClaimAdoptsPodsThatCarryAnIdentity(t *testing.T) {
 		identityPod("other-topology", 0, 2).Topology("tpu-v6e-slice", "2x4").Obj(),
 	)
 	a := newAllocator(c, c, timeout)
+	adoptedCount := metrics.ClaimsAdopted.WithLabelValues(metrics.AdoptedAtAdmission)
+	before := metrics.Value(adoptedCount)
 	got, err := a.Claim(t.Context(), request(4))
 	if err != nil {
 		t.Fatalf("Claim() error: %v", err)
@@ -80,8 +83,8 @@ func TestClaimAdoptsPodsThatCarryAnIdentity(t *testing.T) {
 	if diff := cmp.Diff(want, storedSlices(t, c), cmpSlices); diff != "" {
 		t.Errorf("stored slices (-want,+got):\n%s", diff)
 	}
-	if got := a.Stats.Adopted.Load(); got != 4 {
-		t.Errorf("Stats.Adopted = %d, want 4", got)
+	if got := metrics.Value(adoptedCount) - before; got != 4 {
+		t.Errorf("claims_adopted_total{source=admission} grew by %v, want 4", got)
 	}
 	// The next claims of the group give the free IDs, and no Pod is adopted twice.
 	for _, wantID := range []int32{1, 2, 3} {
@@ -90,8 +93,8 @@ func TestClaimAdoptsPodsThatCarryAnIdentity(t *testing.T) {
 			t.Errorf("next Claim() = replica %d ID %d, %v; want replica 1 ID %d", got.Replica, got.WorkerID, err, wantID)
 		}
 	}
-	if got := a.Stats.Adopted.Load(); got != 4 {
-		t.Errorf("Stats.Adopted after more claims = %d, want 4", got)
+	if got := metrics.Value(adoptedCount) - before; got != 4 {
+		t.Errorf("claims_adopted_total{source=admission} after more claims grew by %v, want 4", got)
 	}
 }
 
@@ -125,7 +128,7 @@ func TestClaimTakesOverAPendingClaimWhosePodWasSeenGone(t *testing.T) {
 	deleted := testutil.MakePod("quick", testNS).UID("uid-quick").Annotation(tpuv1alpha1.ClaimTokenAnnotation, "deleted-soon").Obj()
 	graves.Record(deleted)
 	c := newClient(t, interceptor.Funcs{}, full, livePod(0, 0).Obj(), livePod(0, 1).Obj())
-	a := New(c, c, Options{Timeout: timeout, Tombstones: graves})
+	a := New(c, c, Options{Timeout: timeout, Tombstones: graves, Metrics: metrics.NewClaimMetrics()})
 	a.now = func() time.Time { return now }
 	got, err := a.Claim(t.Context(), request(4))
 	if err != nil {
@@ -154,7 +157,7 @@ func TestClaimDoesNotTakeOverAPendingClaimWhoseSeenPodLives(t *testing.T) {
 	graves.Record(relabelled)
 	live := newClient(t, interceptor.Funcs{}, append(livePods(0), full, relabelled)...)
 	cache := newClient(t, interceptor.Funcs{}, append(livePods(0), full)...) // the cache lost it
-	a := New(staleCache(live, cache), live, Options{Timeout: timeout, Tombstones: graves})
+	a := New(staleCache(live, cache), live, Options{Timeout: timeout, Tombstones: graves, Metrics: metrics.NewClaimMetrics()})
 	_, err := a.Claim(t.Context(), request(4))
 	var denied *DeniedError
 	if !errors.As(err, &denied) || !denied.Transient {

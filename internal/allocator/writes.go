@@ -25,7 +25,6 @@ import (
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/claims"
-	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
 )
 
 // writeSlice makes the slice of replica hold exactly w.Claims, conditional on the state it was
@@ -83,8 +82,7 @@ func sliceSpec(req Request, replica int32, w claims.Write) tpuv1alpha1.TPUSliceA
 }
 
 func (a *Allocator) countWrite() {
-	a.Stats.Writes.Add(1)
-	metrics.ClaimWrites.Inc()
+	a.m.Writes.Inc()
 }
 
 // isPermanent reports whether the API server refused a request for a reason a retry cannot

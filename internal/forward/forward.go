@@ -40,7 +40,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -58,14 +57,15 @@ const Path = "/tpu-claims/v1"
 // maxBody bounds a forwarded request's body: a claim request is a few hundred bytes.
 const maxBody = 64 << 10
 
-// Claimer claims a worker ID: the local allocator or a Router in front of it.
-type Claimer interface {
+// Local commits claims in this process: the allocator.
+type Local interface {
 	Claim(ctx context.Context, req allocator.Request) (allocator.Assignment, error)
 }
 
 // Options configure a Router.
 type Options struct {
-	// Timeout bounds one claim, forwarded or not (the webhook's claim timeout).
+	// Timeout bounds one claim, forwarded or not: the allocator's (allocator.DefaultTimeout when
+	// zero).
 	Timeout time.Duration
 	// ServingCertificate returns the certificate this replica serves. A peer must present the same
 	// public key: every replica serves the certificate of the one webhook Service, so a peer that
@@ -75,38 +75,31 @@ type Options struct {
 	Token func() (string, error)
 	// Log receives forwarding failures.
 	Log logr.Logger
-	// Stats, when set, receives the counts (a Router otherwise keeps its own).
-	Stats *Stats
+	// Metrics receive the forwarding counts and times (metrics.Claims, the served set, when nil).
+	Metrics *metrics.ClaimMetrics
 	// DialContext, when set, opens the TCP connections to peers (default: net.Dialer). The
 	// integration tests map their instances' names to the loopback address with it.
 	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
-// Stats counts forwarding, for tests and benchmarks.
-type Stats struct {
-	// Forwarded claims answered by their owner, Fallbacks claimed locally after a failed forward,
-	// Served claims this replica committed for a peer.
-	Forwarded, Fallbacks, Served atomic.Int64
-	// ForwardNanos is the total time forwarded claims took, round trip included; ServeNanos the
-	// total time this replica took to commit the claims it served.
-	ForwardNanos, ServeNanos atomic.Int64
-}
-
 // Router sends each claim to the replica that owns its worker group and serves the claims peers
 // send to it. It implements Claimer and http.Handler.
 type Router struct {
-	local  Claimer
+	local  Local
 	peers  *Peers
 	opts   Options
 	client *http.Client
-	stats  *Stats
+	m      *metrics.ClaimMetrics
 }
 
 // NewRouter returns a Router that claims through local what this replica owns or serves.
-func NewRouter(local Claimer, peers *Peers, opts Options) *Router {
-	r := &Router{local: local, peers: peers, opts: opts, stats: opts.Stats}
-	if r.stats == nil {
-		r.stats = &Stats{}
+func NewRouter(local Local, peers *Peers, opts Options) *Router {
+	if opts.Timeout <= 0 {
+		opts.Timeout = allocator.DefaultTimeout
+	}
+	r := &Router{local: local, peers: peers, opts: opts, m: opts.Metrics}
+	if r.m == nil {
+		r.m = metrics.Claims
 	}
 	r.client = &http.Client{Transport: &http.Transport{
 		DialTLSContext:      r.dialPeer,
@@ -116,8 +109,8 @@ func NewRouter(local Claimer, peers *Peers, opts Options) *Router {
 	return r
 }
 
-// Stats returns the Router's counts.
-func (r *Router) Stats() *Stats { return r.stats }
+// Peers returns the replicas the Router forwards to.
+func (r *Router) Peers() *Peers { return r.peers }
 
 // GroupKey is the key a worker group's owner is chosen by.
 func GroupKey(req allocator.Request) string {
@@ -142,23 +135,24 @@ func (r *Router) Claim(ctx context.Context, req allocator.Request) (allocator.As
 	start := time.Now()
 	assignment, err := r.forward(fctx, owner, req)
 	fcancel()
-	r.stats.ForwardNanos.Add(int64(time.Since(start)))
 	var denied *allocator.DeniedError
-	switch {
-	case err == nil:
-		r.stats.Forwarded.Add(1)
-		metrics.ClaimForwards.WithLabelValues(metrics.ForwardAnswered).Inc()
+	if err == nil || errors.As(err, &denied) {
+		r.count(metrics.ForwardAnswered, start)
+		if denied != nil {
+			return allocator.Assignment{}, denied
+		}
 		return assignment, nil
-	case errors.As(err, &denied):
-		r.stats.Forwarded.Add(1)
-		metrics.ClaimForwards.WithLabelValues(metrics.ForwardAnswered).Inc()
-		return allocator.Assignment{}, denied
 	}
-	r.stats.Fallbacks.Add(1)
-	metrics.ClaimForwards.WithLabelValues(metrics.ForwardFallback).Inc()
+	r.count(metrics.ForwardFallback, start)
 	r.opts.Log.Info("Forwarding a claim to its owner failed, claiming locally", "owner", owner,
 		"namespace", req.Namespace, "rayCluster", req.ClusterName, "group", req.GroupName, "err", err)
 	return r.local.Claim(ctx, req)
+}
+
+// count records a forwarded claim of the given result that started at start.
+func (r *Router) count(result string, start time.Time) {
+	r.m.Forwards.WithLabelValues(result).Inc()
+	r.m.ForwardDuration.WithLabelValues(result).Observe(time.Since(start).Seconds())
 }
 
 // wireRequest and wireResponse are the forwarded claim and its answer: an assignment or a denial.
@@ -240,11 +234,9 @@ func (r *Router) ServeHTTP(w http.ResponseWriter, httpReq *http.Request) {
 	timeout := min(time.Duration(in.TimeoutMillis)*time.Millisecond, r.opts.Timeout)
 	ctx, cancel := context.WithTimeout(httpReq.Context(), timeout)
 	defer cancel()
-	r.stats.Served.Add(1)
-	metrics.ClaimForwards.WithLabelValues(metrics.ForwardServed).Inc()
 	start := time.Now()
 	assignment, err := r.local.Claim(ctx, in.Request)
-	r.stats.ServeNanos.Add(int64(time.Since(start)))
+	r.count(metrics.ForwardServed, start)
 	var out wireResponse
 	var denied *allocator.DeniedError
 	switch {

@@ -39,6 +39,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/ray-tpu/tpu-slice-operator/internal/allocator"
+	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
 )
 
 const serviceName = "tpu-slice-operator-webhook-service.tpu-slice-operator-system.svc"
@@ -65,6 +66,11 @@ func newCert(t *testing.T) tls.Certificate {
 		t.Fatal(err)
 	}
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+// forwards is how many claims of the given result r's metrics counted.
+func forwards(r *Router, result string) int {
+	return int(metrics.Value(r.m.Forwards.WithLabelValues(result)))
 }
 
 // fakeClaimer records the requests it is asked and answers with assignment or err.
@@ -111,7 +117,7 @@ type owner struct {
 func startOwner(t *testing.T, cert tls.Certificate, local *fakeClaimer) *owner {
 	t.Helper()
 	o := &owner{local: local}
-	o.router = NewRouter(local, NewPeers("owner"), Options{Timeout: 5 * time.Second, Log: logr.Discard()})
+	o.router = NewRouter(local, NewPeers("owner"), Options{Timeout: 5 * time.Second, Log: logr.Discard(), Metrics: metrics.NewClaimMetrics()})
 	var mu sync.Mutex
 	o.server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
@@ -131,10 +137,11 @@ func startOwner(t *testing.T, cert tls.Certificate, local *fakeClaimer) *owner {
 
 func (o *owner) addr() string { return strings.TrimPrefix(o.server.URL, "https://") }
 
-func newCaller(cert tls.Certificate, local Claimer, members ...string) *Router {
+func newCaller(cert tls.Certificate, local Local, members ...string) *Router {
 	peers := NewPeers("caller:9443")
 	peers.Set(members)
 	return NewRouter(local, peers, Options{
+		Metrics:            metrics.NewClaimMetrics(),
 		Timeout:            5 * time.Second,
 		ServingCertificate: func() (*tls.Certificate, error) { return &cert, nil },
 		Token:              StaticToken("caller-token"),
@@ -165,8 +172,8 @@ func TestRouterClaimsLocally(t *testing.T) {
 			if tokens := local.tokens(); len(tokens) != 1 || tokens[0] == "" {
 				t.Errorf("local claims = %q, want one with a token", tokens)
 			}
-			if s := r.Stats(); s.Forwarded.Load() != 0 || s.Fallbacks.Load() != 0 {
-				t.Errorf("forwarded %d, fallbacks %d; want none", s.Forwarded.Load(), s.Fallbacks.Load())
+			if forwards(r, metrics.ForwardAnswered) != 0 || forwards(r, metrics.ForwardFallback) != 0 {
+				t.Errorf("forwarded %d, fallbacks %d; want none", forwards(r, metrics.ForwardAnswered), forwards(r, metrics.ForwardFallback))
 			}
 		})
 	}
@@ -227,8 +234,8 @@ func TestRouterForwardsToTheOwner(t *testing.T) {
 			if diff := cmp.Diff([]string{"Bearer caller-token"}, o.auth); diff != "" {
 				t.Errorf("Authorization headers mismatch (-want +got):\n%s", diff)
 			}
-			if r.Stats().Forwarded.Load() != 1 || o.router.Stats().Served.Load() != 1 {
-				t.Errorf("forwarded %d, served %d; want 1, 1", r.Stats().Forwarded.Load(), o.router.Stats().Served.Load())
+			if forwards(r, metrics.ForwardAnswered) != 1 || forwards(o.router, metrics.ForwardServed) != 1 {
+				t.Errorf("forwarded %d, served %d; want 1, 1", forwards(r, metrics.ForwardAnswered), forwards(o.router, metrics.ForwardServed))
 			}
 		})
 	}
@@ -292,8 +299,8 @@ func TestRouterFallsBack(t *testing.T) {
 			} else if n := len(ownerLocal.tokens()); n != 0 {
 				t.Errorf("the owner claimed %d times, want 0", n)
 			}
-			if r.Stats().Fallbacks.Load() != 1 || r.Stats().Forwarded.Load() != 0 {
-				t.Errorf("fallbacks %d, forwarded %d; want 1, 0", r.Stats().Fallbacks.Load(), r.Stats().Forwarded.Load())
+			if forwards(r, metrics.ForwardFallback) != 1 || forwards(r, metrics.ForwardAnswered) != 0 {
+				t.Errorf("fallbacks %d, forwarded %d; want 1, 0", forwards(r, metrics.ForwardFallback), forwards(r, metrics.ForwardAnswered))
 			}
 		})
 	}
@@ -301,7 +308,7 @@ func TestRouterFallsBack(t *testing.T) {
 
 func TestServeHTTPRefusesBadClaims(t *testing.T) {
 	local := &fakeClaimer{}
-	r := NewRouter(local, NewPeers("owner"), Options{Timeout: time.Second, Log: logr.Discard()})
+	r := NewRouter(local, NewPeers("owner"), Options{Timeout: time.Second, Log: logr.Discard(), Metrics: metrics.NewClaimMetrics()})
 	cases := []struct {
 		name, method, body string
 		want               int

@@ -65,46 +65,6 @@ var (
 		Help: "Pod admissions handled by the webhook, by result.",
 	}, []string{"result"})
 
-	// ClaimAttempts observes, per committed or denied claim, how many plans it took.
-	ClaimAttempts = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Namespace: namespace, Name: "claim_attempts",
-		Help:    "Plans (attempts) one claim took before it was committed or denied.",
-		Buckets: []float64{1, 2, 3, 4, 6, 8, 12, 16},
-	})
-
-	// ClaimConflicts observes, per claim, how many of its writes lost a resourceVersion conflict.
-	ClaimConflicts = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Namespace: namespace, Name: "claim_conflicts",
-		Help:    "Writes of one claim that lost a resourceVersion conflict.",
-		Buckets: []float64{0, 1, 2, 3, 4, 6, 8, 12},
-	})
-
-	// ClaimDuration observes how long a claim took, from admission to commit or denial.
-	ClaimDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Namespace: namespace, Name: "claim_duration_seconds",
-		Help:    "Time one claim took, from the webhook asking to the commit or denial.",
-		Buckets: prometheus.ExponentialBuckets(0.002, 2, 13), // 2 ms .. 8 s
-	})
-
-	// ClaimWrites counts the API writes claims made (creates, deletes of dead generations, status updates).
-	ClaimWrites = prometheus.NewCounter(prometheus.CounterOpts{
-		Namespace: namespace, Name: "claim_writes_total",
-		Help: "API writes made to commit claims, including writes that lost a conflict.",
-	})
-
-	// ClaimWritesLost counts the claim writes that lost a conflict to another writer: with several
-	// replicas, the cost of their racing for the same slice.
-	ClaimWritesLost = prometheus.NewCounter(prometheus.CounterOpts{
-		Namespace: namespace, Name: "claim_writes_lost_total",
-		Help: "Claim writes that lost a resourceVersion conflict (or a create race) to another writer.",
-	})
-
-	// ClaimForwards counts claims sent to, or served for, the replica that owns their worker group.
-	ClaimForwards = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: namespace, Name: "claim_forwards_total",
-		Help: "Claims forwarded to the replica that owns their worker group (answered, fallback: claimed locally after a failed forward) or served for a peer (served).",
-	}, []string{"result"})
-
 	// ClaimsAdopted counts the bound claims recorded for live Pods that carried a TPU identity but
 	// no claim, by where they were recorded.
 	ClaimsAdopted = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -126,9 +86,12 @@ var (
 	}, []string{"reason"})
 )
 
+// Claims is the process's claim metrics, registered with controller-runtime's registry.
+var Claims = NewClaimMetrics()
+
 func init() {
-	crmetrics.Registry.MustRegister(Admissions, ClaimAttempts, ClaimConflicts, ClaimDuration, ClaimWrites, ClaimWritesLost, ClaimForwards,
-		ClaimsAdopted, PodsDeleted, ClaimsReleased)
+	crmetrics.Registry.MustRegister(Admissions, ClaimsAdopted, PodsDeleted, ClaimsReleased)
+	crmetrics.Registry.MustRegister(Claims.collectors()...)
 }
 
 // sliceCollector reports the slices in the cache by state when scraped.

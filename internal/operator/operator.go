@@ -24,6 +24,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"net/http"
 	"slices"
 	"time"
@@ -46,8 +47,11 @@ import (
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/controllers"
+	"github.com/ray-tpu/tpu-slice-operator/internal/allocator"
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
+	"github.com/ray-tpu/tpu-slice-operator/internal/forward"
 	"github.com/ray-tpu/tpu-slice-operator/internal/identity"
+	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
 	"github.com/ray-tpu/tpu-slice-operator/internal/nodes"
 	"github.com/ray-tpu/tpu-slice-operator/internal/tombstones"
 	"github.com/ray-tpu/tpu-slice-operator/internal/topology"
@@ -77,12 +81,22 @@ type Options struct {
 	// KubeAPIQPS and KubeAPIBurst limit the operator's API client (zero: the defaults above).
 	KubeAPIQPS   float32
 	KubeAPIBurst int
-	Webhooks     webhooks.Options
-	Controllers  controllers.Options
+	// ClaimTimeout bounds the retries of one claim; past it the Pod is denied as transient
+	// (allocator.DefaultTimeout when zero).
+	ClaimTimeout time.Duration
+	// MaxSliceHosts bounds the hosts of a slice: Pods and RayCluster groups of larger topologies
+	// are denied (topology.DefaultMaxSliceHosts when zero).
+	MaxSliceHosts int
+	// Forward, when its Service is set, sends each claim to the replica that owns its worker group.
+	Forward     forward.SetupOptions
+	Webhooks    webhooks.Options
+	Controllers controllers.Options
 	// DisableWebhooks skips registering the admission webhooks (the reconciler alone).
 	DisableWebhooks bool
 	// DisableControllers skips the reconcilers (a webhook-only replica, as in tests with many instances).
 	DisableControllers bool
+	// Metrics receive the claim metrics (metrics.Claims, the served set, when nil).
+	Metrics *metrics.ClaimMetrics
 	// Tombstones, when set, records the Pod deletions the webhooks and reconcilers share (a new
 	// set when nil).
 	Tombstones *tombstones.Tombstones
@@ -112,11 +126,8 @@ func CacheOptions(opts Options) cache.Options {
 		&corev1.Pod{}:  {Label: workerPods, Transform: TrimPod},
 		&corev1.Node{}: nodes.CacheOptions(),
 	}
-	if fo := opts.Webhooks.Forward; fo.Enabled() {
-		byObject[&discoveryv1.EndpointSlice{}] = cache.ByObject{
-			Namespaces: map[string]cache.Config{fo.Namespace: {}},
-			Label:      labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: fo.Service}),
-		}
+	if opts.Forward.Enabled() {
+		byObject[&discoveryv1.EndpointSlice{}] = opts.Forward.CacheOptions()
 	}
 	return cache.Options{ByObject: byObject}
 }
@@ -192,7 +203,10 @@ func tpuOnly(list corev1.ResourceList) corev1.ResourceList {
 func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&o.qps, "kube-api-qps", DefaultKubeAPIQPS, "Client-side QPS limit of the operator's API client.")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", DefaultKubeAPIBurst, "Client-side burst limit of the operator's API client.")
-	o.Webhooks.BindFlags(fs)
+	fs.DurationVar(&o.ClaimTimeout, "claim-timeout", allocator.DefaultTimeout,
+		"How long one Pod admission may retry its claim before it is denied as transient (below the webhook's 10s timeout).")
+	fs.IntVar(&o.MaxSliceHosts, "max-slice-hosts", int(topology.DefaultMaxSliceHosts),
+		"The most hosts (worker Pods) a TPU slice may have: Pods and RayCluster groups of larger topologies are denied. The default is a little above the largest TPU slice sold today (tpu7x: 2,304 hosts).")
 	o.Controllers.BindFlags(fs)
 }
 
@@ -225,31 +239,68 @@ func New(cfg *rest.Config, mgrOpts manager.Options, opts Options) (manager.Manag
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
 	}
-	if err := Setup(mgr, opts); err != nil {
+	if _, err := Setup(mgr, opts); err != nil {
 		return nil, err
 	}
 	return mgr, nil
 }
 
 // Setup registers the operator's webhooks and reconcilers with mgr, and what they share: the Pod
-// cache's indexes by spec identity and claim token, and the tombstones of deleted Pods.
-func Setup(mgr manager.Manager, opts Options) error {
+// cache's indexes by spec identity and claim token, and the tombstones of deleted Pods. It returns
+// the parts it built.
+func Setup(mgr manager.Manager, opts Options) (*Parts, error) {
 	graves, err := watchPods(mgr, opts.Tombstones)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	opts.Webhooks.Tombstones, opts.Controllers.Tombstones = graves, graves
+	opts.Controllers.Tombstones = graves
+	parts := &Parts{}
 	if !opts.DisableWebhooks {
-		if err := webhooks.Setup(mgr, opts.Webhooks); err != nil {
-			return fmt.Errorf("setting up webhooks: %w", err)
+		if err := parts.setupWebhooks(mgr, opts, graves); err != nil {
+			return nil, fmt.Errorf("setting up webhooks: %w", err)
 		}
 	}
 	if !opts.DisableControllers {
 		if err := controllers.Setup(mgr, opts.Controllers); err != nil {
-			return fmt.Errorf("setting up controllers: %w", err)
+			return nil, fmt.Errorf("setting up controllers: %w", err)
 		}
 	}
-	return nil
+	return parts, nil
+}
+
+// Parts are what Setup built that a caller may inspect (the integration tests and the benchmark).
+type Parts struct {
+	// Allocator is what the Pod webhook claims through (nil without webhooks).
+	Allocator *allocator.Allocator
+	// Router forwards claims to their group's owner (nil without forwarding).
+	Router *forward.Router
+}
+
+// setupWebhooks builds the allocator the Pod webhook claims through, with claim forwarding's Router
+// in front of it when forwarding is on, and registers the webhooks.
+func (p *Parts) setupWebhooks(mgr manager.Manager, opts Options, graves *tombstones.Tombstones) error {
+	maxHosts := int32(min(opts.MaxSliceHosts, math.MaxInt32)) //nolint:gosec // clamped.
+	if maxHosts <= 0 {
+		maxHosts = topology.DefaultMaxSliceHosts
+	}
+	alloc := allocator.New(mgr.GetClient(), mgr.GetAPIReader(), allocator.Options{
+		Timeout: opts.ClaimTimeout, MaxSliceHosts: maxHosts, Tombstones: graves, Metrics: opts.Metrics,
+	})
+	var claimer webhooks.Claimer = alloc
+	if opts.Forward.Enabled() {
+		fo := opts.Forward
+		fo.Router.Timeout, fo.Router.Metrics = opts.ClaimTimeout, opts.Metrics
+		router, err := forward.Setup(mgr, alloc, fo)
+		if err != nil {
+			return err
+		}
+		claimer, p.Router = router, router
+	}
+	p.Allocator = alloc
+	if opts.Webhooks.RayCluster.MaxSliceHosts == 0 {
+		opts.Webhooks.RayCluster.MaxSliceHosts = maxHosts
+	}
+	return webhooks.Setup(mgr, claimer, alloc, opts.Webhooks)
 }
 
 // watchPods registers the Pod cache's field indexes and returns the tombstones its informer records.

@@ -18,12 +18,14 @@ package operator
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -35,6 +37,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
+	"github.com/ray-tpu/tpu-slice-operator/internal/allocator"
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
 	"github.com/ray-tpu/tpu-slice-operator/internal/identity"
 	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
@@ -94,7 +97,7 @@ func TestSetupStartsWebhookInformers(t *testing.T) {
 	if err != nil {
 		t.Fatalf("manager.New() error: %v", err)
 	}
-	if err := Setup(mgr, Options{DisableControllers: true}); err != nil {
+	if _, err := Setup(mgr, Options{DisableControllers: true}); err != nil {
 		t.Fatalf("Setup() error: %v", err)
 	}
 	slices.Sort(rec.informers)
@@ -137,5 +140,31 @@ func TestTrimPodKeepsTheIdentity(t *testing.T) {
 	}
 	if diff := cmp.Diff(map[string]string{tpuv1alpha1.ClaimTokenAnnotation: "t"}, tp.Annotations); diff != "" {
 		t.Errorf("trimmed annotations (-want,+got):\n%s", diff)
+	}
+}
+
+func TestOptionsBindFlags(t *testing.T) {
+	cases := map[string]struct {
+		args []string
+		want time.Duration
+	}{
+		"the claim timeout defaults to 6s, inside the webhook's 10s timeout": {want: allocator.DefaultTimeout},
+		"--claim-timeout sets it": {args: []string{"--claim-timeout=3s"}, want: 3 * time.Second},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var opts Options
+			fs := flag.NewFlagSet("test", flag.ContinueOnError)
+			opts.BindFlags(fs)
+			if err := fs.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			if opts.ClaimTimeout != tc.want {
+				t.Errorf("ClaimTimeout = %s, want %s", opts.ClaimTimeout, tc.want)
+			}
+		})
+	}
+	if allocator.DefaultTimeout >= 10*time.Second {
+		t.Errorf("allocator.DefaultTimeout = %s, want it below the webhook timeout of 10s", allocator.DefaultTimeout)
 	}
 }

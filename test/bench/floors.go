@@ -36,6 +36,7 @@ import (
 	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
 	"github.com/ray-tpu/tpu-slice-operator/internal/topology"
 	"github.com/ray-tpu/tpu-slice-operator/internal/tpuenv"
+	"github.com/ray-tpu/tpu-slice-operator/test/integration/framework"
 )
 
 // floor is a same-run measurement that bounds what the webhook run can reach.
@@ -195,7 +196,8 @@ func (b *bench) claimWriteFloor(ctx context.Context, rc *rayv1.RayCluster, s sce
 // client claims a worker ID through alloc, one allocator shared by every client, applies it to the
 // Pod as the webhook would and creates the Pod. That is group commit with a single writer, without
 // the admission round trip and without other writers to conflict with.
-func (b *bench) singleWriterFloor(ctx context.Context, alloc *allocator.Allocator, s scenario) (floor, error) {
+func (b *bench) singleWriterFloor(ctx context.Context, inst *framework.Instance, s scenario) (floor, error) {
+	alloc := inst.Allocator
 	f := floor{name: "group-commit floor (one in-process allocator, no webhook)"}
 	rc, err := b.rayCluster(ctx, "gc", s)
 	if err != nil {
@@ -206,7 +208,7 @@ func (b *bench) singleWriterFloor(ctx context.Context, alloc *allocator.Allocato
 		Namespace: rc.Namespace, ClusterName: rc.Name, ClusterUID: rc.UID, GroupName: "tpu",
 		Hosts: s.hosts, Topology: s.topology, Accelerator: s.acceleratorType(),
 	}
-	before := alloc.Stats.Writes.Load()
+	before := inst.Counts().Writes
 	var next, failures atomic.Int64
 	lat := make([]time.Duration, n)
 	var wg sync.WaitGroup
@@ -233,7 +235,7 @@ func (b *bench) singleWriterFloor(ctx context.Context, alloc *allocator.Allocato
 		return f, fmt.Errorf("group-commit floor: %d creates or claims failed", failed)
 	}
 	f.p99 = percentile(lat, 99)
-	f.extra = fmt.Sprintf(", writes per Pod %.2f", float64(alloc.Stats.Writes.Load()-before)/float64(n))
+	f.extra = fmt.Sprintf(", writes per Pod %.2f", float64(inst.Counts().Writes-before)/float64(n))
 	return f, nil
 }
 

@@ -100,7 +100,7 @@ func (b *bench) scenario(ctx context.Context, s scenario) (result, error) {
 	if s.floor == groupCommitFloor {
 		// The floor of group commit with a single writer: the same creates by the same clients, each
 		// followed by a claim through one in-process allocator, no webhook.
-		f, err := b.singleWriterFloor(ctx, instances[0].Allocator, s)
+		f, err := b.singleWriterFloor(ctx, instances[0], s)
 		if err != nil {
 			return r, err
 		}

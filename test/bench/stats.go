@@ -23,7 +23,7 @@ import (
 	"github.com/ray-tpu/tpu-slice-operator/test/integration/framework"
 )
 
-// allocStats is a snapshot of allocator counters.
+// allocStats is a snapshot of the instances' claim metrics.
 type allocStats struct {
 	attempts, conflicts, writes, lostWrites, claimNanos int64
 	// forwarded and fallbacks count claim forwarding (instances that forward); forwardNanos and
@@ -31,23 +31,13 @@ type allocStats struct {
 	forwarded, fallbacks, forwardNanos, serveNanos int64
 }
 
+// stats reads the instances' claim metrics.
 func stats(instances []*framework.Instance) allocStats {
-	var s allocStats
-	for _, inst := range instances {
-		st := &inst.Allocator.Stats
-		s.attempts += st.Attempts.Load()
-		s.conflicts += st.Conflicts.Load()
-		s.writes += st.Writes.Load()
-		s.lostWrites += st.LostWrites.Load()
-		s.claimNanos += st.ClaimNanos.Load()
-		if inst.Forwarding != nil {
-			s.forwarded += inst.Forwarding.Forwarded.Load()
-			s.fallbacks += inst.Forwarding.Fallbacks.Load()
-			s.forwardNanos += inst.Forwarding.ForwardNanos.Load()
-			s.serveNanos += inst.Forwarding.ServeNanos.Load()
-		}
+	c := framework.TotalCounts(instances)
+	return allocStats{
+		attempts: c.Attempts, conflicts: c.Conflicts, writes: c.Writes, lostWrites: c.LostWrites, claimNanos: int64(c.ClaimTime),
+		forwarded: c.Forwarded, fallbacks: c.Fallbacks, forwardNanos: int64(c.ForwardTime), serveNanos: int64(c.ServeTime),
 	}
-	return s
 }
 
 // startInstances starts the scenario's webhook instances (the first runs the reconciler, if asked),

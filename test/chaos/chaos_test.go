@@ -122,14 +122,8 @@ func run(seed, stream uint64, gate bool, d time.Duration) {
 	r.check(true)
 	r.checkDryRun()
 
-	var admitted, denials, attempts, forwarded, fallbacks int64
-	for _, inst := range append(r.retired, r.instances...) {
-		admitted += inst.Allocator.Stats.Claims.Load()
-		denials += inst.Allocator.Stats.Denials.Load()
-		attempts += inst.Allocator.Stats.Attempts.Load()
-		forwarded += inst.Forwarding.Forwarded.Load()
-		fallbacks += inst.Forwarding.Fallbacks.Load()
-	}
+	c := framework.TotalCounts(append(r.retired, r.instances...))
+	admitted, denials, attempts, forwarded, fallbacks := c.Committed, c.Denied, c.Attempts, c.Forwarded, c.Fallbacks
 	gateName := map[bool]string{false: "off", true: "on"}[gate]
 	line := fmt.Sprintf("CHAOS seed=%d duration=%.0f gate=%s ops=%d admitted=%d denials=%d retries=%d violations=%d forwarded=%d fallbacks=%d",
 		seed, d.Seconds(), gateName, r.ops, admitted, denials, max(attempts-admitted-denials, 0), len(r.errs), forwarded, fallbacks)

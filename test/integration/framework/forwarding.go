@@ -42,7 +42,6 @@ import (
 	"github.com/ray-tpu/tpu-slice-operator/internal/allocator"
 	"github.com/ray-tpu/tpu-slice-operator/internal/certs"
 	"github.com/ray-tpu/tpu-slice-operator/internal/forward"
-	"github.com/ray-tpu/tpu-slice-operator/webhooks"
 )
 
 // ForwardNamespace and ForwardService are where forwarding instances find each other: the
@@ -59,38 +58,33 @@ const (
 // (EndpointSlice addresses are FQDNs of two labels or more, and never loopback IPs).
 const loopbackName = "instances.tpu-slice-operator.test"
 
-// forwardOptions configures opts to forward claims as the instance listening on port and returns
-// the stats the instance's Router counts into and the peers it sees.
-func (e *Env) forwardOptions(ctx context.Context, opts *InstanceOptions, port int) (*forward.Stats, *forward.Peers, error) {
+// forwardOptions configures opts to forward claims as the instance listening on port does.
+func (e *Env) forwardOptions(ctx context.Context, opts *InstanceOptions, port int) error {
 	token := opts.ForwardToken
 	if token == "" {
 		var err error
 		if token, err = e.forwardToken(ctx); err != nil {
-			return nil, nil, err
+			return err
 		}
 	} else if err := e.ensureNamespace(ctx, ForwardNamespace); err != nil {
-		return nil, nil, err
+		return err
 	}
 	wio := &e.Env.WebhookInstallOptions
 	cert, err := tls.LoadX509KeyPair(filepath.Join(wio.LocalServingCertDir, "tls.crt"), filepath.Join(wio.LocalServingCertDir, "tls.key"))
 	if err != nil {
-		return nil, nil, fmt.Errorf("loading webhook serving certificate: %w", err)
+		return fmt.Errorf("loading webhook serving certificate: %w", err)
 	}
-	stats := &forward.Stats{}
-	self := EndpointAddress(port)
-	peers := forward.NewPeers(self)
-	opts.Operator.Webhooks.Forward = webhooks.ForwardOptions{
-		Service:            ForwardService,
-		Namespace:          ForwardNamespace,
-		PortName:           webhooks.DefaultWebhookPortName,
-		Self:               self,
-		Peers:              peers,
-		ServingCertificate: func() (*tls.Certificate, error) { return &cert, nil },
-		Token:              forward.StaticToken(token),
-		Stats:              stats,
-		DialContext:        e.dialInstance,
+	opts.Operator.Forward = forward.SetupOptions{
+		Service:   ForwardService,
+		Namespace: ForwardNamespace,
+		Self:      EndpointAddress(port),
+		Router: forward.Options{
+			ServingCertificate: func() (*tls.Certificate, error) { return &cert, nil },
+			Token:              forward.StaticToken(token),
+			DialContext:        e.dialInstance,
+		},
 	}
-	return stats, peers, nil
+	return nil
 }
 
 // forwardToken returns (creating once) a token of a ServiceAccount bound to a ClusterRole that
@@ -178,7 +172,7 @@ func EndpointSlice(port int) *discoveryv1.EndpointSlice {
 			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
 		}},
 		Ports: []discoveryv1.EndpointPort{{
-			Name: ptr.To(webhooks.DefaultWebhookPortName), Port: ptr.To(int32(port)), Protocol: ptr.To(corev1.ProtocolTCP),
+			Name: ptr.To(forward.DefaultPortName), Port: ptr.To(int32(port)), Protocol: ptr.To(corev1.ProtocolTCP),
 		}},
 	}
 }

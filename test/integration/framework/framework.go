@@ -54,8 +54,8 @@ import (
 	"github.com/ray-tpu/tpu-slice-operator/internal/allocator"
 	"github.com/ray-tpu/tpu-slice-operator/internal/forward"
 	"github.com/ray-tpu/tpu-slice-operator/internal/localenv"
+	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
 	"github.com/ray-tpu/tpu-slice-operator/internal/operator"
-	"github.com/ray-tpu/tpu-slice-operator/internal/tombstones"
 )
 
 // Env is a running control plane with our webhooks installed.
@@ -193,8 +193,8 @@ type Instance struct {
 	Manager   manager.Manager
 	Allocator *allocator.Allocator
 	Addr      string
-	// Forwarding counts the claims this instance forwarded and served (with InstanceOptions.Forward).
-	Forwarding *forward.Stats
+	// Metrics are this instance's claim metrics: what its allocator and claim forwarding did.
+	Metrics *metrics.ClaimMetrics
 	// Peers are the replicas this instance forwards to, as it sees them (with InstanceOptions.Forward).
 	Peers *forward.Peers
 	// endpointSlice is the instance's endpoint in the webhook Service, if it forwards.
@@ -252,14 +252,13 @@ func (e *Env) StartInstance(ctx context.Context, opts InstanceOptions) (*Instanc
 	}
 	wio := &e.Env.WebhookInstallOptions
 	addr := net.JoinHostPort(wio.LocalServingHost, strconv.Itoa(port))
-	var (
-		stats *forward.Stats
-		peers *forward.Peers
-	)
 	if opts.Forward {
-		if stats, peers, err = e.forwardOptions(ctx, &opts, port); err != nil {
+		if err := e.forwardOptions(ctx, &opts, port); err != nil {
 			return nil, err
 		}
+	}
+	if opts.Operator.Metrics == nil {
+		opts.Operator.Metrics = metrics.NewClaimMetrics()
 	}
 	mgr, err := manager.New(cfg, manager.Options{
 		Scheme:                 operator.Scheme,
@@ -275,22 +274,14 @@ func (e *Env) StartInstance(ctx context.Context, opts InstanceOptions) (*Instanc
 	if err != nil {
 		return nil, err
 	}
-	inst := &Instance{Manager: mgr, Addr: addr, Forwarding: stats, Peers: peers, env: e, done: make(chan error, 1)}
-	if !opts.Operator.DisableWebhooks && opts.Operator.Webhooks.Allocator == nil {
-		timeout := opts.Operator.Webhooks.ClaimTimeout
-		if timeout == 0 {
-			timeout = 6 * time.Second
-		}
-		if opts.Operator.Tombstones == nil {
-			opts.Operator.Tombstones = tombstones.New(0)
-		}
-		opts.Operator.Webhooks.Allocator = allocator.New(mgr.GetClient(), mgr.GetAPIReader(), allocator.Options{
-			Timeout: timeout, MaxSliceHosts: int32(opts.Operator.Webhooks.MaxSliceHosts), Tombstones: opts.Operator.Tombstones, //nolint:gosec // a test flag.
-		})
-	}
-	inst.Allocator = opts.Operator.Webhooks.Allocator
-	if err := operator.Setup(mgr, opts.Operator); err != nil {
+	inst := &Instance{Manager: mgr, Addr: addr, Metrics: opts.Operator.Metrics, env: e, done: make(chan error, 1)}
+	parts, err := operator.Setup(mgr, opts.Operator)
+	if err != nil {
 		return nil, err
+	}
+	inst.Allocator = parts.Allocator
+	if parts.Router != nil {
+		inst.Peers = parts.Router.Peers()
 	}
 	ictx, cancel := context.WithCancel(ctx)
 	inst.cancel = cancel

@@ -375,9 +375,6 @@ func podNames(pods []*corev1.Pod) []string {
 
 // forwardingStats sums the claims the webhook replicas forwarded and fell back on.
 func forwardingStats() (forwarded, fallbacks int64) {
-	for _, inst := range webhookInstances {
-		forwarded += inst.Forwarding.Forwarded.Load()
-		fallbacks += inst.Forwarding.Fallbacks.Load()
-	}
-	return forwarded, fallbacks
+	c := framework.TotalCounts(webhookInstances)
+	return c.Forwarded, c.Fallbacks
 }

@@ -71,7 +71,7 @@ var _ = Describe("Claim forwarding between webhook replicas", func() {
 			if owner, _ := rendezvous.Owner(key, members); owner == deadAddr {
 				rcName = rc.Name
 				By("creating the 4 Pods of " + rc.Name + " concurrently")
-				before := claimStats()
+				before := framework.TotalCounts(instances)
 				var wg sync.WaitGroup
 				errs := make([]error, 4)
 				for j := range 4 {
@@ -81,9 +81,9 @@ var _ = Describe("Claim forwarding between webhook replicas", func() {
 				for _, err := range errs {
 					Expect(err).NotTo(HaveOccurred())
 				}
-				after := claimStats()
-				Expect(after.fallbacks-before.fallbacks).To(Equal(int64(4)), "every claim fell back to its own replica")
-				Expect(after.forwarded - before.forwarded).To(BeZero())
+				after := framework.TotalCounts(instances)
+				Expect(after.Fallbacks-before.Fallbacks).To(Equal(int64(4)), "every claim fell back to its own replica")
+				Expect(after.Forwarded - before.Forwarded).To(BeZero())
 			}
 		}
 		report, err := framework.CheckAdmitted(ctx, k8sClient, ns)
@@ -111,7 +111,7 @@ var _ = Describe("Claim forwarding between webhook replicas", func() {
 			Expect(resp.Body.Close()).To(Succeed())
 			return resp.StatusCode
 		}
-		served := inst.Forwarding.Served.Load()
+		served := inst.Counts().Served
 
 		By("no token")
 		Expect(post("")).To(Equal(http.StatusUnauthorized))
@@ -124,7 +124,7 @@ var _ = Describe("Claim forwarding between webhook replicas", func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(post(token)).To(Equal(http.StatusForbidden))
 
-		Expect(inst.Forwarding.Served.Load()).To(Equal(served), "no refused request reached the allocator")
+		Expect(inst.Counts().Served).To(Equal(served), "no refused request reached the allocator")
 		expectNoSlices(ns)
 	})
 })

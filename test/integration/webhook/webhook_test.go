@@ -154,7 +154,7 @@ var _ = Describe("TPU worker Pod admission", func() {
 		func(accelerator, topology string, chips int64, hosts, replicas int32) {
 			rc := createCluster(testutil.MakeRayCluster("rc", ns).TPUGroup("tpu", accelerator, topology, chips, hosts, replicas).ManagedByMultiKueue().Obj())
 			n := int(hosts * replicas)
-			before := claimStats()
+			before := framework.TotalCounts(instances)
 			committedBefore := committedBy()
 			errs := make([]error, n)
 			latencies := make([]time.Duration, n)
@@ -180,18 +180,18 @@ var _ = Describe("TPU worker Pod admission", func() {
 			for _, ids := range report.IDs {
 				Expect(ids).To(HaveLen(int(hosts)))
 			}
-			after := claimStats()
+			after := framework.TotalCounts(instances)
 			By("one replica, the group's owner, committing every claim; the others forwarding theirs to it")
 			committed := committedBy()
 			for i := range committed {
 				committed[i] -= committedBefore[i]
 			}
 			Expect(committed).To(ContainElement(int64(n)), "claims committed by each instance: %v", committed)
-			Expect(after.forwarded - before.forwarded).To(BeNumerically(">", 0))
-			Expect(after.fallbacks - before.fallbacks).To(BeZero())
+			Expect(after.Forwarded - before.Forwarded).To(BeNumerically(">", 0))
+			Expect(after.Fallbacks - before.Fallbacks).To(BeZero())
 			GinkgoWriter.Printf("CLAIMS pods=%d attempts_per_pod=%.2f conflicts_per_pod=%.2f writes_per_pod=%.2f\n", n,
-				float64(after.attempts-before.attempts)/float64(n), float64(after.conflicts-before.conflicts)/float64(n),
-				float64(after.writes-before.writes)/float64(n))
+				float64(after.Attempts-before.Attempts)/float64(n), float64(after.Conflicts-before.Conflicts)/float64(n),
+				float64(after.Writes-before.Writes)/float64(n))
 			Eventually(func() error { return framework.CheckClaimsMatchPods(ctx, k8sClient, ns) },
 				testutil.Timeout, testutil.Interval).Should(Succeed())
 		},
@@ -222,25 +222,11 @@ func expectNoSlices(ns string) {
 	Expect(list.Items).To(BeEmpty())
 }
 
-type stats struct{ attempts, conflicts, writes, forwarded, fallbacks int64 }
-
-func claimStats() stats {
-	var s stats
-	for _, inst := range instances {
-		s.attempts += inst.Allocator.Stats.Attempts.Load()
-		s.conflicts += inst.Allocator.Stats.Conflicts.Load()
-		s.writes += inst.Allocator.Stats.Writes.Load()
-		s.forwarded += inst.Forwarding.Forwarded.Load()
-		s.fallbacks += inst.Forwarding.Fallbacks.Load()
-	}
-	return s
-}
-
 // committedBy returns the claims each instance's allocator has committed so far.
 func committedBy() []int64 {
 	out := make([]int64, len(instances))
 	for i, inst := range instances {
-		out[i] = inst.Allocator.Stats.Claims.Load()
+		out[i] = inst.Counts().Committed
 	}
 	return out
 }

@@ -14,34 +14,34 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package webhooks
+package forward
 
 import (
 	"crypto/tls"
 	"testing"
-
-	"github.com/ray-tpu/tpu-slice-operator/internal/forward"
 )
 
-func TestForwardOptionsValidate(t *testing.T) {
-	complete := func() ForwardOptions {
-		return ForwardOptions{
+func TestSetupOptionsValidate(t *testing.T) {
+	complete := func() SetupOptions {
+		return SetupOptions{
 			Service: "tpu-slice-operator-webhook-service", Namespace: "tpu-slice-operator-system", Self: "10.0.0.1:9443",
-			ServingCertificate: func() (*tls.Certificate, error) { return &tls.Certificate{}, nil },
-			Token:              forward.StaticToken("token"),
+			Router: Options{
+				ServingCertificate: func() (*tls.Certificate, error) { return &tls.Certificate{}, nil },
+				Token:              StaticToken("token"),
+			},
 		}
 	}
 	cases := []struct {
 		name    string
-		change  func(*ForwardOptions)
+		change  func(*SetupOptions)
 		wantErr string
 	}{
-		{name: "complete", change: func(*ForwardOptions) {}},
-		{name: "no namespace", change: func(o *ForwardOptions) { o.Namespace = "" },
+		{name: "complete", change: func(*SetupOptions) {}},
+		{name: "no namespace", change: func(o *SetupOptions) { o.Namespace = "" },
 			wantErr: "claim forwarding through Service tpu-slice-operator-webhook-service needs: namespace"},
-		{name: "no own address ($POD_IP unset)", change: func(o *ForwardOptions) { o.Self = "" },
+		{name: "no own address ($POD_IP unset)", change: func(o *SetupOptions) { o.Self = "" },
 			wantErr: "claim forwarding through Service tpu-slice-operator-webhook-service needs: own address"},
-		{name: "no certificate and no token", change: func(o *ForwardOptions) { o.ServingCertificate, o.Token = nil, nil },
+		{name: "no certificate and no token", change: func(o *SetupOptions) { o.Router.ServingCertificate, o.Router.Token = nil, nil },
 			wantErr: "claim forwarding through Service tpu-slice-operator-webhook-service needs: serving certificate, bearer token"},
 	}
 	for _, tc := range cases {
@@ -59,11 +59,11 @@ func TestForwardOptionsValidate(t *testing.T) {
 	}
 }
 
-func TestForwardOptionsEnabled(t *testing.T) {
-	if (&ForwardOptions{}).Enabled() {
+func TestSetupOptionsEnabled(t *testing.T) {
+	if (&SetupOptions{}).Enabled() {
 		t.Error("forwarding without a Service is enabled")
 	}
-	if !(&ForwardOptions{Service: "svc"}).Enabled() {
+	if !(&SetupOptions{Service: "svc"}).Enabled() {
 		t.Error("forwarding with a Service is not enabled")
 	}
 }
