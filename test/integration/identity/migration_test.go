@@ -40,6 +40,23 @@ var _ = Describe("TPUSliceAssignments stored by earlier versions", Serial, func(
 		Expect(k8sClient.Create(ctx, n)).To(Succeed())
 		ns := n.Name
 		rc := cluster(ns, "old", "4x4", 4, 4, 1)
+		By("the earlier version's objects are written while no reconciler runs, as before an upgrade")
+		Expect(instances[0].Stop()).To(Succeed())
+		env.ServeWebhooksFrom(instances[1:]...)
+		// The upgraded operator: a new instance running the reconciler, as instance 0 did.
+		upgraded := false
+		upgrade := func() {
+			inst, err := env.StartInstance(ctx, framework.InstanceOptions{Forward: true})
+			Expect(err).NotTo(HaveOccurred())
+			instances[0], upgraded = inst, true
+			env.ServeWebhooksFrom(instances...)
+			Expect(framework.WaitForPeers(ctx, instances...)).To(Succeed())
+		}
+		DeferCleanup(func() {
+			if !upgraded {
+				upgrade()
+			}
+		})
 		env.Bypass(true)
 		held := framework.MustCreate(ctx, k8sClient, referencePod(rc, 0, 0))
 		env.Bypass(false)
@@ -66,17 +83,22 @@ var _ = Describe("TPUSliceAssignments stored by earlier versions", Serial, func(
 			return k8sClient.Status().Update(ctx, obj)
 		}, testutil.Timeout, testutil.Interval).Should(Succeed())
 
+		raw := &unstructured.Unstructured{}
+		raw.SetGroupVersionKind(tpuv1alpha1.GroupVersion.WithKind("TPUSliceAssignment"))
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(obj), raw)).To(Succeed())
+		_, stored, _ := unstructured.NestedFieldNoCopy(raw.Object, "status", "claims")
+		Expect(stored).To(BeTrue(), "the slice is stored in the list form")
+
 		By("the stored list is read as it is")
 		read := &tpuv1alpha1.TPUSliceAssignment{}
 		Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: naming.SliceName(rc.Name, "tpu", 0)}, read)).To(Succeed())
 		Expect([]tpuv1alpha1.WorkerClaim(read.Status.Claims)).To(Equal([]tpuv1alpha1.WorkerClaim{
 			{WorkerID: 0, Token: "legacy-0", PodName: held.Name, PodUID: held.UID}}))
 
-		By("a new Pod gets a free ID, and the slice is stored in the string form")
+		By("the upgraded operator starts; a new Pod gets a free ID, and the slice is stored in the string form")
+		upgrade()
 		next := framework.MustCreate(ctx, k8sClient, testutil.WorkerPodFor(rc, "tpu").Obj())
 		Expect(framework.WorkerID(next)).To(Equal("1"))
-		raw := &unstructured.Unstructured{}
-		raw.SetGroupVersionKind(tpuv1alpha1.GroupVersion.WithKind("TPUSliceAssignment"))
 		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(obj), raw)).To(Succeed())
 		text, found, err := unstructured.NestedString(raw.Object, "status", "workers")
 		Expect(err).NotTo(HaveOccurred(), "status.workers is a string")
