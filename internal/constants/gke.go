@@ -16,7 +16,7 @@ limitations under the License.
 
 package constants
 
-// GKE subslicing, dynamic slicing and placement (docs/gke-parity.md).
+// GKE subslicing, dynamic slicing and placement (docs/design.md, GKE placement).
 const (
 	// GKELabelPrefix starts every GKE and GCE node label and annotation key.
 	GKELabelPrefix = "cloud.google.com/"

@@ -15,7 +15,7 @@ limitations under the License.
 */
 
 // Package placement decides how the scheduler keeps the Pods of a multi-host TPU slice together
-// (docs/gke-parity.md): the topologyKey of the slice's required pod affinity and anti-affinity,
+// (docs/design.md, GKE placement): the topologyKey of the slice's required pod affinity and anti-affinity,
 // chosen from the Pod's own affinity and annotations and the GCE topology labels of the TPU Nodes,
 // or no affinity at all when Kueue or GKE's dynamic slicing places the slice.
 //
