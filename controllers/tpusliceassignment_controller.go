@@ -38,6 +38,7 @@ import (
 	"github.com/ray-tpu/tpu-slice-operator/internal/lifecycle"
 	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
 	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
+	"github.com/ray-tpu/tpu-slice-operator/internal/reads"
 	"github.com/ray-tpu/tpu-slice-operator/internal/tombstones"
 )
 
@@ -282,23 +283,8 @@ func conflictChanged(slice *tpuv1alpha1.TPUSliceAssignment, d lifecycle.Decision
 // rayCluster returns the RayCluster name, or nil when it does not exist. A missing answer, or one
 // of another UID than uid, from the cache is confirmed by a live read before anything is deleted.
 func (r *TPUSliceAssignmentReconciler) rayCluster(ctx context.Context, namespace, name string, uid types.UID) (*rayv1.RayCluster, error) {
-	key := types.NamespacedName{Namespace: namespace, Name: name}
-	rc := &rayv1.RayCluster{}
-	err := r.client.Get(ctx, key, rc)
-	if err == nil && (uid == "" || rc.UID == uid) {
-		return rc, nil
-	}
-	if err != nil && !apierrors.IsNotFound(err) {
-		return nil, err
-	}
-	rc = &rayv1.RayCluster{}
-	if err := r.reader.Get(ctx, key, rc); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, nil
-		}
-		return nil, err
-	}
-	return rc, nil
+	return reads.CacheThenLive(ctx, r.client, r.reader, types.NamespacedName{Namespace: namespace, Name: name},
+		func(rc *rayv1.RayCluster) bool { return uid == "" || rc.UID == uid })
 }
 
 // deleteSlice deletes the slice conditional on the resourceVersion the decision was made on.

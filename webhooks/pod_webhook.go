@@ -241,12 +241,11 @@ func (w *podWebhook) place(ctx context.Context, namespace, cluster string, pod *
 // from a dry run's output is admitted as a new Pod.
 const dryRunToken = "dry-run"
 
-// ownerUID returns the UID of the Pod's controlling RayCluster, set by KubeRay at creation.
+// ownerUID returns the UID of the Pod's controlling RayCluster, set by KubeRay at creation ("" for
+// none).
 func ownerUID(pod *corev1.Pod) types.UID {
-	if ref := metav1.GetControllerOfNoCopy(pod); ref != nil && ref.Kind == "RayCluster" {
-		return ref.UID
-	}
-	return ""
+	_, uid, _ := podidentity.Owner(pod)
+	return uid
 }
 
 // kubeRayIndexes reads KubeRay's multi-host indexing labels (RayMultiHostIndexing), when present.
@@ -292,10 +291,7 @@ func deny(format string, args ...any) error {
 
 // denyTransient returns a denial the Pod's creator should retry as is.
 func denyTransient(format string, args ...any) error {
-	msg := fmt.Sprintf(format, args...)
-	if !strings.Contains(msg, "transient") {
-		msg += "; transient, retry"
-	}
+	msg := fmt.Sprintf(format, args...) + "; " + allocator.TransientNote
 	return &apierrors.StatusError{ErrStatus: metav1.Status{
 		Status:  metav1.StatusFailure,
 		Code:    http.StatusTooManyRequests,

@@ -46,7 +46,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
@@ -199,7 +199,7 @@ func newPodWebhook(c client.Client) *podWebhook {
 // admissionContext returns the context of a Pod admission request in testNS.
 func admissionContext(t *testing.T, op admissionv1.Operation, dryRun bool) context.Context {
 	t.Helper()
-	ctx := ctrllog.IntoContext(t.Context(), testr.NewWithOptions(t, testr.Options{Verbosity: 1}))
+	ctx := logf.IntoContext(t.Context(), testr.NewWithOptions(t, testr.Options{Verbosity: 1}))
 	return admission.NewContextWithRequest(ctx, admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
 		Operation: op, Namespace: testNS, DryRun: ptr.To(dryRun),
 	}})

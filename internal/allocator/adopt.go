@@ -26,7 +26,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrl "sigs.k8s.io/controller-runtime/pkg/log"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/claims"
@@ -88,7 +88,7 @@ func (a *Allocator) unclaimedCandidates(ctx context.Context, req Request) (map[i
 		p := &pods.Items[i]
 		id, ok := identity.FromPod(p)
 		if !ok || !lifecycle.PodLive(p) || id.Cluster != req.ClusterName || id.Group != req.GroupName ||
-			(id.ClusterUID != "" && id.ClusterUID != req.ClusterUID) || id.Hosts != req.Hosts || id.WorkerID >= req.Hosts {
+			!id.OfGeneration(req.ClusterUID) || id.Hosts != req.Hosts || id.WorkerID >= req.Hosts {
 			continue
 		}
 		out[id.Replica] = append(out[id.Replica], p)
@@ -116,7 +116,7 @@ func (a *Allocator) adoptReplica(ctx context.Context, q *queue, req Request, rep
 		if err == nil {
 			q.remember(replica, over, written)
 			metrics.ClaimsAdopted.WithLabelValues(metrics.AdoptedAtAdmission).Add(float64(len(adopted)))
-			ctrl.FromContext(ctx).Info("Adopted TPU worker Pods that carry an identity but no claim",
+			logf.FromContext(ctx).Info("Adopted TPU worker Pods that carry an identity but no claim",
 				"slice", written.Name, "workerIDs", adopted)
 			return nil
 		}
@@ -127,7 +127,7 @@ func (a *Allocator) adoptReplica(ctx context.Context, q *queue, req Request, rep
 			return err
 		}
 		if ctx.Err() != nil {
-			return a.deny(true, "recording the worker group's existing Pods: %v; transient, retry", err)
+			return a.deny(true, "recording the worker group's existing Pods: %v", err)
 		}
 		a.backoff(ctx, attempt)
 	}

@@ -82,11 +82,21 @@ type Assignment struct {
 
 // DeniedError is a claim that cannot be made. Transient denials succeed on retry.
 type DeniedError struct {
+	// Transient means the Pod's creator may retry as is; Message then does not say so, Error does.
 	Transient bool
 	Message   string
 }
 
-func (e *DeniedError) Error() string { return e.Message }
+// TransientNote ends what the user is told of every transient denial: nothing needs fixing.
+const TransientNote = "transient, the Pod's creator retries"
+
+// Error returns the message, with TransientNote after a transient one.
+func (e *DeniedError) Error() string {
+	if e.Transient {
+		return e.Message + "; " + TransientNote
+	}
+	return e.Message
+}
 
 // DefaultTimeout bounds one claim when Options.Timeout is zero: well inside the Pod webhook's 10 s
 // timeout, so that a denial reaches the user instead of a webhook timeout (docs/spec.md §5).
@@ -206,7 +216,7 @@ func (a *Allocator) Claim(ctx context.Context, req Request) (Assignment, error) 
 			return r.assignment, r.err
 		default:
 		}
-		return Assignment{}, a.deny(true, "timed out after %s claiming a worker ID (API server slow or heavily contended); transient, the Pod's creator retries", a.opts.Timeout)
+		return Assignment{}, a.deny(true, "timed out after %s claiming a worker ID (API server slow or heavily contended)", a.opts.Timeout)
 	}
 }
 
@@ -220,11 +230,11 @@ func (a *Allocator) Plan(ctx context.Context, req Request) (Assignment, error) {
 	}
 	current, err := a.readSlices(ctx, req)
 	if err != nil {
-		return Assignment{}, a.deny(true, "reading TPUSliceAssignments: %v; transient, retry", err)
+		return Assignment{}, a.deny(true, "reading TPUSliceAssignments: %v", err)
 	}
 	outcomes, _ := claims.Plan(group(req, cluster), current, []claims.Request{req.Claim}, nil)
 	if o := outcomes[0]; !o.Placed() {
-		return Assignment{}, a.deny(o.Reason.Transient(), "%s", denialMessage(o))
+		return Assignment{}, a.deny(o.Reason.Transient(), "%s", o.Message)
 	}
 	p := outcomes[0].Placement
 	key := req.AffinityTopologyKey
@@ -260,12 +270,4 @@ func (a *Allocator) deny(transient bool, format string, args ...any) error {
 
 func group(req Request, cluster clusterInfo) claims.Group {
 	return claims.Group{ClusterUID: req.ClusterUID, Hosts: req.Hosts, DesiredReplicas: cluster.desired}
-}
-
-// denialMessage is what a Pod denied for o is told.
-func denialMessage(o claims.Outcome) string {
-	if o.Reason.Transient() {
-		return o.Message + "; transient, the Pod's creator retries"
-	}
-	return o.Message
 }

@@ -296,13 +296,13 @@ func TestClaim(t *testing.T) {
 			objs:       objs([]client.Object{fullSlice(0).Obj()}, livePods(0)),
 			req:        request(4),
 			desired:    1,
-			wantErr:    &DeniedError{Transient: true, Message: "all 1 slices of 4 hosts the worker group asks for are fully claimed; a claim of a Pod that was just created or deleted may still be settling; transient, the Pod's creator retries"},
+			wantErr:    &DeniedError{Transient: true, Message: "all 1 slices of 4 hosts the worker group asks for are fully claimed; a claim of a Pod that was just created or deleted may still be settling"},
 			wantSlices: []tpuv1alpha1.TPUSliceAssignment{*fullSlice(0).Obj()},
 		},
 		"a suspended group (no replicas) is a transient denial and opens no slice": {
 			req:     request(4),
 			desired: 0,
-			wantErr: &DeniedError{Transient: true, Message: "the worker group asks for no replicas (suspended or scaled to zero), so no slice may be opened; transient, the Pod's creator retries"},
+			wantErr: &DeniedError{Transient: true, Message: "the worker group asks for no replicas (suspended or scaled to zero), so no slice may be opened"},
 		},
 		"a pending claim whose Pod may still be in flight is not taken over": {
 			objs: objs([]client.Object{existingSlice(0, clusterUID).
@@ -312,7 +312,7 @@ func TestClaim(t *testing.T) {
 				Claim(3, "pending", "", "").Obj()}, livePods(0, 3)),
 			req:     request(4),
 			desired: 1,
-			wantErr: &DeniedError{Transient: true, Message: "all 1 slices of 4 hosts the worker group asks for are fully claimed; a claim of a Pod that was just created or deleted may still be settling; transient, the Pod's creator retries"},
+			wantErr: &DeniedError{Transient: true, Message: "all 1 slices of 4 hosts the worker group asks for are fully claimed; a claim of a Pod that was just created or deleted may still be settling"},
 			wantSlices: []tpuv1alpha1.TPUSliceAssignment{*existingSlice(0, clusterUID).
 				Claim(0, "t-w-0-0", "w-0-0", "uid-w-0-0").
 				Claim(1, "t-w-0-1", "w-0-1", "uid-w-0-1").
@@ -434,7 +434,7 @@ func TestClaim(t *testing.T) {
 				Claim(2, "a", "", "").Claim(3, "b", "", "").Obj()},
 			desired: 2,
 			req:     indexed(request(4), 1, 2, "tpu-xk2p9"),
-			wantErr: &DeniedError{Transient: true, Message: "replica 1 is still held by 2 claims of KubeRay replica tpu-old; it is replaced by tpu-xk2p9 once those Pods are gone; transient, the Pod's creator retries"},
+			wantErr: &DeniedError{Transient: true, Message: "replica 1 is still held by 2 claims of KubeRay replica tpu-old; it is replaced by tpu-xk2p9 once those Pods are gone"},
 			wantSlices: []tpuv1alpha1.TPUSliceAssignment{*existingSlice(1, clusterUID).ReplicaName("tpu-old").
 				Claim(2, "a", "", "").Claim(3, "b", "", "").Obj()},
 		},
@@ -442,7 +442,7 @@ func TestClaim(t *testing.T) {
 			objs:    []client.Object{existingSlice(0, clusterUID).Claim(1, "a", "", "").Obj()},
 			desired: 1,
 			req:     indexed(request(4), 0, 1, ""),
-			wantErr: &DeniedError{Transient: true, Message: "worker ID 1 of replica 0 is held by another Pod (a claim whose Pod has not been seen yet); it is released once that Pod is gone; transient, the Pod's creator retries"},
+			wantErr: &DeniedError{Transient: true, Message: "worker ID 1 of replica 0 is held by another Pod (a claim whose Pod has not been seen yet); it is released once that Pod is gone"},
 			wantSlices: []tpuv1alpha1.TPUSliceAssignment{
 				*existingSlice(0, clusterUID).Claim(1, "a", "", "").Obj(),
 			},
@@ -729,7 +729,7 @@ func TestClaimStaleCache(t *testing.T) {
 			cached:     objs([]client.Object{fullSlice(0).Obj()}, livePods(0)),
 			live:       objs([]client.Object{fullSlice(0).Obj()}, livePods(0, 1)),
 			req:        request(4),
-			wantErr:    &DeniedError{Transient: true, Message: "all 1 slices of 4 hosts the worker group asks for are fully claimed; a claim of a Pod that was just created or deleted may still be settling; transient, the Pod's creator retries"},
+			wantErr:    &DeniedError{Transient: true, Message: "all 1 slices of 4 hosts the worker group asks for are fully claimed; a claim of a Pod that was just created or deleted may still be settling"},
 			wantSlices: []tpuv1alpha1.TPUSliceAssignment{*fullSlice(0).Obj()},
 		},
 		"a Pod the cache sees terminating but that is live is not taken over": {
@@ -737,14 +737,14 @@ func TestClaimStaleCache(t *testing.T) {
 				[]client.Object{livePod(0, 1).Terminating().Finalizer("example.com/keep").Obj()}),
 			live:       objs([]client.Object{fullSlice(0).Obj()}, livePods(0)),
 			req:        request(4),
-			wantErr:    &DeniedError{Transient: true, Message: "all 1 slices of 4 hosts the worker group asks for are fully claimed; a claim of a Pod that was just created or deleted may still be settling; transient, the Pod's creator retries"},
+			wantErr:    &DeniedError{Transient: true, Message: "all 1 slices of 4 hosts the worker group asks for are fully claimed; a claim of a Pod that was just created or deleted may still be settling"},
 			wantSlices: []tpuv1alpha1.TPUSliceAssignment{*fullSlice(0).Obj()},
 		},
 		"a Pod the cache does not know yet but that is live is not taken over": {
 			cached:     []client.Object{fullSlice(0).Obj()},
 			live:       objs([]client.Object{fullSlice(0).Obj()}, livePods(0)),
 			req:        request(4),
-			wantErr:    &DeniedError{Transient: true, Message: "all 1 slices of 4 hosts the worker group asks for are fully claimed; a claim of a Pod that was just created or deleted may still be settling; transient, the Pod's creator retries"},
+			wantErr:    &DeniedError{Transient: true, Message: "all 1 slices of 4 hosts the worker group asks for are fully claimed; a claim of a Pod that was just created or deleted may still be settling"},
 			wantSlices: []tpuv1alpha1.TPUSliceAssignment{*fullSlice(0).Obj()},
 		},
 	}
@@ -931,7 +931,7 @@ func TestPlan(t *testing.T) {
 			objs:    objs([]client.Object{fullSlice(0).Obj()}, livePods(0)),
 			req:     request(4),
 			desired: 1,
-			wantErr: &DeniedError{Transient: true, Message: "all 1 slices of 4 hosts the worker group asks for are fully claimed; a claim of a Pod that was just created or deleted may still be settling; transient, the Pod's creator retries"},
+			wantErr: &DeniedError{Transient: true, Message: "all 1 slices of 4 hosts the worker group asks for are fully claimed; a claim of a Pod that was just created or deleted may still be settling"},
 		},
 		"KubeRay's host index outside the slice is a permanent denial": {
 			desired: 1,
@@ -1077,7 +1077,7 @@ func TestClaimTimeout(t *testing.T) {
 			start := time.Now()
 			_, err := a.Claim(t.Context(), request(4))
 			elapsed := time.Since(start)
-			want := &DeniedError{Transient: true, Message: "timed out after 200ms claiming a worker ID (API server slow or heavily contended); transient, the Pod's creator retries"}
+			want := &DeniedError{Transient: true, Message: "timed out after 200ms claiming a worker ID (API server slow or heavily contended)"}
 			if diff := cmp.Diff(want, err); diff != "" {
 				t.Errorf("Claim() error (-want,+got):\n%s", diff)
 			}
@@ -1137,9 +1137,19 @@ func TestPodHolds(t *testing.T) {
 }
 
 func TestDeniedError(t *testing.T) {
-	var err error = &DeniedError{Transient: true, Message: "try again"}
-	if err.Error() != "try again" {
-		t.Errorf("Error() = %q, want the message", err.Error())
+	cases := map[string]struct {
+		err  *DeniedError
+		want string
+	}{
+		"a permanent denial is its message":           {err: &DeniedError{Message: "fix it"}, want: "fix it"},
+		"a transient denial says the creator retries": {err: &DeniedError{Transient: true, Message: "busy"}, want: "busy; transient, the Pod's creator retries"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := tc.err.Error(); got != tc.want {
+				t.Errorf("Error() = %q, want %q", got, tc.want)
+			}
+		})
 	}
 }
 

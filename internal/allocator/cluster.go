@@ -20,10 +20,11 @@ import (
 	"context"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ray-tpu/tpu-slice-operator/internal/claims"
+	"github.com/ray-tpu/tpu-slice-operator/internal/reads"
 )
 
 // clusterInfo is what a claim needs of its RayCluster.
@@ -39,15 +40,12 @@ type clusterInfo struct {
 // taken from the request: a forwarded claim names its cluster, not its replica count.
 func (a *Allocator) cluster(ctx context.Context, req *Request) (clusterInfo, error) {
 	key := types.NamespacedName{Namespace: req.Namespace, Name: req.ClusterName}
-	cached := &rayv1.RayCluster{}
-	if err := a.client.Get(ctx, key, cached); err == nil && (req.ClusterUID == "" || cached.UID == req.ClusterUID) {
-		if desired, ok := claims.DesiredReplicas(cached, req.GroupName); ok {
-			return clusterInfo{uid: cached.UID, desired: desired}, nil
-		}
-	}
-	rc, err := a.liveCluster(ctx, key)
-	if err != nil {
-		return clusterInfo{}, err
+	rc, err := reads.CacheThenLive(ctx, a.client, a.reader, key, func(rc *rayv1.RayCluster) bool {
+		_, hasGroup := claims.DesiredReplicas(rc, req.GroupName)
+		return (req.ClusterUID == "" || rc.UID == req.ClusterUID) && hasGroup
+	})
+	if rc == nil || err != nil {
+		return clusterInfo{}, a.clusterReadDenial(key, err)
 	}
 	if req.ClusterUID != "" && rc.UID != req.ClusterUID {
 		return clusterInfo{}, a.staleGeneration(req, rc.UID)
@@ -65,12 +63,18 @@ func (a *Allocator) liveCluster(ctx context.Context, key types.NamespacedName) (
 	// fields the live RayCluster omits would keep a cached generation's values.
 	rc := &rayv1.RayCluster{}
 	if err := a.reader.Get(ctx, key, rc); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, a.deny(false, "RayCluster %s/%s of this TPU worker Pod does not exist", key.Namespace, key.Name)
-		}
-		return nil, a.deny(!isPermanent(err), "reading RayCluster %s/%s: %v; transient, retry", key.Namespace, key.Name, err)
+		return nil, a.clusterReadDenial(key, client.IgnoreNotFound(err))
 	}
 	return rc, nil
+}
+
+// clusterReadDenial is the denial of a RayCluster that could not be read (err), or does not
+// exist (nil err): permanent unless the error may go away.
+func (a *Allocator) clusterReadDenial(key types.NamespacedName, err error) error {
+	if err == nil {
+		return a.deny(false, "RayCluster %s/%s of this TPU worker Pod does not exist", key.Namespace, key.Name)
+	}
+	return a.deny(!isPermanent(err), "reading RayCluster %s/%s: %v", key.Namespace, key.Name, err)
 }
 
 // confirmGeneration checks with a live read that req's RayCluster generation is the live one,

@@ -22,7 +22,7 @@ import (
 	"math/rand/v2"
 	"time"
 
-	ctrl "sigs.k8s.io/controller-runtime/pkg/log"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/ray-tpu/tpu-slice-operator/internal/claims"
 	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
@@ -103,7 +103,7 @@ func (a *Allocator) forgetLater(key groupKey, q *queue) {
 // commit places and writes a batch of calls for one worker group, retrying conflicts until each
 // call is answered or its deadline passes.
 func (a *Allocator) commit(key groupKey, q *queue, batch []*call) {
-	log := ctrl.FromContext(batch[0].ctx)
+	log := logf.FromContext(batch[0].ctx)
 	pending := batch
 	a.mu.Lock()
 	live := time.Since(q.contended) < contentionWindow
@@ -161,7 +161,7 @@ func tokensOf(calls []*call) []claims.Request {
 // those to retry: calls whose write failed, and calls denied as full while some write failed (the
 // IDs planned for them may be free after all).
 func (a *Allocator) apply(ctx context.Context, q *queue, req Request, pending []*call, p plan) []*call {
-	log := ctrl.FromContext(ctx)
+	log := logf.FromContext(ctx)
 	var retry []*call
 	for replica, w := range p.writes {
 		placed := p.placedIn(replica)
@@ -207,7 +207,7 @@ func (a *Allocator) apply(ctx context.Context, q *queue, req Request, pending []
 		case o.Reason == claims.ReasonFull && len(retry) > 0:
 			retry = append(retry, pending[i])
 		default:
-			pending[i].finish(result{err: a.deny(o.Reason.Transient(), "%s", denialMessage(o))})
+			pending[i].finish(result{err: a.deny(o.Reason.Transient(), "%s", o.Message)})
 		}
 	}
 	return retry

@@ -27,6 +27,7 @@ import (
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/identity"
 	"github.com/ray-tpu/tpu-slice-operator/internal/lifecycle"
+	"github.com/ray-tpu/tpu-slice-operator/internal/reads"
 )
 
 // Reinvoked reports whether a Pod being created that already carries claim token in slice
@@ -40,16 +41,10 @@ func (a *Allocator) Reinvoked(ctx context.Context, namespace, sliceName, token s
 	if token == "" || sliceName == "" {
 		return false, nil
 	}
-	key := types.NamespacedName{Namespace: namespace, Name: sliceName}
-	slice := &tpuv1alpha1.TPUSliceAssignment{}
-	if err := a.client.Get(ctx, key, slice); err != nil || !pendingOn(slice, token, workerID) {
-		slice = &tpuv1alpha1.TPUSliceAssignment{}
-		if err := a.reader.Get(ctx, key, slice); err != nil {
-			return false, client.IgnoreNotFound(err)
-		}
-		if !pendingOn(slice, token, workerID) {
-			return false, nil
-		}
+	slice, err := reads.CacheThenLive(ctx, a.client, a.reader, types.NamespacedName{Namespace: namespace, Name: sliceName},
+		func(s *tpuv1alpha1.TPUSliceAssignment) bool { return pendingOn(s, token, workerID) })
+	if err != nil || slice == nil || !pendingOn(slice, token, workerID) {
+		return false, err
 	}
 	var carriers corev1.PodList
 	if err := a.client.List(ctx, &carriers, client.InNamespace(namespace), client.MatchingFields{identity.TokenIndex: token}); err != nil {

@@ -83,8 +83,8 @@ func FromPod(pod *corev1.Pod) (Identity, bool) {
 			id.WorkerID /= int32(len(tpu)) //nolint:gosec // a Pod has far fewer than 2^31 containers.
 		}
 	}
-	if ref := metav1.GetControllerOfNoCopy(pod); ref != nil && ref.Kind == "RayCluster" {
-		id.Cluster, id.ClusterUID = ref.Name, ref.UID
+	if name, uid, ok := Owner(pod); ok {
+		id.Cluster, id.ClusterUID = name, uid
 	} else {
 		id.Cluster = pod.Labels[rayutils.RayClusterLabelKey]
 	}
@@ -92,6 +92,23 @@ func FromPod(pod *corev1.Pod) (Identity, bool) {
 		return Identity{}, false
 	}
 	return id, true
+}
+
+// Owner returns the name and UID of the RayCluster that controls pod (its controller
+// ownerReference, set by KubeRay at creation and immutable in practice); ok is false when no
+// RayCluster controls it. The UID tells the generations of a re-created cluster apart.
+func Owner(pod *corev1.Pod) (name string, uid types.UID, ok bool) {
+	if ref := metav1.GetControllerOfNoCopy(pod); ref != nil && ref.Kind == "RayCluster" {
+		return ref.Name, ref.UID, true
+	}
+	return "", "", false
+}
+
+// OfGeneration reports whether the identity's Pod may belong to the RayCluster generation uid: its
+// owner is that generation, or it names no owner (a Pod created by hand, which the RayCluster's
+// name and the slice's spec alone place).
+func (id Identity) OfGeneration(uid types.UID) bool {
+	return id.ClusterUID == "" || id.ClusterUID == uid
 }
 
 // SliceName is the TPUSliceAssignment the identity's worker ID belongs to.

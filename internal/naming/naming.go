@@ -15,7 +15,8 @@ limitations under the License.
 */
 
 // Package naming computes the names the webhook and the reconciler must agree on: the
-// TPUSliceAssignment of a slice and the headless Service KubeRay creates for multi-host groups.
+// TPUSliceAssignment of a slice, the headless Service KubeRay creates for multi-host groups, a
+// host's Pod hostname and the replicaIndex label value. Every rule that shortens a name lives here.
 package naming
 
 import (
@@ -37,8 +38,7 @@ const hashLen = 8
 // after joining or shortening ("a-b"+"c" and "a"+"b-c") never share a slice. The RayCluster UID is not
 // part of the name: a re-created cluster reuses the name, and the spec's UID tells the generations apart.
 func SliceName(cluster, group string, replica int32) string {
-	sum := sha256.Sum256([]byte(cluster + "/" + group))
-	suffix := "-" + hex.EncodeToString(sum[:])[:hashLen] + "-" + strconv.Itoa(int(replica))
+	suffix := "-" + shortHash(cluster+"/"+group) + "-" + strconv.Itoa(int(replica))
 	prefix := sanitize(cluster + "-" + group)
 	if maxLen := validation.DNS1123LabelMaxLength - len(suffix); len(prefix) > maxLen {
 		prefix = strings.TrimRight(prefix[:maxLen], "-")
@@ -61,16 +61,28 @@ func ValidateSubdomain(name string) []string {
 	return validation.IsDNS1123Label(name)
 }
 
-// sanitize lowercases s and turns every character a DNS-1123 label does not allow into '-',
-// trimming dashes at both ends.
+// sanitize is dnsChars(s) trimmed of dashes at both ends.
 func sanitize(s string) string {
+	return strings.Trim(dnsChars(s), "-")
+}
+
+// dnsChars lowercases s and turns every character other than [a-z0-9] into '-', byte by byte (a
+// multi-byte character becomes as many dashes as it has bytes), keeping its length.
+func dnsChars(s string) string {
 	b := []byte(strings.ToLower(s))
 	for i, c := range b {
 		if (c < 'a' || c > 'z') && (c < '0' || c > '9') {
 			b[i] = '-'
 		}
 	}
-	return strings.Trim(string(b), "-")
+	return string(b)
+}
+
+// shortHash returns the first hashLen hex digits of SHA-256 of s: what a shortened name adds so
+// that two names that shorten alike stay distinct.
+func shortHash(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])[:hashLen]
 }
 
 // LabelValue returns s when it is a valid label value, else a deterministic shortened form ending
@@ -79,8 +91,7 @@ func LabelValue(s string) string {
 	if len(validation.IsValidLabelValue(s)) == 0 {
 		return s
 	}
-	sum := sha256.Sum256([]byte(s))
-	suffix := "-" + hex.EncodeToString(sum[:])[:hashLen]
+	suffix := "-" + shortHash(s)
 	prefix := sanitize(s)
 	if maxLen := validation.LabelValueMaxLength - len(suffix); len(prefix) > maxLen {
 		prefix = strings.TrimRight(prefix[:maxLen], "-")

@@ -20,6 +20,7 @@ import (
 	"strconv"
 
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
+	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
 )
 
 // megascaleCoordinator returns the MEGASCALE_COORDINATOR_ADDRESS of a multislice container of id:
@@ -42,7 +43,7 @@ func megascaleCoordinator(id Identity) (string, bool) {
 	if !id.multiHost() {
 		return "", false
 	}
-	coordinator := Hostname(id.GroupName, 0, 0) + "." + id.Subdomain
+	coordinator := naming.Hostname(id.GroupName, 0, 0) + "." + id.Subdomain
 	if id.V7x {
 		coordinator += ":" + strconv.Itoa(constants.MegascalePortBase)
 	}

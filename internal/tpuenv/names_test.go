@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/validate/content"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
 	"github.com/ray-tpu/tpu-slice-operator/internal/tpuenv"
 )
 
@@ -113,10 +114,10 @@ func TestNames(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			if got := tpuenv.Hostname(tc.group, tc.replica, tc.host); got != tc.wantHostname {
+			if got := naming.Hostname(tc.group, tc.replica, tc.host); got != tc.wantHostname {
 				t.Errorf("Hostname(%q, %d, %d) = %q, want %q", tc.group, tc.replica, tc.host, got, tc.wantHostname)
 			}
-			if got := tpuenv.ReplicaIndexValue(tc.group, tc.replica); got != tc.wantReplicaIndex {
+			if got := naming.ReplicaIndexValue(tc.group, tc.replica); got != tc.wantReplicaIndex {
 				t.Errorf("ReplicaIndexValue(%q, %d) = %q, want %q", tc.group, tc.replica, got, tc.wantReplicaIndex)
 			}
 			if got := tpuenv.WorkerHostnames(tc.group, tc.replica, tc.hosts, testSubdomain); got != tc.wantWorkerHostnames {
@@ -157,11 +158,11 @@ func TestNamesAreValidDeterministicAndDistinct(t *testing.T) {
 	replicaIndexOwner := map[string]string{}
 	for _, group := range groups {
 		for _, idx := range indexes {
-			hostname := tpuenv.Hostname(group, idx.replica, idx.host)
+			hostname := naming.Hostname(group, idx.replica, idx.host)
 			if errs := validation.IsDNS1123Label(hostname); len(errs) > 0 {
 				t.Errorf("Hostname(%q, %d, %d) = %q, not a DNS-1123 label: %v", group, idx.replica, idx.host, hostname, errs)
 			}
-			if again := tpuenv.Hostname(group, idx.replica, idx.host); again != hostname {
+			if again := naming.Hostname(group, idx.replica, idx.host); again != hostname {
 				t.Errorf("Hostname(%q, %d, %d) = %q, then %q", group, idx.replica, idx.host, hostname, again)
 			}
 			if owner, taken := hostnameOwner[hostname]; taken {
@@ -169,11 +170,11 @@ func TestNamesAreValidDeterministicAndDistinct(t *testing.T) {
 			}
 			hostnameOwner[hostname] = group
 
-			value := tpuenv.ReplicaIndexValue(group, idx.replica)
+			value := naming.ReplicaIndexValue(group, idx.replica)
 			if errs := content.IsLabelValue(value); len(errs) > 0 {
 				t.Errorf("ReplicaIndexValue(%q, %d) = %q, not a label value: %v", group, idx.replica, value, errs)
 			}
-			if again := tpuenv.ReplicaIndexValue(group, idx.replica); again != value {
+			if again := naming.ReplicaIndexValue(group, idx.replica); again != value {
 				t.Errorf("ReplicaIndexValue(%q, %d) = %q, then %q", group, idx.replica, value, again)
 			}
 			if owner, taken := replicaIndexOwner[value]; taken {

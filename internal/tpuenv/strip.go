@@ -24,6 +24,7 @@ import (
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
+	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
 )
 
 // Strip undoes Apply(pod, id, tpuContainers) on a Pod that carries the identity id although it is
@@ -36,7 +37,7 @@ import (
 // id may be partial (only ClaimToken, when the Pod carries a token but no identity): what it does
 // not describe is left alone.
 func Strip(pod *corev1.Pod, id Identity, tpuContainers []int) {
-	removeIf(pod.Labels, constants.ReplicaIndexLabel, ReplicaIndexValue(id.GroupName, id.ReplicaIndex), id.GroupName != "")
+	removeIf(pod.Labels, constants.ReplicaIndexLabel, naming.ReplicaIndexValue(id.GroupName, id.ReplicaIndex), id.GroupName != "")
 	removeIf(pod.Labels, tpuv1alpha1.SliceLabel, id.SliceName, id.SliceName != "")
 	removeIf(pod.Labels, tpuv1alpha1.WorkerIDLabel, itoa(id.WorkerID), id.GroupName != "")
 	delete(pod.Annotations, tpuv1alpha1.ClaimTokenAnnotation)
@@ -44,7 +45,7 @@ func Strip(pod *corev1.Pod, id Identity, tpuContainers []int) {
 		return
 	}
 	if id.multiHost() {
-		if pod.Spec.Hostname == Hostname(id.GroupName, id.ReplicaIndex, id.WorkerID) {
+		if pod.Spec.Hostname == naming.Hostname(id.GroupName, id.ReplicaIndex, id.WorkerID) {
 			pod.Spec.Hostname = ""
 		}
 		if pod.Spec.Subdomain == id.Subdomain {

@@ -23,6 +23,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
+	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
 )
 
 // torchDims is the number of mesh dimensions TORCH_TPU_TOPOLOGY names before v7x's core dimension.
@@ -71,7 +72,7 @@ func TorchSlicebuilderAddresses(id Identity) string {
 	for h := range id.Hosts {
 		host := "localhost"
 		if id.multiHost() {
-			host = Hostname(id.GroupName, id.ReplicaIndex, h) + "." + id.Subdomain
+			host = naming.Hostname(id.GroupName, id.ReplicaIndex, h) + "." + id.Subdomain
 		}
 		for p := range perHost {
 			addrs = append(addrs, host+":"+strconv.FormatInt(constants.TorchSlicebuilderPortBase+p, 10))
@@ -97,7 +98,7 @@ func torchAddressesFit(id Identity) bool {
 	}
 	host := "localhost"
 	if id.multiHost() {
-		host = Hostname(id.GroupName, id.ReplicaIndex, id.Hosts-1) + "." + id.Subdomain
+		host = naming.Hostname(id.GroupName, id.ReplicaIndex, id.Hosts-1) + "." + id.Subdomain
 	}
 	longest := int64(len(host)) + 1 + int64(len(strconv.FormatInt(constants.TorchSlicebuilderPortBase+perHost-1, 10)))
 	total := int64(id.Hosts)*perHost*(longest+1) - 1

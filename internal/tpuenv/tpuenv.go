@@ -32,6 +32,7 @@ import (
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
+	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
 )
 
 // hostIPFieldPath is the Pod field the TPU device plugin address is derived from.
@@ -109,7 +110,7 @@ func Applied(pod *corev1.Pod) bool {
 func Apply(pod *corev1.Pod, id Identity, tpuContainers []int) {
 	applyMetadata(pod, id)
 	if id.multiHost() {
-		pod.Spec.Hostname = Hostname(id.GroupName, id.ReplicaIndex, id.WorkerID)
+		pod.Spec.Hostname = naming.Hostname(id.GroupName, id.ReplicaIndex, id.WorkerID)
 		pod.Spec.Subdomain = id.Subdomain
 		mergeAffinity(pod, id)
 	}
@@ -123,7 +124,7 @@ func applyMetadata(pod *corev1.Pod, id Identity) {
 	if pod.Labels == nil {
 		pod.Labels = make(map[string]string, 3)
 	}
-	pod.Labels[constants.ReplicaIndexLabel] = ReplicaIndexValue(id.GroupName, id.ReplicaIndex)
+	pod.Labels[constants.ReplicaIndexLabel] = naming.ReplicaIndexValue(id.GroupName, id.ReplicaIndex)
 	pod.Labels[tpuv1alpha1.SliceLabel] = id.SliceName
 	pod.Labels[tpuv1alpha1.WorkerIDLabel] = itoa(id.WorkerID)
 	if pod.Annotations == nil {
@@ -195,7 +196,7 @@ func processAddresses(id Identity, n int) string {
 	for h := range id.Hosts {
 		host := "localhost"
 		if id.multiHost() {
-			host = Hostname(id.GroupName, id.ReplicaIndex, h) + "." + id.Subdomain
+			host = naming.Hostname(id.GroupName, id.ReplicaIndex, h) + "." + id.Subdomain
 		}
 		for k := range n {
 			addrs = append(addrs, host+":"+strconv.Itoa(constants.ProcessPortBase+k))

@@ -34,6 +34,7 @@ import (
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
 	"github.com/ray-tpu/tpu-slice-operator/internal/identity"
+	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
 	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
 	"github.com/ray-tpu/tpu-slice-operator/internal/tpuenv"
 	"github.com/ray-tpu/tpu-slice-operator/test/integration/framework"
@@ -241,8 +242,8 @@ func cluster(ns, name, topo string, chips int64, hosts, replicas int32) *rayv1.R
 func referencePod(rc *rayv1.RayCluster, replica, id int32) *corev1.Pod {
 	p := testutil.WorkerPodFor(rc, "tpu").TPUIdentity("tpu", replica, id).
 		Env(0, constants.EnvWorkerHostnames, tpuenv.WorkerHostnames("tpu", replica, rc.Spec.WorkerGroupSpecs[0].NumOfHosts, rc.Name+"-headless")).
-		Label(constants.ReplicaIndexLabel, tpuenv.ReplicaIndexValue("tpu", replica)).Obj()
-	p.Spec.Hostname, p.Spec.Subdomain = tpuenv.Hostname("tpu", replica, id), rc.Name+"-headless"
+		Label(constants.ReplicaIndexLabel, naming.ReplicaIndexValue("tpu", replica)).Obj()
+	p.Spec.Hostname, p.Spec.Subdomain = naming.Hostname("tpu", replica, id), rc.Name+"-headless"
 	return p
 }
 
