@@ -151,74 +151,84 @@ func admissionResult(err error, dryRun bool) string {
 
 // assign claims a worker ID for a TPU worker Pod and applies the identity to it.
 func (w *podWebhook) assign(ctx context.Context, req admission.Request, pod *corev1.Pod) error {
-	cluster, group := pod.Labels[rayutils.RayClusterLabelKey], pod.Labels[rayutils.RayNodeGroupLabelKey]
+	in, err := w.prepare(ctx, req.Namespace, pod)
+	if err != nil {
+		return err
+	}
 	log := ctrl.LoggerFrom(ctx).WithValues("namespace", req.Namespace, "generateName", pod.GenerateName,
-		"rayCluster", cluster, "group", group)
-
-	slice, err := topology.FromPod(pod.Annotations, &pod.Spec)
-	if err != nil {
-		return deny("TPU worker Pod of RayCluster %s group %s: %v", cluster, group, err)
-	}
-	subdomain := naming.HeadlessServiceName(cluster)
-	if slice.Hosts > 1 {
-		if problems := naming.ValidateSubdomain(subdomain); len(problems) > 0 {
-			return deny("multi-host TPU worker Pod of RayCluster %s needs the headless Service %q as its subdomain, which is not a valid DNS label (%s): shorten the RayCluster name",
-				cluster, subdomain, strings.Join(problems, "; "))
-		}
-	}
-	indexes, err := kubeRayIndexes(pod)
-	if err != nil {
-		return deny("TPU worker Pod of RayCluster %s group %s: %v", cluster, group, err)
-	}
-	placed, err := w.place(ctx, req.Namespace, cluster, pod, slice)
-	if err != nil {
-		if errors.Is(err, placement.ErrInvalidTopologyKey) {
-			return deny("TPU worker Pod of RayCluster %s group %s: %v", cluster, group, err)
-		}
-		return denyTransient("TPU worker Pod of RayCluster %s group %s: %v", cluster, group, err)
-	}
-	claimReq := allocator.Request{
-		Namespace:           req.Namespace,
-		ClusterName:         cluster,
-		ClusterUID:          ownerUID(pod),
-		GroupName:           group,
-		Hosts:               slice.Hosts,
-		Topology:            slice.Topology.String(),
-		Accelerator:         slice.Accelerator,
-		AffinityTopologyKey: placed.Key,
-		Claim:               indexes,
-	}
+		"rayCluster", in.request.ClusterName, "group", in.request.GroupName)
+	dryRun := ptr.Deref(req.DryRun, false)
 	var assignment allocator.Assignment
-	if ptr.Deref(req.DryRun, false) {
-		assignment, err = w.planner.Plan(ctx, claimReq)
+	if dryRun {
+		assignment, err = w.planner.Plan(ctx, in.request)
 		assignment.Token = dryRunToken
 	} else {
-		assignment, err = w.claimer.Claim(ctx, claimReq)
+		assignment, err = w.claimer.Claim(ctx, in.request)
 	}
 	if err != nil {
 		log.Info("TPU worker ID claim denied", "err", err)
 		return denial(err)
 	}
-	// Every Pod of a slice gets the affinity key the slice recorded at its first claim.
-	key := cmp.Or(assignment.AffinityTopologyKey, placed.Key)
-	tpuenv.Apply(pod, tpuenv.Identity{
-		GroupName:           group,
-		ReplicaIndex:        assignment.Replica,
-		WorkerID:            assignment.WorkerID,
-		Hosts:               slice.Hosts,
-		Subdomain:           subdomain,
-		V7x:                 topology.IsV7x(slice.Accelerator),
-		SliceName:           assignment.SliceName,
-		ClaimToken:          assignment.Token,
-		Topology:            slice.Topology.Dims,
-		ChipsPerHost:        slice.ChipsPerPod,
-		AffinityTopologyKey: key,
-		NoAffinity:          key == "",
-	}, slice.TPUContainers)
+	id := in.identity(assignment)
+	tpuenv.Apply(pod, id, in.slice.TPUContainers)
 	log.V(1).Info("Assigned TPU worker ID", "slice", assignment.SliceName, "replica", assignment.Replica,
-		"workerID", assignment.WorkerID, "affinityTopologyKey", key, "placedBy", placed.Source.String(),
-		"dryRun", ptr.Deref(req.DryRun, false))
+		"workerID", assignment.WorkerID, "affinityTopologyKey", id.AffinityTopologyKey, "placedBy", in.placed.Source.String(),
+		"dryRun", dryRun)
 	return nil
+}
+
+// workerPod is what the Pod webhook reads from a TPU worker Pod before it claims: the claim request,
+// the slice's shape, the headless Service the Pod's hostname lives under, and its placement.
+type workerPod struct {
+	request   allocator.Request
+	slice     topology.Slice
+	subdomain string
+	placed    placement.Decision
+}
+
+// prepare reads what a claim needs from pod and checks it; its errors are the Pod's denials.
+func (w *podWebhook) prepare(ctx context.Context, namespace string, pod *corev1.Pod) (workerPod, error) {
+	cluster, group := pod.Labels[rayutils.RayClusterLabelKey], pod.Labels[rayutils.RayNodeGroupLabelKey]
+	slice, err := topology.FromPod(pod.Annotations, &pod.Spec)
+	if err != nil {
+		return workerPod{}, deny("TPU worker Pod of RayCluster %s group %s: %v", cluster, group, err)
+	}
+	subdomain := naming.HeadlessServiceName(cluster)
+	if slice.Hosts > 1 {
+		if problems := naming.ValidateSubdomain(subdomain); len(problems) > 0 {
+			return workerPod{}, deny("multi-host TPU worker Pod of RayCluster %s needs the headless Service %q as its subdomain, which is not a valid DNS label (%s): shorten the RayCluster name",
+				cluster, subdomain, strings.Join(problems, "; "))
+		}
+	}
+	indexes, err := kubeRayIndexes(pod)
+	if err != nil {
+		return workerPod{}, deny("TPU worker Pod of RayCluster %s group %s: %v", cluster, group, err)
+	}
+	placed, err := w.place(ctx, namespace, cluster, pod, slice)
+	if err != nil {
+		if errors.Is(err, placement.ErrInvalidTopologyKey) {
+			return workerPod{}, deny("TPU worker Pod of RayCluster %s group %s: %v", cluster, group, err)
+		}
+		return workerPod{}, denyTransient("TPU worker Pod of RayCluster %s group %s: %v", cluster, group, err)
+	}
+	return workerPod{slice: slice, subdomain: subdomain, placed: placed, request: allocator.Request{
+		Namespace: namespace, ClusterName: cluster, ClusterUID: ownerUID(pod), GroupName: group,
+		Hosts: slice.Hosts, Topology: slice.Topology.String(), Accelerator: slice.Accelerator,
+		AffinityTopologyKey: placed.Key, Claim: indexes,
+	}}, nil
+}
+
+// identity is what the Pod gets for assignment. Every Pod of a slice gets the affinity key the
+// slice recorded at its first claim.
+func (in workerPod) identity(assignment allocator.Assignment) tpuenv.Identity {
+	key := cmp.Or(assignment.AffinityTopologyKey, in.placed.Key)
+	return tpuenv.Identity{
+		GroupName: in.request.GroupName, ReplicaIndex: assignment.Replica, WorkerID: assignment.WorkerID,
+		Hosts: in.slice.Hosts, Subdomain: in.subdomain, V7x: topology.IsV7x(in.slice.Accelerator),
+		SliceName: assignment.SliceName, ClaimToken: assignment.Token,
+		Topology: in.slice.Topology.Dims, ChipsPerHost: in.slice.ChipsPerPod,
+		AffinityTopologyKey: key, NoAffinity: key == "",
+	}
 }
 
 // place chooses the topologyKey of the slice affinity of a multi-host Pod (placement.Decide): the

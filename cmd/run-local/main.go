@@ -101,22 +101,43 @@ func run(ctx context.Context, kubeconfigOut string, indexing bool, opts operator
 	}
 	defer func() { err = errors.Join(err, stopKubeRay()) }()
 
+	kubeconfig, err := writeKubeconfig(env, kubeconfigOut)
+	if err != nil {
+		return err
+	}
+	printHowTo(indexing, kubeconfig)
+	<-ctx.Done()
+	log.Info("Shutting down")
+	return nil
+}
+
+// writeKubeconfig writes the kubeconfig of a cluster-admin user to path and returns its absolute
+// path.
+func writeKubeconfig(env *envtest.Environment, path string) (string, error) {
 	user, err := env.AddUser(envtest.User{Name: "developer", Groups: []string{"system:masters"}}, nil)
 	if err != nil {
-		return fmt.Errorf("creating a kubeconfig user: %w", err)
+		return "", fmt.Errorf("creating a kubeconfig user: %w", err)
 	}
 	kubeconfig, err := user.KubeConfig()
 	if err != nil {
-		return err
+		return "", err
 	}
-	if err := os.MkdirAll(filepath.Dir(kubeconfigOut), 0o750); err != nil {
-		return err
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		return "", err
 	}
-	if err := os.WriteFile(kubeconfigOut, kubeconfig, 0o600); err != nil {
-		return err
+	if err := os.WriteFile(path, kubeconfig, 0o600); err != nil {
+		return "", err
 	}
-	abs, _ := filepath.Abs(kubeconfigOut)
-	kubectl := filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "kubectl")
+	return filepath.Abs(path)
+}
+
+// printHowTo tells the developer what to type in another shell. bin/kubectl links the kubectl
+// make envtest built for this machine's OS and architecture.
+func printHowTo(indexing bool, kubeconfig string) {
+	kubectl, err := filepath.Abs(filepath.Join("bin", "kubectl"))
+	if _, statErr := os.Stat(kubectl); err != nil || statErr != nil {
+		kubectl = filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "kubectl")
+	}
 	fmt.Printf(`
 tpu-slice-operator is running on a local control plane (KubeRay RayMultiHostIndexing=%t).
 In another shell:
@@ -129,8 +150,5 @@ In another shell:
   kubectl apply -f config/samples/ray_v1_raycluster_invalid.yaml   # refused with a field error
 
 There is no scheduler or kubelet: Pods stay Pending, and nothing garbage-collects. Ctrl-C stops everything.
-`, indexing, abs, kubectl)
-	<-ctx.Done()
-	log.Info("Shutting down")
-	return nil
+`, indexing, kubeconfig, kubectl)
 }

@@ -151,8 +151,21 @@ func renewAt(c *x509.Certificate) time.Time {
 //     so the bundle that trusts it has reached every webhook configuration first.
 func (p Policy) Plan(now time.Time, cur Material) (Plan, error) {
 	plan := Plan{Material: cur}
-	ca, caKey, err := parseCA(cur.CACert, cur.CAKey)
-	var previous *x509.Certificate
+	ca, caKey, previous, err := p.planCA(now, &plan)
+	if err != nil {
+		return Plan{}, err
+	}
+	trusted := planBundle(now, ca, previous, &plan)
+	if err := p.planServing(now, ca, caKey, trusted, &plan); err != nil {
+		return Plan{}, err
+	}
+	return plan, nil
+}
+
+// planCA returns the CA that signs from now on, issuing a new one into plan when the current one
+// is unusable, expired or two thirds into its validity; previous is the CA it replaces, if any.
+func (p Policy) planCA(now time.Time, plan *Plan) (ca *x509.Certificate, caKey crypto.Signer, previous *x509.Certificate, err error) {
+	ca, caKey, err = parseCA(plan.Material.CACert, plan.Material.CAKey)
 	switch {
 	case err != nil:
 		plan.Reasons = append(plan.Reasons, "no usable CA ("+err.Error()+")")
@@ -166,14 +179,16 @@ func (p Policy) Plan(now time.Time, cur Material) (Plan, error) {
 	}
 	if ca == nil {
 		ca, caKey, plan.Material.CACert, plan.Material.CAKey, err = p.newCA(now)
-		if err != nil {
-			return Plan{}, err
-		}
 	}
+	return ca, caKey, previous, err
+}
 
-	// The bundle: the signing CA first, then earlier CAs that have not expired.
+// planBundle sets plan's CA bundle (the signing CA first, then earlier CAs that have not expired)
+// and its next check, and returns the trusted CAs.
+func planBundle(now time.Time, ca, previous *x509.Certificate, plan *Plan) []*x509.Certificate {
+	cur := plan.Material.CABundle
 	trusted := []*x509.Certificate{ca}
-	candidates := parseCertificates(cur.CABundle)
+	candidates := parseCertificates(cur)
 	if previous != nil {
 		candidates = append(candidates, previous)
 	}
@@ -183,15 +198,20 @@ func (p Policy) Plan(now time.Time, cur Material) (Plan, error) {
 		}
 	}
 	plan.Material.CABundle = encodeCertificates(trusted)
-	if !bytes.Equal(plan.Material.CABundle, cur.CABundle) && len(plan.Reasons) == 0 {
+	if !bytes.Equal(plan.Material.CABundle, cur) && len(plan.Reasons) == 0 {
 		plan.Reasons = append(plan.Reasons, "the CA bundle is out of date")
 	}
 	plan.NextCheck = renewAt(ca)
 	for _, c := range trusted[1:] {
 		plan.NextCheck = earliest(plan.NextCheck, c.NotAfter) // Pruned when it expires.
 	}
+	return trusted
+}
 
-	leaf, problem := p.checkServing(now, cur.Cert, cur.Key, trusted)
+// planServing issues the serving certificate again into plan when it is missing, unusable, not
+// trusted, two thirds into its validity, or signed by an earlier CA for TrustDelay.
+func (p Policy) planServing(now time.Time, ca *x509.Certificate, caKey crypto.Signer, trusted []*x509.Certificate, plan *Plan) error {
+	leaf, problem := p.checkServing(now, plan.Material.Cert, plan.Material.Key, trusted)
 	reissue := ""
 	switch {
 	case problem != "":
@@ -208,14 +228,17 @@ func (p Policy) Plan(now time.Time, cur Material) (Plan, error) {
 	default:
 		plan.NextCheck = earliest(plan.NextCheck, renewAt(leaf))
 	}
-	if reissue != "" {
-		plan.Reasons = append(plan.Reasons, reissue)
-		if leaf, plan.Material.Cert, plan.Material.Key, err = p.newServing(now, ca, caKey); err != nil {
-			return Plan{}, err
-		}
-		plan.NextCheck = earliest(plan.NextCheck, renewAt(leaf))
+	if reissue == "" {
+		return nil
 	}
-	return plan, nil
+	plan.Reasons = append(plan.Reasons, reissue)
+	leaf, cert, key, err := p.newServing(now, ca, caKey)
+	if err != nil {
+		return err
+	}
+	plan.Material.Cert, plan.Material.Key = cert, key
+	plan.NextCheck = earliest(plan.NextCheck, renewAt(leaf))
+	return nil
 }
 
 // checkServing returns the parsed serving certificate, or why it must be issued again.

@@ -184,35 +184,10 @@ func FromPod(annotations map[string]string, spec *corev1.PodSpec) (Slice, error)
 	if spec == nil {
 		spec = &corev1.PodSpec{}
 	}
-	sliceValue, annotated := annotations[constants.SliceTopologyAnnotation]
-	parentValue, hasParent := spec.NodeSelector[constants.TopologyNodeSelectorKey]
-	var t Topology
-	var parent *Topology
-	switch {
-	case annotated:
-		st, err := parseSliceTopology(sliceValue)
-		if err != nil {
-			return Slice{}, err
-		}
-		t = st
-	case !hasParent:
-		return Slice{}, &Error{
-			Field: FieldTopology,
-			Err:   ErrMissingTopology,
-			Detail: fmt.Sprintf("nodeSelector %s (or, for GKE subslicing and dynamic slicing, annotation %s) is required: set it to the TPU slice topology, such as 4x4 or 2x2x4",
-				constants.TopologyNodeSelectorKey, constants.SliceTopologyAnnotation),
-		}
-	}
-	if hasParent {
-		pt, err := ParseTopology(parentValue)
-		if err != nil {
-			return Slice{}, err
-		}
-		if annotated {
-			parent = &pt
-		} else {
-			t = pt
-		}
+	_, annotated := annotations[constants.SliceTopologyAnnotation]
+	t, parent, err := topologies(annotations, spec.NodeSelector)
+	if err != nil {
+		return Slice{}, err
 	}
 	accelerator := spec.NodeSelector[constants.AcceleratorNodeSelectorKey]
 	if err := checkDims(accelerator, t); err != nil {
@@ -239,14 +214,44 @@ func FromPod(annotations map[string]string, spec *corev1.PodSpec) (Slice, error)
 		return Slice{}, err
 	}
 	return Slice{
-		Topology:      t,
-		Parent:        parent,
-		Annotated:     annotated,
-		Accelerator:   accelerator,
-		ChipsPerPod:   chips,
-		Hosts:         hosts,
-		TPUContainers: TPUContainers(spec),
+		Topology: t, Parent: parent, Annotated: annotated, Accelerator: accelerator,
+		ChipsPerPod: chips, Hosts: hosts, TPUContainers: TPUContainers(spec),
 	}, nil
+}
+
+// topologies parses the slice's topology and, for a subslice, its parent: the subslice annotation
+// when present (the nodeSelector, if any, is then the parent), else the nodeSelector (rules 1-3 of
+// FromPod).
+func topologies(annotations, nodeSelector map[string]string) (Topology, *Topology, error) {
+	sliceValue, annotated := annotations[constants.SliceTopologyAnnotation]
+	parentValue, hasParent := nodeSelector[constants.TopologyNodeSelectorKey]
+	if !annotated && !hasParent {
+		return Topology{}, nil, &Error{
+			Field: FieldTopology,
+			Err:   ErrMissingTopology,
+			Detail: fmt.Sprintf("nodeSelector %s (or, for GKE subslicing and dynamic slicing, annotation %s) is required: set it to the TPU slice topology, such as 4x4 or 2x2x4",
+				constants.TopologyNodeSelectorKey, constants.SliceTopologyAnnotation),
+		}
+	}
+	var t Topology
+	if annotated {
+		st, err := parseSliceTopology(sliceValue)
+		if err != nil {
+			return Topology{}, nil, err
+		}
+		t = st
+	}
+	if !hasParent {
+		return t, nil, nil
+	}
+	pt, err := ParseTopology(parentValue)
+	if err != nil {
+		return Topology{}, nil, err
+	}
+	if !annotated {
+		return pt, nil, nil
+	}
+	return t, &pt, nil
 }
 
 // checkDims returns an error when accelerator is known and t has another number of dimensions.
