@@ -175,6 +175,10 @@ func (e *Env) startProxy() error {
 			allowUnchanged(w, r)
 			return
 		}
+		if bypassed(r) {
+			allowUnchanged(w, r)
+			return
+		}
 		if len(*e.backends.Load()) == 0 {
 			http.Error(w, "no webhook instance is serving", http.StatusServiceUnavailable)
 			return
@@ -430,6 +434,34 @@ func rejectAll(w http.ResponseWriter, r *http.Request) {
 // operator were not installed: Pods created meanwhile keep whatever identity their creator gave
 // them (the reference webhook's, a hand-made one, none).
 func (e *Env) Bypass(on bool) { e.bypass.Store(on) }
+
+// BypassLabel is a label that, set to "true" on a Pod, makes the registered webhook endpoint admit
+// that Pod unchanged, as Bypass does for every request: a Pod created "with the webhook out of the
+// way" (before the operator ran, or excluded by the webhook's objectSelector) while other creates
+// go through the operator as usual. Nothing else reads the label.
+const BypassLabel = "test.tpu.ray.io/bypass"
+
+// bypassed reports whether the AdmissionReview r carries is for an object labeled BypassLabel=true.
+// It leaves r's body readable for the proxy.
+func bypassed(r *http.Request) bool {
+	body, err := io.ReadAll(r.Body)
+	_ = r.Body.Close()
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if err != nil {
+		return false
+	}
+	var review struct {
+		Request *struct {
+			Object struct {
+				Metadata metav1.ObjectMeta `json:"metadata"`
+			} `json:"object"`
+		} `json:"request"`
+	}
+	if json.Unmarshal(body, &review) != nil || review.Request == nil {
+		return false
+	}
+	return review.Request.Object.Metadata.Labels[BypassLabel] == "true"
+}
 
 func allowUnchanged(w http.ResponseWriter, r *http.Request) {
 	var review admissionv1.AdmissionReview
