@@ -29,7 +29,8 @@ limitations under the License.
 // allocators at admission and by the reconcilers), max_replace_s is the slowest admission of a
 // replacement of a Pod deleted right after its create (from the deletion being visible), forged
 // the AdmissionReviews posted straight to an instance, pods_deleted the Pods the operator deleted
-// (each one judged a true docs/spec.md §8 repair, or the run fails).
+// (each one judged a true docs/spec.md §8 repair, or the run fails). A CHAOS-OPS line follows with
+// the count of each operation and of the operator deletions judged repairs.
 //
 // `make test` runs it for about two minutes; `make test-chaos SEED=... DURATION=...` runs longer.
 package chaos
