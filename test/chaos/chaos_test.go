@@ -17,10 +17,12 @@ limitations under the License.
 package chaos
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -32,6 +34,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -61,6 +64,18 @@ var _ = Describe("Chaos", Ordered, Serial, func() {
 	}
 })
 
+// The RayClusters of a run, by index in runner.clusters. KubeRay manages the first kubeRayClusters;
+// the test creates the Pods of the others.
+const (
+	kubeRayClusters = 3
+	// burstCluster is filled in concurrent bursts, as admissions of one slice arrive at once
+	// through several API servers.
+	burstCluster = 3
+	// preCluster also gets Pods that carry a TPU identity set by hand, created with the webhook
+	// out of the way (docs/spec.md §3.4): they must be adopted, never duplicated.
+	preCluster = 4
+)
+
 // run is one chaos run for one gate setting.
 type runner struct {
 	ns        string
@@ -71,8 +86,33 @@ type runner struct {
 	retired   []*framework.Instance
 	faults    *faults
 	ops       int
-	errs      []error
-	settled   bool
+	// opRNG shuffles the deck of operations (its own stream: the order of the operations does
+	// not depend on what the others drew).
+	opRNG *rand.Rand
+	deck  []int
+	// op names the operation running, for violation messages; opCounts counts each operation.
+	op       string
+	opCounts map[string]int
+	errs     []error
+	settled  bool
+
+	// deletedGenerations are RayClusters deleted by a re-create, for creates of a stale UID.
+	deletedGenerations []*rayv1.RayCluster
+	// edited are Pods whose labels or claim token the run edited, with the values to restore.
+	edited []editedPod
+	// bound is the claim each live Pod was last seen bound to (docs/spec.md §8: it follows the
+	// Pod until the Pod is gone, whatever happens to its labels or other requests).
+	bound map[types.UID]boundClaim
+	// forgedClaims are the claims forged AdmissionReviews made, with when they were posted.
+	forgedClaims []forgedClaim
+	// forged counts the AdmissionReviews posted straight to an instance.
+	forged int
+	// replaceTimes are how long each replacement of a Pod deleted right after its create took.
+	replaceTimes []time.Duration
+	// adoptedBefore is the adoption counters' sum at the start of the run; deletedBefore
+	// and repairsBefore the auditor's counts.
+	adoptedBefore                float64
+	deletedBefore, repairsBefore int
 }
 
 func run(seed, stream uint64, gate bool, d time.Duration) {
@@ -81,8 +121,11 @@ func run(seed, stream uint64, gate bool, d time.Duration) {
 	DeferCleanup(func() { _, _ = localenv.SetMultiHostIndexing(was) })
 
 	r := &runner{
-		rng:  rand.New(rand.NewPCG(seed, stream)), //nolint:gosec // reproducible chaos, not security.
-		gate: gate,
+		rng:      rand.New(rand.NewPCG(seed, stream)), //nolint:gosec // reproducible chaos, not security.
+		gate:     gate,
+		opRNG:    rand.New(rand.NewPCG(seed, stream+200)), //nolint:gosec // reproducible chaos, not security.
+		opCounts: map[string]int{},
+		bound:    map[types.UID]boundClaim{},
 		faults: &faults{
 			rng:          rand.New(rand.NewPCG(seed, stream+100)), //nolint:gosec // reproducible faults.
 			conflictRate: 0.05, serverErrorRate: 0.02, ghostRate: 0.02, slowRate: 0.03, slowDelay: 150 * time.Millisecond,
@@ -91,6 +134,11 @@ func run(seed, stream uint64, gate bool, d time.Duration) {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "chaos-"}}
 	Expect(k8sClient.Create(ctx, ns)).To(Succeed())
 	r.ns = ns.Name
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	DeferCleanup(stopWatch)
+	Expect(audit.watchNamespace(watchCtx, watchClient, r.ns)).To(Succeed())
+	r.adoptedBefore = adoptions()
+	r.deletedBefore, r.repairsBefore = audit.counts()
 	for i := range instances {
 		r.instances = append(r.instances, r.startInstance(i == 0))
 	}
@@ -104,9 +152,9 @@ func run(seed, stream uint64, gate bool, d time.Duration) {
 		r.createCluster(testutil.MakeRayCluster("v6e", r.ns).TPUGroup("tpu", "tpu-v6e-slice", "4x4", 4, 4, 2).Obj()),
 		r.createCluster(testutil.MakeRayCluster("v4", r.ns).TPUGroup("tpu", "tpu-v4-podslice", "2x2x4", 4, 4, 2).Obj()),
 		r.createCluster(testutil.MakeRayCluster("v5e", r.ns).TPUGroup("tpu", "tpu-v5-lite-podslice", "2x4", 8, 1, 3).Obj()),
-		// KubeRay leaves this one alone: the test fills it in concurrent bursts, as admissions of one
-		// slice arrive at once through several API servers.
+		// KubeRay leaves these alone: the test creates their Pods.
 		r.createCluster(testutil.MakeRayCluster("burst", r.ns).TPUGroup("tpu", "tpu-v6e-slice", "8x8", 4, 16, 2).ManagedByMultiKueue().Obj()),
+		r.createCluster(testutil.MakeRayCluster("pre", r.ns).TPUGroup("tpu", "tpu-v6e-slice", "4x4", 4, 4, 2).ManagedByMultiKueue().Obj()),
 	}
 
 	start := time.Now()
@@ -118,17 +166,24 @@ func run(seed, stream uint64, gate bool, d time.Duration) {
 	}
 
 	By("letting activity stop, then checking every invariant")
+	r.op = "settle"
 	r.settle()
 	r.check(true)
 	r.checkDryRun()
 
 	c := framework.TotalCounts(append(r.retired, r.instances...))
 	admitted, denials, attempts, forwarded, fallbacks := c.Committed, c.Denied, c.Attempts, c.Forwarded, c.Fallbacks
+	adopted := int64(adoptions() - r.adoptedBefore)
+	podsDeleted, repairs := audit.counts()
 	gateName := map[bool]string{false: "off", true: "on"}[gate]
-	line := fmt.Sprintf("CHAOS seed=%d duration=%.0f gate=%s ops=%d admitted=%d denials=%d retries=%d violations=%d forwarded=%d fallbacks=%d",
-		seed, d.Seconds(), gateName, r.ops, admitted, denials, max(attempts-admitted-denials, 0), len(r.errs), forwarded, fallbacks)
+	line := fmt.Sprintf("CHAOS seed=%d duration=%.0f gate=%s ops=%d admitted=%d denials=%d retries=%d violations=%d forwarded=%d fallbacks=%d"+
+		" adopted=%d max_replace_s=%.2f forged=%d pods_deleted=%d",
+		seed, d.Seconds(), gateName, r.ops, admitted, denials, max(attempts-admitted-denials, 0), len(r.errs), forwarded, fallbacks,
+		adopted, slices.Max(append(r.replaceTimes, 0)).Seconds(), r.forged, podsDeleted-r.deletedBefore)
 	fmt.Fprintln(os.Stdout, line)
 	GinkgoWriter.Println(line, "faults_injected:", r.faults.injected.Load())
+	fmt.Fprintf(os.Stdout, "CHAOS-OPS gate=%s %v judged_repairs=%d\n", gateName, r.opCounts, repairs-r.repairsBefore)
+	GinkgoWriter.Println("replacements:", r.replaceTimes)
 	Expect(errors.Join(r.errs...)).NotTo(HaveOccurred(), "docs/spec.md §9 violations (rerun with -chaos.seed=%d)", seed)
 	// A run that admits nothing, or never settles, would pass the invariants vacuously.
 	Expect(admitted).To(BeNumerically(">", 0), "no Pod was admitted")
@@ -142,7 +197,8 @@ func (r *runner) startInstance(reconciler bool) *framework.Instance {
 			DisableControllers: !reconciler,
 			Controllers:        controllers.Options{PendingTTL: pendingTTL},
 		},
-		Config: r.faults.wrap(env.Config),
+		// Faults outside, the audit inside: the audit sees the requests that reach the server.
+		Config: r.faults.wrap(audit.wrap(env.Config, actorOperator)),
 		// As in production: claims go to their group's owner, and to a local claim when it is gone.
 		Forward: true,
 	})
@@ -156,30 +212,68 @@ func (r *runner) createCluster(rc *rayv1.RayCluster) *rayv1.RayCluster {
 	return rc
 }
 
-// step performs one random operation.
+// operation is one kind of step, chosen with probability weight/100.
+type operation struct {
+	name   string
+	weight int
+	run    func(*runner)
+}
+
+// operations are the kinds of step. Steps are dealt from a shuffled deck that holds each kind
+// weight times (100 cards; a fresh deck when it runs out), so that each kind runs about weight times
+// every 100 steps: `make test`'s two minutes (80 to 100 steps per gate setting) see each kind
+// several times, and the kinds' order depends on the seed alone.
+var operations = []operation{
+	{"delete", 20, (*runner).deleteRandomPod},
+	{"replicas", 12, (*runner).changeReplicas},
+	{"recreate", 6, func(r *runner) { r.recreate(r.rng.IntN(len(r.clusters))) }},
+	{"restart", 5, func(r *runner) { r.restartInstance(r.rng.IntN(len(r.instances))) }},
+	{"burst", 8, func(r *runner) { r.burst(burstCluster + r.rng.IntN(2)) }},
+	{"labels", 10, (*runner).editLabels},
+	{"copies", 6, (*runner).createCopies},
+	{"preexisting", 7, (*runner).createPreexisting},
+	{"replace", 7, (*runner).deleteAfterCreate},
+	{"odd-topology", 5, (*runner).createOddTopology},
+	{"stale-uid", 5, (*runner).createStaleUID},
+	{"forged", 6, (*runner).postForged},
+	// Let KubeRay and the operator run undisturbed for this step.
+	{"idle", 3, func(*runner) {}},
+}
+
+// step performs the next operation of the deck.
 func (r *runner) step() {
-	switch op := r.rng.IntN(100); {
-	case op < 40:
-		pods := r.workerPods(nil)
-		if len(pods) > 0 {
-			p := pods[r.rng.IntN(len(pods))]
-			_ = client.IgnoreNotFound(k8sClient.Delete(ctx, &p))
+	if len(r.deck) == 0 {
+		for i, op := range operations {
+			for range op.weight {
+				r.deck = append(r.deck, i)
+			}
 		}
-	case op < 60:
-		// Only KubeRay-managed clusters: nobody would remove the burst cluster's extra Pods.
-		rc := r.clusters[r.rng.IntN(len(r.clusters)-1)]
-		n := int32(1 + r.rng.IntN(3))
-		_ = r.update(rc, func(rc *rayv1.RayCluster) { rc.Spec.WorkerGroupSpecs[0].Replicas = ptr.To(n) })
-	case op < 72:
-		i := r.rng.IntN(len(r.clusters))
-		r.recreate(i)
-	case op < 80:
-		r.restartInstance(r.rng.IntN(len(r.instances)))
-	case op < 92:
-		r.burst()
-	default:
-		// Let KubeRay and the operator run undisturbed for this step.
+		r.opRNG.Shuffle(len(r.deck), func(i, j int) { r.deck[i], r.deck[j] = r.deck[j], r.deck[i] })
 	}
+	op := operations[r.deck[0]]
+	r.deck = r.deck[1:]
+	r.op = op.name
+	r.opCounts[op.name]++
+	start := time.Now()
+	op.run(r)
+	GinkgoWriter.Printf("op %d %s took %v\n", r.ops, op.name, time.Since(start).Round(time.Millisecond))
+}
+
+// deleteRandomPod deletes a random live worker Pod.
+func (r *runner) deleteRandomPod() {
+	pods := r.workerPods(nil)
+	if len(pods) > 0 {
+		p := pods[r.rng.IntN(len(pods))]
+		_ = client.IgnoreNotFound(k8sClient.Delete(ctx, &p))
+	}
+}
+
+// changeReplicas sets a KubeRay-managed cluster's replicas (nobody would remove the extra Pods of
+// the others).
+func (r *runner) changeReplicas() {
+	rc := r.clusters[r.rng.IntN(kubeRayClusters)]
+	n := int32(1 + r.rng.IntN(3))
+	_ = r.update(rc, func(rc *rayv1.RayCluster) { rc.Spec.WorkerGroupSpecs[0].Replicas = ptr.To(n) })
 }
 
 func (r *runner) update(rc *rayv1.RayCluster, mutate func(*rayv1.RayCluster)) error {
@@ -199,6 +293,7 @@ func (r *runner) update(rc *rayv1.RayCluster, mutate func(*rayv1.RayCluster)) er
 // it again at once under the same name (a new UID).
 func (r *runner) recreate(i int) {
 	old := r.clusters[i]
+	r.deletedGenerations = append(r.deletedGenerations, old.DeepCopy())
 	_ = k8sClient.Delete(ctx, old)
 	_ = k8sClient.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(r.ns), client.MatchingLabels{rayutils.RayClusterLabelKey: old.Name})
 	fresh := old.DeepCopy()
@@ -213,10 +308,10 @@ func (r *runner) recreate(i int) {
 	r.errs = append(r.errs, fmt.Errorf("could not re-create RayCluster %s", old.Name))
 }
 
-// burst creates, all at once, the Pods the burst cluster is missing, then checks I1 and I2 at once,
-// before the reconciler could clean anything up.
-func (r *runner) burst() {
-	rc := r.clusters[len(r.clusters)-1]
+// burst creates, all at once, the Pods cluster i (one KubeRay leaves alone) is missing, then checks
+// I1 and I2 at once, before the reconciler could clean anything up.
+func (r *runner) burst(i int) {
+	rc := r.clusters[i]
 	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(rc), rc); err != nil {
 		return
 	}
@@ -291,12 +386,19 @@ func (r *runner) collectGarbage() {
 	}
 }
 
-// check verifies I1 and I2 now and, at the end, I3.
+// check verifies I1 and I2 now, I6 on every Pod deletion since the last check, that bound claims
+// follow their live Pods, that forged claims are held no longer than the pending TTL and, at the
+// end, I3.
 func (r *runner) check(final bool) {
 	r.collectGarbage()
 	if _, err := framework.CheckAdmittedPods(ctx, k8sClient, r.ns, r.current); err != nil {
-		r.errs = append(r.errs, fmt.Errorf("after op %d: %w", r.ops, err))
+		r.violationf("%w", err)
 	}
+	for _, v := range audit.takeViolations() {
+		r.violationf("%s", v)
+	}
+	r.checkClaimsFollowPods()
+	r.checkForgedClaims()
 	if final {
 		var last error
 		deadline := time.Now().Add(2*pendingTTL + 30*time.Second)
@@ -314,8 +416,9 @@ func (r *runner) check(final bool) {
 // settle waits until KubeRay has the Pods every RayCluster asks for, for at most two minutes
 // (KubeRay may be backing off after refused creates).
 func (r *runner) settle() {
-	// The burst cluster has no KubeRay to replace its deleted Pods: refill it once.
-	r.burst()
+	// The burst and pre clusters have no KubeRay to replace their deleted Pods: refill them once.
+	r.burst(burstCluster)
+	r.burst(preCluster)
 	deadline := time.Now().Add(2 * time.Minute)
 	var nudged time.Time
 	for time.Now().Before(deadline) {
@@ -349,7 +452,7 @@ func (r *runner) settle() {
 // would retry when the backoff expires. The settle check is about the operator not blocking
 // KubeRay, not about KubeRay's backoff, so it does not wait for it.
 func (r *runner) nudgeKubeRay() {
-	for _, rc := range r.clusters[:len(r.clusters)-1] {
+	for _, rc := range r.clusters[:kubeRayClusters] {
 		_ = r.update(rc, func(rc *rayv1.RayCluster) {
 			if rc.Annotations == nil {
 				rc.Annotations = map[string]string{}
@@ -369,6 +472,12 @@ func (r *runner) checkDryRun() {
 	if after := r.sliceVersions(); fmt.Sprint(after) != fmt.Sprint(before) {
 		r.errs = append(r.errs, fmt.Errorf("I4: a dry run changed TPUSliceAssignments: %v -> %v", before, after))
 	}
+}
+
+// listSlices lists the run's TPUSliceAssignments.
+func (r *runner) listSlices() (*tpuv1alpha1.TPUSliceAssignmentList, error) {
+	list := &tpuv1alpha1.TPUSliceAssignmentList{}
+	return list, k8sClient.List(ctx, list, client.InNamespace(r.ns))
 }
 
 func (r *runner) sliceVersions() map[string]string {

@@ -16,9 +16,21 @@ limitations under the License.
 
 // Package chaos runs a seeded random mix of Pod deletions, replica changes, RayCluster delete and
 // re-create, webhook instance restarts and injected API faults against real KubeRay and three
-// operator instances, and checks docs/spec.md §9 after every step. Each gate setting ends with one line:
+// operator instances, together with what users and other requests do to running slices: label and
+// claim-token edits, Pods created from copied manifests, Pods with a hand-set TPU identity created
+// with the webhook out of the way, deletes right after creates, Pods of another host count or of a
+// deleted RayCluster generation, and AdmissionReviews forged straight to a webhook instance. It
+// checks docs/spec.md §9 after every step (I6 on every Pod deletion, see audit.go). Each gate
+// setting ends with one line:
 //
-//	CHAOS seed=<n> duration=<s> gate=<on|off> ops=<n> admitted=<n> denials=<n> retries=<n> violations=<n>
+//	CHAOS seed=<n> duration=<s> gate=<on|off> ops=<n> admitted=<n> denials=<n> retries=<n> violations=<n> forwarded=<n> fallbacks=<n> adopted=<n> max_replace_s=<x> forged=<n> pods_deleted=<n>
+//
+// adopted counts the claims recorded for Pods that carried an identity but no claim (by the
+// allocators at admission and by the reconcilers), max_replace_s is the slowest admission of a
+// replacement of a Pod deleted right after its create (from the deletion being visible), forged
+// the AdmissionReviews posted straight to an instance, pods_deleted the Pods the operator deleted
+// (each one judged a true docs/spec.md §8 repair, or the run fails). A CHAOS-OPS line follows with
+// the count of each operation and of the operator deletions judged repairs.
 //
 // `make test` runs it for about two minutes; `make test-chaos SEED=... DURATION=...` runs longer.
 package chaos
@@ -35,6 +47,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/ray-tpu/tpu-slice-operator/internal/localenv"
 	"github.com/ray-tpu/tpu-slice-operator/test/integration/framework"
 )
 
@@ -47,8 +60,14 @@ var (
 var ctx, cancel = context.WithCancel(context.Background())
 
 var (
-	env         *framework.Env
-	k8sClient   client.Client
+	env *framework.Env
+	// k8sClient is the runner's client: its Pod deletions are audited as the runner's (the
+	// garbage-collection stand-in's included).
+	k8sClient client.Client
+	// watchClient watches Pods, through no audit.
+	watchClient client.WithWatch
+	// audit records and judges every Pod deletion (I6).
+	audit       *auditor
 	stopKubeRay func() error
 )
 
@@ -62,8 +81,13 @@ var _ = BeforeSuite(func() {
 	var err error
 	env, err = framework.Start()
 	Expect(err).NotTo(HaveOccurred())
-	k8sClient = env.Client
-	stopKubeRay, err = env.StartKubeRay(ctx)
+	audit = newAuditor(env.Client)
+	k8sClient, err = client.New(audit.wrap(env.Config, actorRunner), client.Options{Scheme: env.Client.Scheme()})
+	Expect(err).NotTo(HaveOccurred())
+	watchClient, err = client.NewWithWatch(env.Config, client.Options{Scheme: env.Client.Scheme()})
+	Expect(err).NotTo(HaveOccurred())
+	// KubeRay's deletions (scale-downs, replaced replicas) are audited as its own.
+	stopKubeRay, err = localenv.StartKubeRay(ctx, audit.wrap(env.Config, actorKubeRay))
 	Expect(err).NotTo(HaveOccurred())
 })
 

@@ -197,6 +197,14 @@ func scenarios(gate bool) {
 		}, testutil.Timeout, testutil.Interval).Should(Succeed())
 	})
 
+	It("adopts the Pods of a cluster that ran before the install and never hands out their IDs again", func() {
+		installIntoRunningCluster(ns, gate)
+	})
+
+	It("admits KubeRay's replacement of a Pod deleted right after its create within 2 s", func() {
+		quickDeletion(ns, gate)
+	})
+
 	It("refuses an invalid RayCluster at CREATE and at UPDATE", func() {
 		err := k8sClient.Create(ctx, testutil.MakeRayCluster("bad", ns).TPUGroup("tpu", "tpu-v6e-slice", "4x4", 4, 2, 1).Obj())
 		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "got %v", err)

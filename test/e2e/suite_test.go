@@ -57,19 +57,38 @@ var _ = BeforeSuite(func() {
 	env, err = framework.Start()
 	Expect(err).NotTo(HaveOccurred())
 	k8sClient = env.Client
+	startOperator(true)
+	stopKubeRay, err = env.StartKubeRay(ctx)
+	Expect(err).NotTo(HaveOccurred())
+})
+
+// startOperator starts the operator's instances (three webhook replicas forwarding claims as the
+// production install runs them, the first also reconciling unless reconcile is false) and makes the
+// webhook endpoint send admissions to them.
+func startOperator(reconcile bool) {
+	GinkgoHelper()
+	var err error
 	instances, err = env.StartInstances(ctx, webhookInstances, func(i int) framework.InstanceOptions {
 		return framework.InstanceOptions{
 			Operator: operator.Options{
-				DisableControllers: i > 0,
+				DisableControllers: i > 0 || !reconcile,
 				Controllers:        controllers.Options{PendingTTL: pendingTTL},
 			},
 			Forward: true, // as the production install runs
 		}
 	})
 	Expect(err).NotTo(HaveOccurred())
-	stopKubeRay, err = env.StartKubeRay(ctx)
-	Expect(err).NotTo(HaveOccurred())
-})
+}
+
+// stopOperator stops every instance: the operator is uninstalled until startOperator.
+func stopOperator() {
+	GinkgoHelper()
+	env.ServeWebhooksFrom()
+	for _, inst := range instances {
+		Expect(inst.Stop()).To(Succeed())
+	}
+	instances = nil
+}
 
 var _ = AfterSuite(func() {
 	if stopKubeRay != nil {

@@ -40,6 +40,7 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -50,6 +51,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/ray-tpu/tpu-slice-operator/internal/allocator"
 	"github.com/ray-tpu/tpu-slice-operator/internal/forward"
@@ -75,6 +77,8 @@ type Env struct {
 	forwardTokenValue string
 	// bypass makes the proxy admit every Pod unchanged, as if the operator were not installed.
 	bypass atomic.Bool
+	// standIn, when set, mutates every Pod the proxy admits in the operator's place (BypassWith).
+	standIn atomic.Pointer[func(*corev1.Pod)]
 }
 
 // Start starts etcd and kube-apiserver with our CRD, KubeRay's RayCluster CRD and our webhook
@@ -171,7 +175,15 @@ func (e *Env) startProxy() error {
 	e.backends.Store(&empty)
 	mux := http.NewServeMux()
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if mutate := e.standIn.Load(); mutate != nil {
+			admitMutated(w, r, *mutate)
+			return
+		}
 		if e.bypass.Load() {
+			allowUnchanged(w, r)
+			return
+		}
+		if bypassed(r) {
 			allowUnchanged(w, r)
 			return
 		}
@@ -421,6 +433,76 @@ func rejectAll(w http.ResponseWriter, r *http.Request) {
 // operator were not installed: Pods created meanwhile keep whatever identity their creator gave
 // them (the reference webhook's, a hand-made one, none).
 func (e *Env) Bypass(on bool) { e.bypass.Store(on) }
+
+// BypassLabel is a label that, set to "true" on a Pod, makes the registered webhook endpoint admit
+// that Pod unchanged, as Bypass does for every request: a Pod created "with the webhook out of the
+// way" (before the operator ran, or excluded by the webhook's objectSelector) while other creates
+// go through the operator as usual. Nothing else reads the label.
+const BypassLabel = "test.tpu.ray.io/bypass"
+
+// bypassed reports whether the AdmissionReview r carries is for an object labeled BypassLabel=true.
+// It leaves r's body readable for the proxy.
+func bypassed(r *http.Request) bool {
+	body, err := io.ReadAll(r.Body)
+	_ = r.Body.Close()
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if err != nil {
+		return false
+	}
+	var review struct {
+		Request *struct {
+			Object struct {
+				Metadata metav1.ObjectMeta `json:"metadata"`
+			} `json:"object"`
+		} `json:"request"`
+	}
+	if json.Unmarshal(body, &review) != nil || review.Request == nil {
+		return false
+	}
+	return review.Request.Object.Metadata.Labels[BypassLabel] == "true"
+}
+
+// BypassWith makes the registered webhook endpoint answer every request in the operator's place
+// while mutate is not nil, as another mutating webhook installed instead of the operator (the
+// reference webhook) would: a Pod create is admitted with the changes mutate makes to the Pod (it
+// may be called concurrently), everything else is admitted unchanged. BypassWith(nil) hands the
+// endpoint back. Like Bypass, it is global to the Env.
+func (e *Env) BypassWith(mutate func(*corev1.Pod)) {
+	if mutate == nil {
+		e.standIn.Store(nil)
+		return
+	}
+	e.standIn.Store(&mutate)
+}
+
+func admitMutated(w http.ResponseWriter, r *http.Request, mutate func(*corev1.Pod)) {
+	var review admissionv1.AdmissionReview
+	if err := json.NewDecoder(r.Body).Decode(&review); err != nil || review.Request == nil {
+		http.Error(w, "bad AdmissionReview", http.StatusBadRequest)
+		return
+	}
+	resp := &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: true}
+	if review.Request.Kind.Kind == "Pod" && review.Request.Operation == admissionv1.Create {
+		pod := &corev1.Pod{}
+		if err := json.Unmarshal(review.Request.Object.Raw, pod); err != nil {
+			http.Error(w, "bad Pod", http.StatusBadRequest)
+			return
+		}
+		if pod.Namespace == "" {
+			pod.Namespace = review.Request.Namespace
+		}
+		raw := mustJSON(pod)
+		mutate(pod)
+		patched := admission.PatchResponseFromRaw(raw, mustJSON(pod))
+		if len(patched.Patches) > 0 {
+			resp.Patch = mustJSON(patched.Patches)
+			resp.PatchType = ptr.To(admissionv1.PatchTypeJSONPatch)
+		}
+	}
+	review.Response, review.Request = resp, nil
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(&review)
+}
 
 func allowUnchanged(w http.ResponseWriter, r *http.Request) {
 	var review admissionv1.AdmissionReview

@@ -1,0 +1,356 @@
+/*
+Copyright 2026 The tpu-slice-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ray-tpu/tpu-slice-operator/internal/identity"
+	"github.com/ray-tpu/tpu-slice-operator/internal/lifecycle"
+)
+
+// I6 (docs/spec.md §9): the operator deletes a running Pod only when another live Pod of its slice
+// holds its worker ID. Every client that may delete Pods in the run (the runner, which also stands
+// in for the garbage collector; KubeRay; each operator instance) talks to the API server through an
+// audit transport that records each Pod DELETE it sends, with who sent it. An operator deletion is
+// judged the moment it is sent, on a live read: the Pod must be live and carry a TPU identity, and
+// another live Pod of the same RayCluster generation, slice (TPU_NAME) and host count must hold its
+// worker ID by its spec (or have held it less than holderGrace ago, when the runner or KubeRay
+// deleted the holder meanwhile). A watch on the run's Pods then attributes every DELETED event to
+// one of the recorded deletions: a Pod that disappears with no deletion on record was deleted by
+// something the run does not know, which is also a violation.
+
+// Actors that delete Pods.
+const (
+	actorRunner   = "runner"
+	actorKubeRay  = "kuberay"
+	actorOperator = "operator"
+)
+
+// holderGrace is how long after its deletion a Pod still counts as holding its worker ID when an
+// operator deletion is judged: the operator decided on a live read made a moment before the
+// request, and another actor may have deleted the holder in between.
+const holderGrace = 2 * time.Second
+
+// collectionGrace is how long after a collection delete returned its Pods' DELETED events may
+// still arrive.
+const collectionGrace = 5 * time.Second
+
+// auditor records and judges Pod deletions. One serves the whole suite; the runner of each gate
+// setting watches its own namespace.
+type auditor struct {
+	// reader reads live state, through no audited transport.
+	reader client.Reader
+
+	mu sync.Mutex
+	// single are the single-Pod deletions sent, by namespace/name.
+	single map[string][]deletion
+	// collections are the collection deletions sent.
+	collections []collectionDeletion
+	// gone are the Pods that stopped being live (deleted, terminating or finished), with the
+	// identity they carried, as the watch saw them.
+	gone []gonePod
+	// violations are I6 violations not yet taken by the runner.
+	violations []string
+	// operatorDeleted counts the Pods an operator instance deleted (the API server answered 2xx).
+	operatorDeleted int
+	// judged counts the operator deletions judged and found to be true repairs.
+	judged int
+}
+
+type deletion struct {
+	actor string
+	uid   types.UID // the precondition, when the request had one
+	at    time.Time
+}
+
+type collectionDeletion struct {
+	actor     string
+	namespace string
+	selector  labels.Selector
+	start     time.Time
+	end       time.Time // zero while in flight
+}
+
+type gonePod struct {
+	uid types.UID
+	id  identity.Identity
+	at  time.Time
+}
+
+func newAuditor(reader client.Reader) *auditor {
+	return &auditor{reader: reader, single: map[string][]deletion{}}
+}
+
+// wrap returns cfg with every request of actor going through the audit transport.
+func (a *auditor) wrap(cfg *rest.Config, actor string) *rest.Config {
+	out := rest.CopyConfig(cfg)
+	out.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &auditTransport{next: rt, a: a, actor: actor} })
+	return out
+}
+
+type auditTransport struct {
+	next  http.RoundTripper
+	a     *auditor
+	actor string
+}
+
+func (t *auditTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method != http.MethodDelete {
+		return t.next.RoundTrip(req)
+	}
+	ns, name, ok := podPath(req.URL.Path)
+	if !ok {
+		return t.next.RoundTrip(req)
+	}
+	if name == "" {
+		return t.collection(req, ns)
+	}
+	var uid types.UID
+	if req.Body != nil {
+		body, err := io.ReadAll(req.Body)
+		_ = req.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+		var opts metav1.DeleteOptions
+		if json.Unmarshal(body, &opts) == nil && opts.Preconditions != nil && opts.Preconditions.UID != nil {
+			uid = *opts.Preconditions.UID
+		}
+	}
+	if t.actor == actorOperator {
+		t.a.judge(req.Context(), ns, name, uid)
+	}
+	t.a.mu.Lock()
+	key := ns + "/" + name
+	t.a.single[key] = append(t.a.single[key], deletion{actor: t.actor, uid: uid, at: time.Now()})
+	t.a.mu.Unlock()
+	resp, err := t.next.RoundTrip(req)
+	if err == nil && t.actor == actorOperator && resp.StatusCode/100 == 2 {
+		t.a.mu.Lock()
+		t.a.operatorDeleted++
+		t.a.mu.Unlock()
+	}
+	return resp, err
+}
+
+func (t *auditTransport) collection(req *http.Request, ns string) (*http.Response, error) {
+	sel, err := labels.Parse(req.URL.Query().Get("labelSelector"))
+	if err != nil {
+		sel = labels.Everything()
+	}
+	t.a.mu.Lock()
+	if t.actor == actorOperator {
+		t.a.violations = append(t.a.violations, fmt.Sprintf("I6: an operator instance deleted a collection of Pods in %s (selector %q)", ns, sel))
+	}
+	i := len(t.a.collections)
+	t.a.collections = append(t.a.collections, collectionDeletion{actor: t.actor, namespace: ns, selector: sel, start: time.Now()})
+	t.a.mu.Unlock()
+	resp, err := t.next.RoundTrip(req)
+	t.a.mu.Lock()
+	t.a.collections[i].end = time.Now()
+	t.a.mu.Unlock()
+	return resp, err
+}
+
+// podPath parses /api/v1/namespaces/<ns>/pods[/<name>]; name is empty for a collection.
+func podPath(path string) (ns, name string, ok bool) {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	if len(parts) < 5 || parts[0] != "api" || parts[1] != "v1" || parts[2] != "namespaces" || parts[4] != "pods" {
+		return "", "", false
+	}
+	switch len(parts) {
+	case 5:
+		return parts[3], "", true
+	case 6:
+		return parts[3], parts[5], true
+	}
+	return "", "", false // a subresource
+}
+
+// judge decides, on a live read, whether the operator's deletion of Pod ns/name (precondition uid)
+// is the repair docs/spec.md §8 allows, and records a violation when it is not.
+func (a *auditor) judge(ctx context.Context, ns, name string, uid types.UID) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	pod := &corev1.Pod{}
+	if err := a.reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pod); err != nil || (uid != "" && pod.UID != uid) {
+		return // gone already, or another Pod of that name: the request deletes nothing running
+	}
+	if !lifecycle.PodLive(pod) {
+		return
+	}
+	id, ok := identity.FromPod(pod)
+	if !ok {
+		a.violatef("I6: the operator deleted live Pod %s, which carries no TPU identity", name)
+		return
+	}
+	var pods corev1.PodList
+	if err := a.reader.List(ctx, &pods, client.InNamespace(ns)); err != nil {
+		a.violatef("I6: could not judge the operator's deletion of Pod %s: %v", name, err)
+		return
+	}
+	for i := range pods.Items {
+		if h := &pods.Items[i]; h.UID != pod.UID && lifecycle.PodLive(h) && holds(h, id) {
+			a.mu.Lock()
+			a.judged++
+			a.mu.Unlock()
+			return
+		}
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, g := range a.gone {
+		if g.uid != pod.UID && sameSpot(g.id, id) && time.Since(g.at) < holderGrace {
+			a.judged++
+			return
+		}
+	}
+	a.violations = append(a.violations, fmt.Sprintf(
+		"I6: the operator deleted live Pod %s (worker ID %d of slice %s, %d hosts, RayCluster UID %s) although no other live Pod of its slice holds that ID",
+		name, id.WorkerID, id.SliceName(), id.Hosts, id.ClusterUID))
+}
+
+// holds reports whether Pod h's spec holds worker ID id.WorkerID of the same slice as id: same
+// RayCluster generation, TPU_NAME and host count.
+func holds(h *corev1.Pod, id identity.Identity) bool {
+	hid, ok := identity.FromPod(h)
+	return ok && sameSpot(hid, id)
+}
+
+func sameSpot(a, b identity.Identity) bool {
+	return a.Cluster == b.Cluster && a.ClusterUID == b.ClusterUID && a.Group == b.Group && a.Replica == b.Replica &&
+		a.WorkerID == b.WorkerID && a.Hosts == b.Hosts && a.Hosts > 0
+}
+
+func (a *auditor) violatef(format string, args ...any) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.violations = append(a.violations, fmt.Sprintf(format, args...))
+}
+
+// takeViolations returns the violations recorded since the last call.
+func (a *auditor) takeViolations() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := a.violations
+	a.violations = nil
+	return out
+}
+
+// counts returns the Pods the operator deleted and how many of its deletions were judged repairs.
+func (a *auditor) counts() (deleted, judged int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.operatorDeleted, a.judged
+}
+
+// attribute finds the recorded deletion of a Pod whose DELETED event the watch saw.
+func (a *auditor) attribute(pod *corev1.Pod) (string, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, d := range a.single[pod.Namespace+"/"+pod.Name] {
+		if d.uid == "" || d.uid == pod.UID {
+			return d.actor, true
+		}
+	}
+	for _, c := range a.collections {
+		if c.namespace == pod.Namespace && c.selector.Matches(labels.Set(pod.Labels)) &&
+			(c.end.IsZero() || time.Since(c.end) < collectionGrace) {
+			return c.actor, true
+		}
+	}
+	return "", false
+}
+
+// watchNamespace watches the namespace's Pods until ctx ends: it records the Pods that stop being
+// live (for judging later deletions) and attributes every deletion. It returns once the watch runs.
+func (a *auditor) watchNamespace(ctx context.Context, wc client.WithWatch, ns string) error {
+	w, err := wc.Watch(ctx, &corev1.PodList{}, client.InNamespace(ns))
+	if err != nil {
+		return err
+	}
+	go func() {
+		rv := ""
+		for {
+			for ev := range w.ResultChan() {
+				pod, ok := ev.Object.(*corev1.Pod)
+				if !ok {
+					continue
+				}
+				rv = pod.ResourceVersion
+				a.observe(ev.Type, pod)
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			// The server ended the watch: resume where it stopped.
+			for {
+				w, err = wc.Watch(ctx, &corev1.PodList{}, client.InNamespace(ns), &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv}})
+				if err == nil || ctx.Err() != nil {
+					break
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			if ctx.Err() != nil {
+				return
+			}
+		}
+	}()
+	return nil
+}
+
+func (a *auditor) observe(t watch.EventType, pod *corev1.Pod) {
+	if t != watch.Deleted && lifecycle.PodLive(pod) {
+		return
+	}
+	if id, ok := identity.FromPod(pod); ok {
+		a.mu.Lock()
+		a.gone = append(a.gone, gonePod{uid: pod.UID, id: id, at: time.Now()})
+		// Keep only what a judgment can still use.
+		for len(a.gone) > 0 && time.Since(a.gone[0].at) > time.Minute {
+			a.gone = a.gone[1:]
+		}
+		a.mu.Unlock()
+	}
+	if t != watch.Deleted {
+		return
+	}
+	if _, ok := a.attribute(pod); !ok {
+		id, _ := identity.FromPod(pod)
+		a.violatef("I6: Pod %s (worker ID %d of slice %s) was deleted, and neither the runner, KubeRay nor an operator instance sent that deletion",
+			pod.Name, id.WorkerID, id.SliceName())
+	}
+}
