@@ -40,6 +40,7 @@ import (
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/controllers"
+	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
 	"github.com/ray-tpu/tpu-slice-operator/internal/lifecycle"
 	"github.com/ray-tpu/tpu-slice-operator/internal/localenv"
 	"github.com/ray-tpu/tpu-slice-operator/internal/operator"
@@ -67,13 +68,13 @@ var _ = Describe("Chaos", Ordered, Serial, func() {
 // The RayClusters of a run, by index in runner.clusters. KubeRay manages the first kubeRayClusters;
 // the test creates the Pods of the others.
 const (
-	kubeRayClusters = 3
+	kubeRayClusters = 4
 	// burstCluster is filled in concurrent bursts, as admissions of one slice arrive at once
 	// through several API servers.
-	burstCluster = 3
+	burstCluster = 4
 	// preCluster also gets Pods that carry a TPU identity set by hand, created with the webhook
 	// out of the way (docs/spec.md §3.4): they must be adopted, never duplicated.
-	preCluster = 4
+	preCluster = 5
 )
 
 // run is one chaos run for one gate setting.
@@ -152,6 +153,9 @@ func run(seed, stream uint64, gate bool, d time.Duration) {
 		r.createCluster(testutil.MakeRayCluster("v6e", r.ns).TPUGroup("tpu", "tpu-v6e-slice", "4x4", 4, 4, 2).Obj()),
 		r.createCluster(testutil.MakeRayCluster("v4", r.ns).TPUGroup("tpu", "tpu-v4-podslice", "2x2x4", 4, 4, 2).Obj()),
 		r.createCluster(testutil.MakeRayCluster("v5e", r.ns).TPUGroup("tpu", "tpu-v5-lite-podslice", "2x4", 8, 1, 3).Obj()),
+		// A GKE subslice: 2x4 slices of a 4x4 node pool, 2 hosts each (docs/spec.md §2).
+		r.createCluster(testutil.MakeRayCluster("sub", r.ns).TPUGroup("tpu", "tpu-v6e-slice", "4x4", 4, 2, 2).
+			GroupAnnotation(0, constants.SliceTopologyAnnotation, "2x4").Obj()),
 		// KubeRay leaves these alone: the test creates their Pods.
 		r.createCluster(testutil.MakeRayCluster("burst", r.ns).TPUGroup("tpu", "tpu-v6e-slice", "8x8", 4, 16, 2).ManagedByMultiKueue().Obj()),
 		r.createCluster(testutil.MakeRayCluster("pre", r.ns).TPUGroup("tpu", "tpu-v6e-slice", "4x4", 4, 4, 2).ManagedByMultiKueue().Obj()),
