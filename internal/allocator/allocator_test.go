@@ -941,6 +941,39 @@ func TestPlan(t *testing.T) {
 	}
 }
 
+// TestTheSliceKeepsTheAffinityKeyOfItsFirstClaim: the slice affinity key the first claim's
+// admission chose is recorded in the slice that claim creates, and returned to every later claim
+// and dry run of that slice, whatever key they chose (the Nodes may have changed since).
+func TestTheSliceKeepsTheAffinityKeyOfItsFirstClaim(t *testing.T) {
+	const subblock, nodePool = "cloud.google.com/gce-topology-subblock", "cloud.google.com/gke-nodepool"
+	withKey := func(key string) Request {
+		req := request(4)
+		req.AffinityTopologyKey = key
+		return req
+	}
+	c := newClient(t, interceptor.Funcs{})
+	a := newAllocator(c, c, timeout)
+	for i, req := range []Request{withKey(subblock), withKey(nodePool)} {
+		got, err := a.Claim(t.Context(), req)
+		if err != nil || got.AffinityTopologyKey != subblock {
+			t.Errorf("claim %d with key %q: Claim() = %+v, %v; want key %q", i, req.AffinityTopologyKey, got, err, subblock)
+		}
+	}
+	if got, err := a.Plan(t.Context(), withKey(nodePool)); err != nil || got.AffinityTopologyKey != subblock {
+		t.Errorf("Plan() = %+v, %v; want key %q", got, err, subblock)
+	}
+	if s := storedSlices(t, c); len(s) != 1 || s[0].Spec.AffinityTopologyKey != subblock {
+		t.Errorf("stored slices %+v, want one recording key %q", s, subblock)
+	}
+	t.Run("a slice that records no key returns none", func(t *testing.T) {
+		c := newClient(t, interceptor.Funcs{}, existingSlice(0, clusterUID).Claim(0, "t0", "", "").Obj())
+		got, err := newAllocator(c, c, timeout).Claim(t.Context(), withKey(nodePool))
+		if err != nil || got.AffinityTopologyKey != "" {
+			t.Errorf("Claim() = %+v, %v; want no key", got, err)
+		}
+	})
+}
+
 // TestClaimConcurrent checks docs/spec.md §3.3 and I5: concurrent claims through one or several allocators
 // (webhook replicas) sharing one API server never give one ID twice.
 func TestClaimConcurrent(t *testing.T) {
