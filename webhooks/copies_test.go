@@ -16,188 +16,126 @@ limitations under the License.
 
 package webhooks
 
+// Pods that arrive carrying a TPU identity (docs/spec.md §8): this admission coming back, or a
+// copy. Which tokens are a re-invocation is the allocator's answer (allocator.TestReinvoked); the
+// whole path, four Pods created from one copied manifest, is test/integration/identity's.
+
 import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
+	"github.com/ray-tpu/tpu-slice-operator/internal/allocator"
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
-	podidentity "github.com/ray-tpu/tpu-slice-operator/internal/identity"
 	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
-	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
-	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
+	"github.com/ray-tpu/tpu-slice-operator/internal/tpuenv"
 )
 
-// admitted admits a multislice worker Pod of a 2 × 4-host group and returns it as mutated.
-func admitted(t *testing.T, w *podWebhook, dryRun bool) *corev1.Pod {
-	t.Helper()
-	pod := testutil.WorkerPodFor(copiesCluster().Obj(), group).Env(0, constants.EnvMegascaleNumSlices, "2").Obj()
-	if err := w.Default(admissionContext(t, admissionv1.Create, dryRun), pod); err != nil {
-		t.Fatalf("Default() = %v", err)
-	}
-	return pod
+// running is worker of replica 0, claim token token: the claim of a running worker.
+func running(worker int32, token string) allocator.Assignment {
+	return allocator.Assignment{SliceName: slice0, Replica: 0, WorkerID: worker, Token: token}
 }
 
-func copiesCluster() *testutil.RayClusterWrapper {
-	return cluster().TPUGroup(group, v6e, "4x4", 4, 4, 2)
-}
-
-// created stores pod in c as the API server would create it, named name, and binds its claim as
-// the reconciler would.
-func created(t *testing.T, c client.Client, pod *corev1.Pod, name string) *corev1.Pod {
-	t.Helper()
-	p := pod.DeepCopy()
-	p.Name, p.GenerateName, p.UID = name, "", types.UID("uid-"+name)
-	if err := c.Create(t.Context(), p); err != nil {
-		t.Fatal(err)
-	}
-	id, _ := podidentity.FromPod(p)
-	var slice tpuv1alpha1.TPUSliceAssignment
-	if err := c.Get(t.Context(), types.NamespacedName{Namespace: testNS, Name: id.SliceName()}, &slice); err != nil {
-		t.Fatal(err)
-	}
-	for i := range slice.Status.Claims {
-		if slice.Status.Claims[i].Token == podidentity.Token(p) {
-			slice.Status.Claims[i].PodName, slice.Status.Claims[i].PodUID = p.Name, p.UID
-		}
-	}
-	if err := c.Status().Update(t.Context(), &slice); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
-// copyOf is a manifest copied from a Pod (kubectl get -o yaml, then created again): everything but
-// the name, UID and status.
-func copyOf(p *corev1.Pod) *corev1.Pod {
-	c := p.DeepCopy()
-	c.Name, c.UID, c.ResourceVersion, c.GenerateName = "", "", "", p.GenerateName
-	c.Status = corev1.PodStatus{}
-	return c
-}
-
-func envOf(p *corev1.Pod, name string) []string {
-	var out []string
-	for _, e := range p.Spec.Containers[0].Env {
-		if e.Name == name {
-			out = append(out, e.Value)
-		}
-	}
-	return out
-}
-
-// TestPodWebhookReinvocationReturnsThePodUnchanged: the same admission coming back (a later webhook
-// changed the Pod) keeps the claim it made: no second claim, no change.
+// TestPodWebhookReinvocationReturnsThePodUnchanged: the same admission coming back (a later
+// webhook changed the Pod) keeps the claim it made: nothing is claimed, nothing changes.
 func TestPodWebhookReinvocationReturnsThePodUnchanged(t *testing.T) {
-	c := newClient(t, &apiCalls{}, nil, copiesCluster().Obj())
-	w := newPodWebhook(c)
-	first := admitted(t, w, false)
-	again := first.DeepCopy()
+	first := applied(multiHostPod().Obj(), multiHostIdentity(claimed), 0)
+	stub := &stubClaimer{reinvoked: true, assignment: claimed}
 	before := admissionCounts(t)
-	if err := w.Default(admissionContext(t, admissionv1.Create, false), again); err != nil {
-		t.Fatalf("re-invoked Default() = %v", err)
+
+	got, err := create(t, newPodWebhook(stub), first)
+
+	if err != nil {
+		t.Fatalf("Default() = %v, want the Pod admitted", err)
 	}
 	checkAdmissionCounted(t, before, metrics.ResultAlreadyAssigned)
-	if diff := cmp.Diff(first, again); diff != "" {
-		t.Errorf("re-invocation changed the Pod (-want +got):\n%s", diff)
+	if diff := cmp.Diff(first, got); diff != "" {
+		t.Errorf("Re-invocation changed the Pod (-want +got):\n%s", diff)
 	}
-	if n := len(listSlices(t, c)[0].Status.Claims); n != 1 {
-		t.Errorf("slice holds %d claims, want 1", n)
+	want := []reinvocation{{Namespace: testNS, Slice: slice2, Token: "token-2", WorkerID: 1}}
+	if diff := cmp.Diff(want, stub.reinvocations); diff != "" {
+		t.Errorf("Reinvoked requests (-want +got):\n%s", diff)
+	}
+	if len(stub.claims) != 0 || len(stub.plans) != 0 {
+		t.Errorf("Claim requests %v, Plan requests %v; want none", stub.claims, stub.plans)
 	}
 }
 
-// TestPodWebhookCopiedManifests: docs/spec.md §8, a token is not a claim. A Pod created from a copy of
-// a running worker, from one manifest several times, or from a dry run's output, is a new Pod and
-// gets its own ID, with nothing of the copied identity left.
-func TestPodWebhookCopiedManifests(t *testing.T) {
-	c := newClient(t, &apiCalls{}, nil, copiesCluster().Obj())
-	w := newPodWebhook(c)
-	// Fill replica 0, so that a copy of its first Pod must move to replica 1.
-	running := make([]*corev1.Pod, 0, 4)
-	for i := range 4 {
-		running = append(running, created(t, c, admitted(t, w, false), "w"+string(rune('0'+i))))
+// TestPodWebhookCopiedIdentity: a Pod that carries an identity but is not a re-invocation is a
+// copy (a manifest copied from a running worker, a template, a dry run's output). A token is not a
+// claim: the copy is admitted exactly as the Pod it was copied from, with nothing of the copied
+// identity left.
+func TestPodWebhookCopiedIdentity(t *testing.T) {
+	multislice := multiHostPod().Env(0, constants.EnvMegascaleNumSlices, "2").Obj()
+	v7xIdentity := func(a allocator.Assignment) tpuenv.Identity {
+		return tpuenv.Identity{GroupName: group, ReplicaIndex: a.Replica, WorkerID: a.WorkerID, Hosts: 2, Subdomain: headless, V7x: true,
+			SliceName: a.SliceName, ClaimToken: a.Token, Topology: []int32{2, 2, 2}, ChipsPerHost: 4, AffinityTopologyKey: nodePool}
 	}
-	manifest := copyOf(running[0])
-
-	ids := map[string]bool{}
-	for i := range 4 {
-		pod := manifest.DeepCopy()
-		before := admissionCounts(t)
-		if err := w.Default(admissionContext(t, admissionv1.Create, false), pod); err != nil {
-			t.Fatalf("copy %d: Default() = %v", i, err)
-		}
-		checkAdmissionCounted(t, before, metrics.ResultAssigned)
-		id, ok := podidentity.FromPod(pod)
-		if !ok {
-			t.Fatalf("copy %d carries no identity", i)
-		}
-		key := id.SliceName() + "/" + envOf(pod, constants.EnvWorkerID)[0]
-		if ids[key] {
-			t.Errorf("copy %d got %s, already given", i, key)
-		}
-		ids[key] = true
-		if id.Replica != 1 || podidentity.Token(pod) == podidentity.Token(running[0]) {
-			t.Errorf("copy %d: replica %d token %s; want replica 1 and a new token", i, id.Replica, podidentity.Token(pod))
-		}
-		// The copied replica-0 values are gone, each variable set once, for replica 1.
-		for name, want := range map[string]string{
-			constants.EnvName: "tpu-1", constants.EnvMegascaleSliceID: "1",
-			constants.EnvWorkerHostnames: hostnames(group, 1, headless),
-		} {
-			if diff := cmp.Diff([]string{want}, envOf(pod, name)); diff != "" {
-				t.Errorf("copy %d: %s (-want +got):\n%s", i, name, diff)
+	onSubblock := subsliceIdentity(running(1, "token-0"))
+	onSubblock.AffinityTopologyKey = subblock
+	cases := map[string]struct {
+		// copied was made from original; the stub answers assignment and reinvoked.
+		original, copied *corev1.Pod
+		assignment       allocator.Assignment
+		reinvoked        bool
+		wantReinvoked    []reinvocation
+	}{
+		"a copy of a running multislice worker": {
+			original: multislice, copied: applied(multislice, multiHostIdentity(running(2, "token-0")), 0),
+			assignment:    claimed,
+			wantReinvoked: []reinvocation{{Namespace: testNS, Slice: slice0, Token: "token-0", WorkerID: 2}},
+		},
+		"a copy of host 1 of a running v7x slice, whose containers have IDs 2 and 3": {
+			original: v7xPod().Obj(), copied: applied(v7xPod().Obj(), v7xIdentity(running(1, "token-0")), 0, 1),
+			assignment:    claimed,
+			wantReinvoked: []reinvocation{{Namespace: testNS, Slice: slice0, Token: "token-0", WorkerID: 1}},
+		},
+		"a copy of a subslice worker kept on its sub-block": {
+			original: subslicePod().Obj(), copied: applied(subslicePod().Obj(), onSubblock, 0),
+			assignment:    withKey(claimed, subblock),
+			wantReinvoked: []reinvocation{{Namespace: testNS, Slice: slice0, Token: "token-0", WorkerID: 1}},
+		},
+		"a dry run's output, created for real": {
+			original: multiHostPod().Obj(), copied: applied(multiHostPod().Obj(), multiHostIdentity(running(2, "dry-run")), 0),
+			assignment:    claimed,
+			wantReinvoked: []reinvocation{{Namespace: testNS, Slice: slice0, Token: "dry-run", WorkerID: 2}},
+		},
+		"a Pod carrying the reference webhook's identity, without a token, is never a re-invocation": {
+			original: multiHostPod().Obj(), copied: multiHostPod().TPUIdentity(group, 0, 2).Obj(),
+			assignment: claimed, reinvoked: true,
+		},
+		"a Pod carrying a token without an identity is never a re-invocation": {
+			original: multiHostPod().Obj(), copied: multiHostPod().Annotation(tpuv1alpha1.ClaimTokenAnnotation, "token-0").Obj(),
+			assignment: claimed, reinvoked: true,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			fresh := &stubClaimer{assignment: tc.assignment}
+			want, err := create(t, newPodWebhook(fresh), tc.original)
+			if err != nil {
+				t.Fatalf("Default() of the original = %v", err)
 			}
-		}
-		if got := pod.Labels[tpuv1alpha1.SliceLabel]; got != naming.SliceName(clusterName, group, 1) {
-			t.Errorf("copy %d: slice label %q", i, got)
-		}
-		terms := pod.Spec.Affinity.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution
-		if len(terms) != 1 || terms[0].LabelSelector.MatchLabels[tpuv1alpha1.SliceLabel] != naming.SliceName(clusterName, group, 1) {
-			t.Errorf("copy %d: slice affinity %+v, want only replica 1's", i, terms)
-		}
+			stub := &stubClaimer{assignment: tc.assignment, reinvoked: tc.reinvoked}
+			before := admissionCounts(t)
+
+			got, err := create(t, newPodWebhook(stub), tc.copied)
+
+			if err != nil {
+				t.Fatalf("Default() = %v, want the copy admitted", err)
+			}
+			checkAdmissionCounted(t, before, metrics.ResultAssigned)
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("Admitted copy (-as the original +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantReinvoked, stub.reinvocations); diff != "" {
+				t.Errorf("Reinvoked requests (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(fresh.claims, stub.claims); diff != "" {
+				t.Errorf("Claim requests (-as the original's +got):\n%s", diff)
+			}
+		})
 	}
-
-	t.Run("a dry run's output created for real gets its own claim", func(t *testing.T) {
-		c := newClient(t, &apiCalls{}, nil, copiesCluster().Obj())
-		w := newPodWebhook(c)
-		dry := admitted(t, w, true)
-		if got := podidentity.Token(dry); got != dryRunToken {
-			t.Fatalf("dry run token %q", got)
-		}
-		created := dry.DeepCopy()
-		if err := w.Default(admissionContext(t, admissionv1.Create, false), created); err != nil {
-			t.Fatalf("Default() = %v", err)
-		}
-		if podidentity.Token(created) == dryRunToken {
-			t.Error("the real create kept the dry run's token")
-		}
-		slices := listSlices(t, c)
-		if len(slices) != 1 || len(slices[0].Status.Claims) != 1 || slices[0].Status.Claims[0].Token != podidentity.Token(created) {
-			t.Errorf("slices %+v, want one claim with the real Pod's token", slices)
-		}
-	})
-
-	t.Run("a copy of a Pod whose claim is still pending, made while the Pod runs, gets its own ID", func(t *testing.T) {
-		c := newClient(t, &apiCalls{}, nil, copiesCluster().Obj())
-		w := newPodWebhook(c)
-		first := admitted(t, w, false)
-		p := first.DeepCopy()
-		p.Name, p.UID = "w0", "uid-w0"
-		if err := c.Create(t.Context(), p); err != nil { // created, not bound yet
-			t.Fatal(err)
-		}
-		dup := copyOf(p)
-		if err := w.Default(admissionContext(t, admissionv1.Create, false), dup); err != nil {
-			t.Fatalf("Default() = %v", err)
-		}
-		if podidentity.Token(dup) == podidentity.Token(first) || envOf(dup, constants.EnvWorkerID)[0] == envOf(first, constants.EnvWorkerID)[0] {
-			t.Errorf("the copy got token %s ID %v, the original's are %s %v", podidentity.Token(dup), envOf(dup, constants.EnvWorkerID),
-				podidentity.Token(first), envOf(first, constants.EnvWorkerID))
-		}
-	})
 }

@@ -28,35 +28,38 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
+	"github.com/ray-tpu/tpu-slice-operator/internal/allocator"
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
 	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
 )
 
 // FuzzPodAdmission sends random Pods, and random bytes, to the Pod webhook's HTTP handler, as the
-// API server would. Whatever comes in: no panic, the answer is always an AdmissionReview (never an
-// HTTP error page), and a denied request leaves no claim behind.
+// API server would, with a claimer that succeeds or denies. Whatever comes in: no panic, the
+// answer is always an AdmissionReview (never an HTTP error page), a dry run claims nothing, an
+// admission claims at most once, and a denial never follows a claim that succeeded, so that a
+// denied Pod leaves no claim behind. (What the allocator does with a request is fuzzed by its
+// callers' tests: claims.TestPlanInvariants.)
 func FuzzPodAdmission(f *testing.F) {
-	f.Add("4x4", "tpu-v6e-slice", int64(4), "tpu", "", "", false, false, []byte(nil))
-	f.Add("2x2x4", "tpu-v4-podslice", int64(4), "tpu", "1", "3", false, false, []byte(nil))
-	f.Add("2x2x2", "tpu7x", int64(2), "tpu", "", "", true, false, []byte(nil))
-	f.Add("16x16", "", int64(4), "other", "x", "-1", false, false, []byte(nil))
-	f.Add("0x4", "tpu-v6e-slice", int64(3), "tpu", "", "", false, false, []byte(nil))
-	f.Add("", "", int64(0), "", "", "", false, true, []byte(`{"kind":"AdmissionReview","request":{"object":{}}}`))
-	f.Add("", "", int64(0), "", "", "", false, true, []byte(`not json`))
+	f.Add("4x4", "tpu-v6e-slice", int64(4), "tpu", "", "", false, false, false, []byte(nil))
+	f.Add("2x2x4", "tpu-v4-podslice", int64(4), "tpu", "1", "3", false, false, false, []byte(nil))
+	f.Add("2x2x2", "tpu7x", int64(2), "tpu", "", "", true, false, false, []byte(nil))
+	f.Add("4x4", "tpu-v6e-slice", int64(4), "tpu", "0", "9", false, true, false, []byte(nil))
+	f.Add("16x16", "", int64(4), "other", "x", "-1", false, false, false, []byte(nil))
+	f.Add("0x4", "tpu-v6e-slice", int64(3), "tpu", "", "", false, false, false, []byte(nil))
+	f.Add("", "", int64(0), "", "", "", false, false, true, []byte(`{"kind":"AdmissionReview","request":{"object":{}}}`))
+	f.Add("", "", int64(0), "", "", "", false, false, true, []byte(`not json`))
 	f.Fuzz(func(t *testing.T, topology, accelerator string, chips int64, group, replicaIndex, hostIndex string,
-		dryRun, raw bool, body []byte) {
-		rc := testutil.MakeRayCluster("rc", testNS).UID("rc-uid").TPUGroup("tpu", "tpu-v6e-slice", "4x4", 4, 4, 2).Obj()
-		var calls apiCalls
-		c := newClient(t, &calls, nil, rc)
-		handler := admission.WithDefaulter(newScheme(t), newPodWebhook(c))
+		dryRun, claimFails, raw bool, body []byte) {
+		stub := &stubClaimer{assignment: claimed}
+		if claimFails {
+			stub.err = &allocator.DeniedError{Transient: true, Message: "fully claimed"}
+		}
+		handler := admission.WithDefaulter(testutil.Scheme(), newPodWebhook(stub))
 
 		if !raw {
-			pod := testutil.MakeWorkerPod(testNS, "rc", types.UID("rc-uid"), group).Obj()
+			pod := testutil.MakeWorkerPod(testNS, clusterName, clusterUID, group).Obj()
 			pod.Spec.NodeSelector = map[string]string{constants.TopologyNodeSelectorKey: topology, constants.AcceleratorNodeSelectorKey: accelerator}
 			q := *resource.NewQuantity(chips, resource.DecimalSI)
 			pod.Spec.Containers[0].Resources.Requests = corev1.ResourceList{constants.TPUResourceName: q}
@@ -97,21 +100,13 @@ func FuzzPodAdmission(f *testing.F) {
 		if msg := got.Response.Result; msg != nil && strings.Contains(strings.ToLower(msg.Message), "panic") {
 			t.Fatalf("the handler panicked: %s", msg.Message)
 		}
-		var slices tpuv1alpha1.TPUSliceAssignmentList
-		if err := c.List(t.Context(), &slices, client.InNamespace(testNS)); err != nil {
-			t.Fatal(err)
-		}
-		claimsLeft := 0
-		for _, s := range slices.Items {
-			claimsLeft += len(s.Status.Claims)
-		}
-		switch {
-		case !got.Response.Allowed && claimsLeft > 0:
-			t.Fatalf("a denied request left %d claims behind: %s", claimsLeft, got.Response.Result.Message)
-		case got.Response.Allowed && dryRun && calls.writes.Load() > 0:
-			t.Fatalf("a dry run wrote %d times", calls.writes.Load())
-		case got.Response.Allowed && claimsLeft > 1:
-			t.Fatalf("one admission made %d claims", claimsLeft)
+		switch claimed := len(stub.claims); {
+		case claimed > 1:
+			t.Fatalf("one admission claimed %d times", claimed)
+		case dryRun && claimed > 0:
+			t.Fatalf("a dry run claimed %v", stub.claims)
+		case !got.Response.Allowed && claimed > 0 && !claimFails:
+			t.Fatalf("a denial followed a claim that succeeded: %s", got.Response.Result.Message)
 		}
 	})
 }

@@ -34,18 +34,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/claims"
-	"github.com/ray-tpu/tpu-slice-operator/internal/identity"
 	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
 	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
 	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
@@ -83,17 +79,6 @@ var (
 	sortSlices = cmpopts.SortSlices(func(a, b tpuv1alpha1.TPUSliceAssignment) bool { return a.Name < b.Name })
 )
 
-func newScheme(t *testing.T) *runtime.Scheme {
-	t.Helper()
-	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, tpuv1alpha1.AddToScheme, rayv1.AddToScheme} {
-		if err := add(s); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return s
-}
-
 // newClient returns a fake API server holding objs (and, unless they hold one, the test
 // RayCluster asking for one replica), enforcing resourceVersions, with faults injected by funcs.
 func newClient(t *testing.T, funcs interceptor.Funcs, objs ...client.Object) client.WithWatch {
@@ -101,13 +86,7 @@ func newClient(t *testing.T, funcs interceptor.Funcs, objs ...client.Object) cli
 	if !slices.ContainsFunc(objs, func(o client.Object) bool { _, ok := o.(*rayv1.RayCluster); return ok }) {
 		objs = append(objs, rayCluster(1))
 	}
-	return fake.NewClientBuilder().
-		WithIndex(&corev1.Pod{}, identity.TokenIndex, identity.TokenIndexValue).
-		WithScheme(newScheme(t)).
-		WithStatusSubresource(&tpuv1alpha1.TPUSliceAssignment{}).
-		WithObjects(objs...).
-		WithInterceptorFuncs(funcs).
-		Build()
+	return testutil.NewClientBuilder().WithObjects(objs...).WithInterceptorFuncs(funcs).Build()
 }
 
 // newAllocator returns an Allocator whose clock stands at now.
@@ -960,6 +939,39 @@ func TestPlan(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestTheSliceKeepsTheAffinityKeyOfItsFirstClaim: the slice affinity key the first claim's
+// admission chose is recorded in the slice that claim creates, and returned to every later claim
+// and dry run of that slice, whatever key they chose (the Nodes may have changed since).
+func TestTheSliceKeepsTheAffinityKeyOfItsFirstClaim(t *testing.T) {
+	const subblock, nodePool = "cloud.google.com/gce-topology-subblock", "cloud.google.com/gke-nodepool"
+	withKey := func(key string) Request {
+		req := request(4)
+		req.AffinityTopologyKey = key
+		return req
+	}
+	c := newClient(t, interceptor.Funcs{})
+	a := newAllocator(c, c, timeout)
+	for i, req := range []Request{withKey(subblock), withKey(nodePool)} {
+		got, err := a.Claim(t.Context(), req)
+		if err != nil || got.AffinityTopologyKey != subblock {
+			t.Errorf("claim %d with key %q: Claim() = %+v, %v; want key %q", i, req.AffinityTopologyKey, got, err, subblock)
+		}
+	}
+	if got, err := a.Plan(t.Context(), withKey(nodePool)); err != nil || got.AffinityTopologyKey != subblock {
+		t.Errorf("Plan() = %+v, %v; want key %q", got, err, subblock)
+	}
+	if s := storedSlices(t, c); len(s) != 1 || s[0].Spec.AffinityTopologyKey != subblock {
+		t.Errorf("stored slices %+v, want one recording key %q", s, subblock)
+	}
+	t.Run("a slice that records no key returns none", func(t *testing.T) {
+		c := newClient(t, interceptor.Funcs{}, existingSlice(0, clusterUID).Claim(0, "t0", "", "").Obj())
+		got, err := newAllocator(c, c, timeout).Claim(t.Context(), withKey(nodePool))
+		if err != nil || got.AffinityTopologyKey != "" {
+			t.Errorf("Claim() = %+v, %v; want no key", got, err)
+		}
+	})
 }
 
 // TestClaimConcurrent checks docs/spec.md §3.3 and I5: concurrent claims through one or several allocators

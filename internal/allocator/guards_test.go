@@ -209,6 +209,20 @@ func TestClaimReadsALiveClusterForAGroupTheCacheLacks(t *testing.T) {
 	}
 }
 
+// TestClaimOfAMissingRayCluster: a Pod whose RayCluster does not exist (deleted, or never created)
+// is a permanent denial, after a live read.
+func TestClaimOfAMissingRayCluster(t *testing.T) {
+	c := testutil.NewClientBuilder().Build()
+	_, err := newAllocator(c, c, timeout).Claim(t.Context(), request(4))
+	want := &DeniedError{Message: "RayCluster team-a/rc of this TPU worker Pod does not exist"}
+	if diff := cmp.Diff(want, err); diff != "" {
+		t.Errorf("Claim() error (-want,+got):\n%s", diff)
+	}
+	if s := storedSlices(t, c); len(s) != 0 {
+		t.Errorf("stored slices %+v, want none", s)
+	}
+}
+
 // TestClaimBounds: docs/spec.md §10. Slices above the host limit are refused before anything is read.
 func TestClaimBounds(t *testing.T) {
 	c := newClient(t, interceptor.Funcs{})

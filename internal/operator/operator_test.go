@@ -29,6 +29,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -111,6 +112,22 @@ func TestSetupStartsWebhookInformers(t *testing.T) {
 	slices.Sort(wantIndexes)
 	if diff := cmp.Diff(wantIndexes, rec.indexes); diff != "" {
 		t.Errorf("indexes registered at setup (-want,+got):\n%s", diff)
+	}
+}
+
+// TestTestSchemeIsTheOperatorScheme: testutil.Scheme, which cannot import this package, registers
+// the types of Scheme, so that unit tests decode what the operator does.
+func TestTestSchemeIsTheOperatorScheme(t *testing.T) {
+	kinds := func(s *runtime.Scheme) []string {
+		out := make([]string, 0, len(s.AllKnownTypes()))
+		for gvk := range s.AllKnownTypes() {
+			out = append(out, gvk.String())
+		}
+		slices.Sort(out)
+		return out
+	}
+	if diff := cmp.Diff(kinds(Scheme), kinds(testutil.Scheme())); diff != "" {
+		t.Errorf("testutil.Scheme() kinds (-operator.Scheme,+testutil.Scheme()):\n%s", diff)
 	}
 }
 

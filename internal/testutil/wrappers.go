@@ -47,6 +47,9 @@ const (
 // multiKueueController is a RayCluster spec.managedBy value KubeRay's controller leaves alone.
 const multiKueueController = "kueue.x-k8s.io/multikueue"
 
+// rayImage is the image of every container the builders make.
+const rayImage = "rayproject/ray:2.49.0"
+
 // PodWrapper builds Pods shaped like KubeRay's worker Pods.
 type PodWrapper struct{ corev1.Pod }
 
@@ -55,7 +58,7 @@ func MakePod(name, namespace string) *PodWrapper {
 	return &PodWrapper{corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: map[string]string{}, Annotations: map[string]string{}},
 		Spec: corev1.PodSpec{
-			Containers: []corev1.Container{{Name: "ray-worker", Image: "rayproject/ray:2.49.0"}},
+			Containers: []corev1.Container{{Name: "ray-worker", Image: rayImage}},
 		},
 	}}
 }
@@ -91,14 +94,44 @@ func (p *PodWrapper) GenerateName(prefix string) *PodWrapper {
 
 // Label sets a label.
 func (p *PodWrapper) Label(k, v string) *PodWrapper {
+	if p.Labels == nil {
+		p.Labels = map[string]string{}
+	}
 	p.Labels[k] = v
 	return p
 }
 
 // Annotation sets an annotation.
 func (p *PodWrapper) Annotation(k, v string) *PodWrapper {
+	if p.Annotations == nil {
+		p.Annotations = map[string]string{}
+	}
 	p.Annotations[k] = v
 	return p
+}
+
+// Containers replaces the Pod's containers (MakePod's one included) by copies of containers.
+func (p *PodWrapper) Containers(containers ...corev1.Container) *PodWrapper {
+	p.Spec.Containers = make([]corev1.Container, 0, len(containers))
+	for i := range containers {
+		p.Spec.Containers = append(p.Spec.Containers, *containers[i].DeepCopy())
+	}
+	return p
+}
+
+// Hostname sets spec.hostname and spec.subdomain.
+func (p *PodWrapper) Hostname(hostname, subdomain string) *PodWrapper {
+	p.Spec.Hostname, p.Spec.Subdomain = hostname, subdomain
+	return p
+}
+
+// Claim sets the labels and the annotation that tie a Pod to its claim, as tpuenv.Apply writes
+// them: replicaIndex, the slice and worker ID labels and the claim token.
+func (p *PodWrapper) Claim(replicaIndex, slice, workerID, token string) *PodWrapper {
+	return p.Label(constants.ReplicaIndexLabel, replicaIndex).
+		Label(tpuv1alpha1.SliceLabel, slice).
+		Label(tpuv1alpha1.WorkerIDLabel, workerID).
+		Annotation(tpuv1alpha1.ClaimTokenAnnotation, token)
 }
 
 // UID sets the UID.
@@ -127,7 +160,7 @@ func (p *PodWrapper) TPU(chips int64) *PodWrapper {
 
 // Container appends a container requesting chips TPUs (none when 0).
 func (p *PodWrapper) Container(name string, chips int64) *PodWrapper {
-	c := corev1.Container{Name: name, Image: "rayproject/ray:2.49.0"}
+	c := corev1.Container{Name: name, Image: rayImage}
 	if chips > 0 {
 		setTPU(&c, chips)
 	}
@@ -180,7 +213,7 @@ func MakeRayCluster(name, namespace string) *RayClusterWrapper {
 			HeadGroupSpec: rayv1.HeadGroupSpec{
 				RayStartParams: map[string]string{},
 				Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
-					Containers: []corev1.Container{{Name: "ray-head", Image: "rayproject/ray:2.49.0"}},
+					Containers: []corev1.Container{{Name: "ray-head", Image: rayImage}},
 				}},
 			},
 		},
@@ -204,7 +237,7 @@ func (r *RayClusterWrapper) ManagedByMultiKueue() *RayClusterWrapper {
 
 // TPUGroup appends a TPU worker group: replicas slices of numOfHosts Pods, each requesting chips.
 func (r *RayClusterWrapper) TPUGroup(name, accelerator, topology string, chips int64, numOfHosts, replicas int32) *RayClusterWrapper {
-	c := corev1.Container{Name: "ray-worker", Image: "rayproject/ray:2.49.0"}
+	c := corev1.Container{Name: "ray-worker", Image: rayImage}
 	setTPU(&c, chips)
 	selector := map[string]string{constants.TopologyNodeSelectorKey: topology}
 	if accelerator != "" {
@@ -235,7 +268,7 @@ func (r *RayClusterWrapper) CPUGroup(name string, replicas int32) *RayClusterWra
 		NumOfHosts:     1,
 		RayStartParams: map[string]string{},
 		Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
-			Containers: []corev1.Container{{Name: "ray-worker", Image: "rayproject/ray:2.49.0"}},
+			Containers: []corev1.Container{{Name: "ray-worker", Image: rayImage}},
 		}},
 	})
 	return r
@@ -315,7 +348,7 @@ func (r *RayClusterWrapper) WithoutNodeSelector(i int, key string) *RayClusterWr
 
 // GroupContainer appends a container requesting chips TPUs (none when 0) to group i's Pod template.
 func (r *RayClusterWrapper) GroupContainer(i int, name string, chips int64) *RayClusterWrapper {
-	c := corev1.Container{Name: name, Image: "rayproject/ray:2.49.0"}
+	c := corev1.Container{Name: name, Image: rayImage}
 	if chips > 0 {
 		setTPU(&c, chips)
 	}

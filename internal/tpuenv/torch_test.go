@@ -24,6 +24,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
 	"github.com/ray-tpu/tpu-slice-operator/internal/tpuenv"
 )
 
@@ -213,7 +214,7 @@ func TestApplyTorchEnv(t *testing.T) {
 	v6e := sliceOf([]int32{2, 4}, 2, 4, false)
 	v6e.WorkerID = 1
 	v6eAddresses := addresses(4, hostsOf(2)...)
-	owned := func(c *containerWrapper) *containerWrapper {
+	owned := func(c *testutil.ContainerWrapper) *testutil.ContainerWrapper {
 		return c.Env("TPU_WORKER_ID", "1").Env("TPU_NAME", "tpu-0").
 			Env("TPU_WORKER_HOSTNAMES", "tpu-0-0.rc-headless,tpu-0-1.rc-headless")
 	}
@@ -271,12 +272,12 @@ func TestApplyTorchEnv(t *testing.T) {
 		},
 		"every TPU container of a v7x Pod gets the same values, a CPU sidecar none": {
 			id:            sliceOf([]int32{2, 2, 2}, 2, 4, true),
-			containers:    []corev1.Container{makeContainer("tpu-0").TPU(2).Obj(), makeContainer("sidecar").Obj(), makeContainer("tpu-1").TPU(2).Obj()},
+			containers:    []corev1.Container{testutil.MakeContainer("tpu-0").TPU(2).Obj(), testutil.MakeContainer("sidecar").Obj(), testutil.MakeContainer("tpu-1").TPU(2).Obj()},
 			tpuContainers: []int{0, 2},
 			wantContainers: func() []corev1.Container {
 				hosts := strings.Join(hostsOf(2), ",")
 				v7x := func(name string, c int) corev1.Container {
-					return makeContainer(name).TPU(2).Env("TPU_WORKER_ID", strconv.Itoa(c)).Env("TPU_NAME", "tpu-0").
+					return testutil.MakeContainer(name).TPU(2).Env("TPU_WORKER_ID", strconv.Itoa(c)).Env("TPU_NAME", "tpu-0").
 						Env("TPU_WORKER_HOSTNAMES", hosts).
 						Env("TPU_PROCESS_ADDRESSES", addresses(2, hostsOf(2)...)).
 						Env("TPU_PROCESS_PORT", strconv.Itoa(8471+c)).
@@ -284,7 +285,7 @@ func TestApplyTorchEnv(t *testing.T) {
 						Env("TORCH_TPU_SLICEBUILDER_ADDRESSES", addresses(8, hostsOf(2)...)).
 						EnvVars(devicePluginEnv()...).Obj()
 				}
-				return []corev1.Container{v7x("tpu-0", 0), makeContainer("sidecar").Obj(), v7x("tpu-1", 1)}
+				return []corev1.Container{v7x("tpu-0", 0), testutil.MakeContainer("sidecar").Obj(), v7x("tpu-1", 1)}
 			}(),
 		},
 	}

@@ -26,6 +26,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
+	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
 	"github.com/ray-tpu/tpu-slice-operator/internal/tpuenv"
 )
 
@@ -39,19 +40,14 @@ const (
 	group60 = "tpu-worker-group-with-a-rather-long-descriptive-name-v6e-256"
 )
 
-// workerPod returns a KubeRay worker Pod of group, as it reaches the webhook.
-func workerPod(group string, containers ...corev1.Container) *podWrapper {
-	return makePod("", testNamespace).
-		GenerateName("rc-"+group+"-worker-").
-		Label("ray.io/cluster", "rc").
-		Label("ray.io/group", group).
-		Label("ray.io/node-type", "worker").
-		Containers(containers...)
+// workerPod returns a KubeRay worker Pod of group with containers, as it reaches the webhook.
+func workerPod(group string, containers ...corev1.Container) *testutil.PodWrapper {
+	return testutil.MakeWorkerPod(testNamespace, "rc", "rc-uid", group).Containers(containers...)
 }
 
 // rayWorker returns the TPU container of a KubeRay worker Pod with one variable of its own.
-func rayWorker() *containerWrapper {
-	return makeContainer("ray-worker").TPU(4).Env("RAY_memory_monitor_refresh_ms", "0")
+func rayWorker() *testutil.ContainerWrapper {
+	return testutil.MakeContainer("ray-worker").TPU(4).Env("RAY_memory_monitor_refresh_ms", "0")
 }
 
 // devicePluginEnv returns the TPU_DEVICE_PLUGIN_* entries Apply adds when the user set neither.
@@ -191,7 +187,7 @@ func TestApply(t *testing.T) {
 		longHost0 = "tpu-worker-group-with-a-rather-b6f4094a-0-0"
 		longHost1 = "tpu-worker-group-with-a-rather-b6f4094a-0-1"
 	)
-	sidecar := makeContainer("log-shipper").Env("TPU_NAME", "not-a-tpu").Env("LOG_LEVEL", "info")
+	sidecar := testutil.MakeContainer("log-shipper").Env("TPU_NAME", "not-a-tpu").Env("LOG_LEVEL", "info")
 
 	cases := map[string]struct {
 		pod           *corev1.Pod
@@ -209,14 +205,17 @@ func TestApply(t *testing.T) {
 				Obj(),
 		},
 		"hand-made Pod without labels or annotations gets both maps": {
-			pod: makePod("tpu-pod", "default").Containers(makeContainer("tpu").TPU(4).Obj()).Obj(),
+			pod: &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Name: "tpu-pod", Namespace: "default"},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{testutil.MakeContainer("tpu").TPU(4).Obj()}},
+			},
 			id: tpuenv.Identity{
 				GroupName: "hand-made", ReplicaIndex: 0, WorkerID: 0, Hosts: 1,
 				SliceName: "rc-hand-made-0", ClaimToken: "a1b2c3",
 			},
 			tpuContainers: []int{0},
-			wantPod: makePod("tpu-pod", "default").
-				Containers(makeContainer("tpu").TPU(4).
+			wantPod: testutil.MakePod("tpu-pod", "default").
+				Containers(testutil.MakeContainer("tpu").TPU(4).
 					Env("TPU_WORKER_ID", "0").Env("TPU_NAME", "hand-made-0").EnvVars(devicePluginEnv()...).Obj()).
 				Claim("hand-made-0", "rc-hand-made-0", "0", "a1b2c3").
 				Obj(),
@@ -259,14 +258,14 @@ func TestApply(t *testing.T) {
 		},
 		"v7x multi-host Pod numbers its TPU containers host*2+c and skips the sidecar between them": {
 			pod: workerPod(testGroup,
-				makeContainer("tpu-0").TPU(2).Obj(),
+				testutil.MakeContainer("tpu-0").TPU(2).Obj(),
 				sidecar.Obj(),
-				makeContainer("tpu-1").TPU(2).Obj(),
+				testutil.MakeContainer("tpu-1").TPU(2).Obj(),
 			).Obj(),
 			id:            v7x(0, 1, 2),
 			tpuContainers: []int{0, 2},
 			wantPod: workerPod(testGroup,
-				makeContainer("tpu-0").TPU(2).
+				testutil.MakeContainer("tpu-0").TPU(2).
 					Env("TPU_WORKER_ID", "2").
 					Env("TPU_NAME", "tpu-group-0").
 					Env("TPU_WORKER_HOSTNAMES", v7xHostnames).
@@ -274,7 +273,7 @@ func TestApply(t *testing.T) {
 					Env("TPU_PROCESS_PORT", "8471").
 					EnvVars(devicePluginEnv()...).Obj(),
 				sidecar.Obj(),
-				makeContainer("tpu-1").TPU(2).
+				testutil.MakeContainer("tpu-1").TPU(2).
 					Env("TPU_WORKER_ID", "3").
 					Env("TPU_NAME", "tpu-group-0").
 					Env("TPU_WORKER_HOSTNAMES", v7xHostnames).
@@ -288,12 +287,12 @@ func TestApply(t *testing.T) {
 				Obj(),
 		},
 		"v7x multi-host Pod keeps the TPU_PROCESS_ADDRESSES and TPU_PROCESS_PORT the user set": {
-			pod: workerPod(testGroup, makeContainer("tpu").TPU(4).
+			pod: workerPod(testGroup, testutil.MakeContainer("tpu").TPU(4).
 				Env("TPU_PROCESS_PORT", "9000").
 				Env("TPU_PROCESS_ADDRESSES", "a.example:9000,b.example:9000").Obj()).Obj(),
 			id:            v7x(0, 0, 2),
 			tpuContainers: []int{0},
-			wantPod: workerPod(testGroup, makeContainer("tpu").TPU(4).
+			wantPod: workerPod(testGroup, testutil.MakeContainer("tpu").TPU(4).
 				Env("TPU_PROCESS_PORT", "9000").
 				Env("TPU_PROCESS_ADDRESSES", "a.example:9000,b.example:9000").
 				Env("TPU_WORKER_ID", "0").
@@ -307,17 +306,17 @@ func TestApply(t *testing.T) {
 		},
 		"v7x single-host Pod with two TPU containers gets per-container IDs and localhost process addresses": {
 			pod: workerPod(testGroup,
-				makeContainer("tpu-0").TPU(2).Obj(),
-				makeContainer("tpu-1").TPU(2).Obj(),
+				testutil.MakeContainer("tpu-0").TPU(2).Obj(),
+				testutil.MakeContainer("tpu-1").TPU(2).Obj(),
 			).Obj(),
 			id:            v7x(3, 0, 1),
 			tpuContainers: []int{0, 1},
 			wantPod: workerPod(testGroup,
-				makeContainer("tpu-0").TPU(2).
+				testutil.MakeContainer("tpu-0").TPU(2).
 					Env("TPU_WORKER_ID", "0").Env("TPU_NAME", "tpu-group-3").
 					Env("TPU_PROCESS_ADDRESSES", "localhost:8471,localhost:8472").Env("TPU_PROCESS_PORT", "8471").
 					EnvVars(devicePluginEnv()...).Obj(),
-				makeContainer("tpu-1").TPU(2).
+				testutil.MakeContainer("tpu-1").TPU(2).
 					Env("TPU_WORKER_ID", "1").Env("TPU_NAME", "tpu-group-3").
 					Env("TPU_PROCESS_ADDRESSES", "localhost:8471,localhost:8472").Env("TPU_PROCESS_PORT", "8472").
 					EnvVars(devicePluginEnv()...).Obj(),
@@ -326,11 +325,11 @@ func TestApply(t *testing.T) {
 				Obj(),
 		},
 		"v7x single-host Pod with one TPU container gets no process addresses": {
-			pod:           workerPod(testGroup, makeContainer("tpu").TPU(4).Obj()).Obj(),
+			pod:           workerPod(testGroup, testutil.MakeContainer("tpu").TPU(4).Obj()).Obj(),
 			id:            v7x(3, 0, 1),
 			tpuContainers: []int{0},
 			wantPod: workerPod(testGroup,
-				makeContainer("tpu").TPU(4).
+				testutil.MakeContainer("tpu").TPU(4).
 					Env("TPU_WORKER_ID", "0").Env("TPU_NAME", "tpu-group-3").EnvVars(devicePluginEnv()...).Obj(),
 			).
 				Claim("tpu-group-3", "rc-tpu-group-3", "0", testToken).
@@ -338,16 +337,16 @@ func TestApply(t *testing.T) {
 		},
 		"v7x single-host process addresses the user set are kept": {
 			pod: workerPod(testGroup,
-				makeContainer("tpu-0").TPU(2).Env("TPU_PROCESS_ADDRESSES", "127.0.0.1:9000,127.0.0.1:9001").Obj(),
-				makeContainer("tpu-1").TPU(2).Obj(),
+				testutil.MakeContainer("tpu-0").TPU(2).Env("TPU_PROCESS_ADDRESSES", "127.0.0.1:9000,127.0.0.1:9001").Obj(),
+				testutil.MakeContainer("tpu-1").TPU(2).Obj(),
 			).Obj(),
 			id:            v7x(3, 0, 1),
 			tpuContainers: []int{0, 1},
 			wantPod: workerPod(testGroup,
-				makeContainer("tpu-0").TPU(2).Env("TPU_PROCESS_ADDRESSES", "127.0.0.1:9000,127.0.0.1:9001").
+				testutil.MakeContainer("tpu-0").TPU(2).Env("TPU_PROCESS_ADDRESSES", "127.0.0.1:9000,127.0.0.1:9001").
 					Env("TPU_WORKER_ID", "0").Env("TPU_NAME", "tpu-group-3").Env("TPU_PROCESS_PORT", "8471").
 					EnvVars(devicePluginEnv()...).Obj(),
-				makeContainer("tpu-1").TPU(2).
+				testutil.MakeContainer("tpu-1").TPU(2).
 					Env("TPU_WORKER_ID", "1").Env("TPU_NAME", "tpu-group-3").
 					Env("TPU_PROCESS_ADDRESSES", "localhost:8471,localhost:8472").Env("TPU_PROCESS_PORT", "8472").
 					EnvVars(devicePluginEnv()...).Obj(),
@@ -405,18 +404,18 @@ func TestApply(t *testing.T) {
 		},
 		"single-host v7x multislice containers get per-container ports and no coordinator": {
 			pod: workerPod(testGroup,
-				makeContainer("tpu-0").TPU(2).Env("MEGASCALE_NUM_SLICES", "2").Obj(),
-				makeContainer("tpu-1").TPU(2).Env("MEGASCALE_NUM_SLICES", "2").Obj(),
+				testutil.MakeContainer("tpu-0").TPU(2).Env("MEGASCALE_NUM_SLICES", "2").Obj(),
+				testutil.MakeContainer("tpu-1").TPU(2).Env("MEGASCALE_NUM_SLICES", "2").Obj(),
 			).Obj(),
 			id:            v7x(1, 0, 1),
 			tpuContainers: []int{0, 1},
 			wantPod: workerPod(testGroup,
-				makeContainer("tpu-0").TPU(2).Env("MEGASCALE_NUM_SLICES", "2").
+				testutil.MakeContainer("tpu-0").TPU(2).Env("MEGASCALE_NUM_SLICES", "2").
 					Env("TPU_WORKER_ID", "0").Env("TPU_NAME", "tpu-group-1").
 					Env("TPU_PROCESS_ADDRESSES", "localhost:8471,localhost:8472").Env("TPU_PROCESS_PORT", "8471").
 					Env("MEGASCALE_SLICE_ID", "1").Env("MEGASCALE_PORT", "8081").
 					EnvVars(devicePluginEnv()...).Obj(),
-				makeContainer("tpu-1").TPU(2).Env("MEGASCALE_NUM_SLICES", "2").
+				testutil.MakeContainer("tpu-1").TPU(2).Env("MEGASCALE_NUM_SLICES", "2").
 					Env("TPU_WORKER_ID", "1").Env("TPU_NAME", "tpu-group-1").
 					Env("TPU_PROCESS_ADDRESSES", "localhost:8471,localhost:8472").Env("TPU_PROCESS_PORT", "8472").
 					Env("MEGASCALE_SLICE_ID", "1").Env("MEGASCALE_PORT", "8082").
@@ -427,13 +426,13 @@ func TestApply(t *testing.T) {
 		},
 		"v7x multislice Pod targets the coordinator's port and gives each container its own MEGASCALE_PORT": {
 			pod: workerPod(testGroup,
-				makeContainer("tpu-0").TPU(2).Env("MEGASCALE_NUM_SLICES", "2").Obj(),
-				makeContainer("tpu-1").TPU(2).Env("MEGASCALE_NUM_SLICES", "2").Obj(),
+				testutil.MakeContainer("tpu-0").TPU(2).Env("MEGASCALE_NUM_SLICES", "2").Obj(),
+				testutil.MakeContainer("tpu-1").TPU(2).Env("MEGASCALE_NUM_SLICES", "2").Obj(),
 			).Obj(),
 			id:            v7x(1, 0, 2),
 			tpuContainers: []int{0, 1},
 			wantPod: workerPod(testGroup,
-				makeContainer("tpu-0").TPU(2).Env("MEGASCALE_NUM_SLICES", "2").
+				testutil.MakeContainer("tpu-0").TPU(2).Env("MEGASCALE_NUM_SLICES", "2").
 					Env("TPU_WORKER_ID", "0").
 					Env("TPU_NAME", "tpu-group-1").
 					Env("TPU_WORKER_HOSTNAMES", "tpu-group-1-0.rc-headless,tpu-group-1-1.rc-headless").
@@ -444,7 +443,7 @@ func TestApply(t *testing.T) {
 					Env("MEGASCALE_COORDINATOR_ADDRESS", "tpu-group-0-0.rc-headless:8081").
 					Env("MEGASCALE_PORT", "8081").
 					EnvVars(devicePluginEnv()...).Obj(),
-				makeContainer("tpu-1").TPU(2).Env("MEGASCALE_NUM_SLICES", "2").
+				testutil.MakeContainer("tpu-1").TPU(2).Env("MEGASCALE_NUM_SLICES", "2").
 					Env("TPU_WORKER_ID", "1").
 					Env("TPU_NAME", "tpu-group-1").
 					Env("TPU_WORKER_HOSTNAMES", "tpu-group-1-0.rc-headless,tpu-group-1-1.rc-headless").
@@ -499,13 +498,13 @@ func TestApply(t *testing.T) {
 				Obj(),
 		},
 		"TPU_WORKER_ID set by the user is overwritten in place so later references still expand": {
-			pod: workerPod(testGroup, makeContainer("tpu").TPU(4).
+			pod: workerPod(testGroup, testutil.MakeContainer("tpu").TPU(4).
 				Env("A", "1").
 				Env("TPU_WORKER_ID", "7").
 				Env("JAX_PROCESS_ID", "$(TPU_WORKER_ID)").Obj()).Obj(),
 			id:            multiHost(2),
 			tpuContainers: []int{0},
-			wantPod: workerPod(testGroup, makeContainer("tpu").TPU(4).
+			wantPod: workerPod(testGroup, testutil.MakeContainer("tpu").TPU(4).
 				Env("A", "1").
 				Env("TPU_WORKER_ID", "2").
 				Env("JAX_PROCESS_ID", "$(TPU_WORKER_ID)").
@@ -518,12 +517,12 @@ func TestApply(t *testing.T) {
 				Obj(),
 		},
 		"TPU_WORKER_ID from valueFrom is replaced in place by a plain value": {
-			pod: workerPod(testGroup, makeContainer("tpu").TPU(4).
+			pod: workerPod(testGroup, testutil.MakeContainer("tpu").TPU(4).
 				EnvVars(fieldRefEnv("TPU_WORKER_ID", "metadata.labels['tpu.ray.io/worker-id']")).
 				Env("A", "1").Obj()).Obj(),
 			id:            singleHost,
 			tpuContainers: []int{0},
-			wantPod: workerPod(testGroup, makeContainer("tpu").TPU(4).
+			wantPod: workerPod(testGroup, testutil.MakeContainer("tpu").TPU(4).
 				Env("TPU_WORKER_ID", "0").
 				Env("A", "1").
 				Env("TPU_NAME", "tpu-group-2").
@@ -532,7 +531,7 @@ func TestApply(t *testing.T) {
 				Obj(),
 		},
 		"duplicated TPU_NAME and TPU_WORKER_HOSTNAMES collapse into one entry at the first position": {
-			pod: workerPod(testGroup, makeContainer("tpu").TPU(4).
+			pod: workerPod(testGroup, testutil.MakeContainer("tpu").TPU(4).
 				Env("TPU_NAME", "stale").
 				Env("X", "1").
 				Env("TPU_WORKER_HOSTNAMES", "localhost").
@@ -542,7 +541,7 @@ func TestApply(t *testing.T) {
 				Env("TPU_NAME", "staler").Obj()).Obj(),
 			id:            multiHost(3),
 			tpuContainers: []int{0},
-			wantPod: workerPod(testGroup, makeContainer("tpu").TPU(4).
+			wantPod: workerPod(testGroup, testutil.MakeContainer("tpu").TPU(4).
 				Env("TPU_NAME", "tpu-group-1").
 				Env("X", "1").
 				Env("TPU_WORKER_HOSTNAMES", hostnames4).
@@ -555,11 +554,11 @@ func TestApply(t *testing.T) {
 				Obj(),
 		},
 		"TPU_WORKER_HOSTNAMES set by the user on a single-host Pod is left alone": {
-			pod: workerPod(testGroup, makeContainer("tpu").TPU(4).
+			pod: workerPod(testGroup, testutil.MakeContainer("tpu").TPU(4).
 				Env("TPU_WORKER_HOSTNAMES", "localhost").Obj()).Obj(),
 			id:            singleHost,
 			tpuContainers: []int{0},
-			wantPod: workerPod(testGroup, makeContainer("tpu").TPU(4).
+			wantPod: workerPod(testGroup, testutil.MakeContainer("tpu").TPU(4).
 				Env("TPU_WORKER_HOSTNAMES", "localhost").
 				Env("TPU_WORKER_ID", "0").
 				Env("TPU_NAME", "tpu-group-2").
@@ -568,12 +567,12 @@ func TestApply(t *testing.T) {
 				Obj(),
 		},
 		"TPU_DEVICE_PLUGIN_ADDR set by the user is kept and the host IP is inserted before it": {
-			pod: workerPod(testGroup, makeContainer("tpu").TPU(4).
+			pod: workerPod(testGroup, testutil.MakeContainer("tpu").TPU(4).
 				Env("A", "1").
 				Env("TPU_DEVICE_PLUGIN_ADDR", "$(TPU_DEVICE_PLUGIN_HOST_IP):9999").Obj()).Obj(),
 			id:            singleHost,
 			tpuContainers: []int{0},
-			wantPod: workerPod(testGroup, makeContainer("tpu").TPU(4).
+			wantPod: workerPod(testGroup, testutil.MakeContainer("tpu").TPU(4).
 				Env("A", "1").
 				EnvVars(fieldRefEnv("TPU_DEVICE_PLUGIN_HOST_IP", "status.hostIP")).
 				Env("TPU_DEVICE_PLUGIN_ADDR", "$(TPU_DEVICE_PLUGIN_HOST_IP):9999").
@@ -583,11 +582,11 @@ func TestApply(t *testing.T) {
 				Obj(),
 		},
 		"TPU_DEVICE_PLUGIN_HOST_IP set by the user is kept": {
-			pod: workerPod(testGroup, makeContainer("tpu").TPU(4).
+			pod: workerPod(testGroup, testutil.MakeContainer("tpu").TPU(4).
 				Env("TPU_DEVICE_PLUGIN_HOST_IP", "10.0.0.7").Obj()).Obj(),
 			id:            singleHost,
 			tpuContainers: []int{0},
-			wantPod: workerPod(testGroup, makeContainer("tpu").TPU(4).
+			wantPod: workerPod(testGroup, testutil.MakeContainer("tpu").TPU(4).
 				Env("TPU_DEVICE_PLUGIN_HOST_IP", "10.0.0.7").
 				Env("TPU_WORKER_ID", "0").
 				Env("TPU_NAME", "tpu-group-2").
@@ -717,7 +716,7 @@ func TestApplyAfterRoundTrip(t *testing.T) {
 			tpuContainers: []int{0},
 		},
 		"multi-host with user affinity and user env": {
-			pod: workerPod(testGroup, makeContainer("tpu").TPU(4).
+			pod: workerPod(testGroup, testutil.MakeContainer("tpu").TPU(4).
 				Env("TPU_NAME", "stale").Env("TPU_NAME", "staler").
 				Env("TPU_DEVICE_PLUGIN_ADDR", "$(TPU_DEVICE_PLUGIN_HOST_IP):2112").Obj()).
 				Affinity(&corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
@@ -731,9 +730,9 @@ func TestApplyAfterRoundTrip(t *testing.T) {
 		},
 		"v7x multislice with a sidecar": {
 			pod: workerPod(testGroup,
-				makeContainer("tpu-0").TPU(2).Env("MEGASCALE_NUM_SLICES", "2").Obj(),
-				makeContainer("sidecar").Obj(),
-				makeContainer("tpu-1").TPU(2).Env("MEGASCALE_NUM_SLICES", "2").Obj(),
+				testutil.MakeContainer("tpu-0").TPU(2).Env("MEGASCALE_NUM_SLICES", "2").Obj(),
+				testutil.MakeContainer("sidecar").Obj(),
+				testutil.MakeContainer("tpu-1").TPU(2).Env("MEGASCALE_NUM_SLICES", "2").Obj(),
 			).Obj(),
 			id:            v7x(1, 1, 2),
 			tpuContainers: []int{0, 2},
@@ -750,6 +749,29 @@ func TestApplyAfterRoundTrip(t *testing.T) {
 				t.Errorf("Apply() on the stored Pod changed it (-stored +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// fieldRefEnv returns an env entry read from a Pod field, as the API server stores it.
+func fieldRefEnv(name, fieldPath string) corev1.EnvVar {
+	return corev1.EnvVar{
+		Name: name,
+		ValueFrom: &corev1.EnvVarSource{
+			FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: fieldPath},
+		},
+	}
+}
+
+// configMapEnv returns an env entry read from a ConfigMap key.
+func configMapEnv(name, configMap, key string) corev1.EnvVar {
+	return corev1.EnvVar{
+		Name: name,
+		ValueFrom: &corev1.EnvVarSource{
+			ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: configMap},
+				Key:                  key,
+			},
+		},
 	}
 }
 

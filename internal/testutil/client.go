@@ -1,0 +1,53 @@
+/*
+Copyright 2026 The tpu-slice-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package testutil
+
+import (
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
+	"github.com/ray-tpu/tpu-slice-operator/internal/identity"
+)
+
+// Scheme returns a new scheme of the types the operator reads and writes: client-go's, KubeRay's
+// ray.io/v1 and tpu.ray.io/v1alpha1. They are those of internal/operator.Scheme, which testutil
+// cannot import (the operator imports the packages whose tests import testutil); a test of
+// internal/operator keeps the two alike.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(rayv1.AddToScheme(s))
+	utilruntime.Must(tpuv1alpha1.AddToScheme(s))
+	return s
+}
+
+// NewClientBuilder returns a fake client builder shaped like the operator's API server and cache:
+// Scheme, the status subresource of TPUSliceAssignments, and the Pod field indexes the operator
+// registers on its cache (identity.SliceIndex and identity.TokenIndex). Add objects and
+// interceptors to it, then Build.
+func NewClientBuilder() *fake.ClientBuilder {
+	return fake.NewClientBuilder().
+		WithScheme(Scheme()).
+		WithStatusSubresource(&tpuv1alpha1.TPUSliceAssignment{}).
+		WithIndex(&corev1.Pod{}, identity.SliceIndex, identity.SliceIndexValue).
+		WithIndex(&corev1.Pod{}, identity.TokenIndex, identity.TokenIndexValue)
+}
