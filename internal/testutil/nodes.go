@@ -47,7 +47,7 @@ func MakeNode(name string) *NodeWrapper {
 // Obj returns the Node.
 func (n *NodeWrapper) Obj() *corev1.Node { return &n.Node }
 
-// TPU labels the Node as a host of TPU node pool pool with GKE's TPU labels.
+// TPU labels the Node, with GKE's TPU labels, as a host of the TPU node pool named by pool.
 func (n *NodeWrapper) TPU(accelerator, topology, pool string) *NodeWrapper {
 	n.Labels[constants.AcceleratorNodeSelectorKey] = accelerator
 	n.Labels[constants.TopologyNodeSelectorKey] = topology
