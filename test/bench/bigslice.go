@@ -149,7 +149,7 @@ func (b *bench) bigBaseline(ctx context.Context, s scenario, r *bigResult) error
 	return err
 }
 
-// storedSize waits until the slice is Ready (every claim bound, which the reconciler does once the
+// storedSize waits until the slice is Claimed (every claim bound, which the reconciler does once the
 // slice has settled) and returns the length of its JSON as the API server serves it, managed
 // fields included: CRDs are stored as JSON, so that is its size in etcd.
 func (b *bench) storedSize(ctx context.Context, namespace, name string) (int, error) {
@@ -159,11 +159,11 @@ func (b *bench) storedSize(ctx context.Context, namespace, name string) (int, er
 		if err := b.c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &slice); err != nil {
 			return 0, err
 		}
-		if apimeta.IsStatusConditionTrue(slice.Status.Conditions, tpuv1alpha1.ConditionReady) {
+		if apimeta.IsStatusConditionTrue(slice.Status.Conditions, tpuv1alpha1.ConditionClaimed) {
 			break
 		}
 		if time.Now().After(deadline) {
-			fmt.Fprintf(os.Stderr, "slice %s/%s is not Ready after 60s: measuring it as it is\n", namespace, name)
+			fmt.Fprintf(os.Stderr, "slice %s/%s is not Claimed after 60s: measuring it as it is\n", namespace, name)
 			break
 		}
 		time.Sleep(250 * time.Millisecond)
