@@ -17,12 +17,19 @@ limitations under the License.
 package controllers
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
@@ -114,6 +121,67 @@ func TestNodeChanged(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			if got := nodeChanged(base().Obj(), tc.after); got != tc.want {
 				t.Errorf("nodeChanged() = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestHandlersEnqueueOnHealthChanges: a Pod bound to a node or turned Ready enqueues its slice; a
+// Node event enqueues the slices of the Pods bound to that Node (the spec.nodeName index), and a
+// Node heartbeat enqueues nothing.
+func TestHandlersEnqueueOnHealthChanges(t *testing.T) {
+	pod := func(name, slice, node string, ready bool) *corev1.Pod {
+		return testutil.MakePod(name, "ns").Label(tpuv1alpha1.SliceLabel, slice).NodeName(node).Ready(ready).Obj()
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithIndex(&corev1.Pod{}, NodeNameIndex, NodeNameIndexValue).
+		WithObjects(pod("a-0", "a", "n1", true), pod("a-1", "a", "n1", true), pod("b-0", "b", "n1", true), pod("c-0", "c", "n2", true)).Build()
+	r := &TPUSliceAssignmentReconciler{client: c, bindSettleTime: -1}
+	drain := func(q queue) []string {
+		var got []string
+		for q.Len() > 0 {
+			req, _ := q.Get()
+			got = append(got, req.Name)
+			q.Done(req)
+		}
+		slices.Sort(got)
+		return got
+	}
+	newQueue := func() queue {
+		return workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+	}
+	cases := map[string]struct {
+		fire func(q queue)
+		want []string
+	}{
+		"a Pod bound to a node": {want: []string{"a"}, fire: func(q queue) {
+			r.podHandler().Update(t.Context(), event.UpdateEvent{ObjectOld: pod("a-0", "a", "", false), ObjectNew: pod("a-0", "a", "n1", false)}, q)
+		}},
+		"a Pod turned Ready": {want: []string{"a"}, fire: func(q queue) {
+			r.podHandler().Update(t.Context(), event.UpdateEvent{ObjectOld: pod("a-0", "a", "n1", false), ObjectNew: pod("a-0", "a", "n1", true)}, q)
+		}},
+		"a Node went NotReady": {want: []string{"a", "b"}, fire: func(q queue) {
+			r.nodeHandler().Update(t.Context(), event.UpdateEvent{ObjectOld: testutil.MakeNode("n1").Ready(true).Obj(), ObjectNew: testutil.MakeNode("n1").Ready(false).Obj()}, q)
+		}},
+		"a Node deleted": {want: []string{"c"}, fire: func(q queue) {
+			r.nodeHandler().Delete(t.Context(), event.DeleteEvent{Object: testutil.MakeNode("n2").Obj()}, q)
+		}},
+		"a Node's heartbeat": {fire: func(q queue) {
+			beat := testutil.MakeNode("n1").Ready(true).Obj()
+			beat.Status.Conditions[0].LastHeartbeatTime = metav1.Now()
+			r.nodeHandler().Update(t.Context(), event.UpdateEvent{ObjectOld: testutil.MakeNode("n1").Ready(true).Obj(), ObjectNew: beat}, q)
+		}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			q := newQueue()
+			defer q.ShutDown()
+			tc.fire(q)
+			if diff := cmp.Diff(tc.want, drain(q), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("enqueued slices (-want,+got):\n%s", diff)
 			}
 		})
 	}
