@@ -70,6 +70,7 @@ type runner struct {
 	instances []*framework.Instance
 	retired   []*framework.Instance
 	faults    *faults
+	nodes     *healthNodes // health.go
 	ops       int
 	errs      []error
 	settled   bool
@@ -99,6 +100,7 @@ func run(seed, stream uint64, gate bool, d time.Duration) {
 		for _, inst := range r.instances {
 			Expect(inst.Stop()).To(Succeed())
 		}
+		r.deleteNodes()
 	})
 	r.clusters = []*rayv1.RayCluster{
 		r.createCluster(testutil.MakeRayCluster("v6e", r.ns).TPUGroup("tpu", "tpu-v6e-slice", "4x4", 4, 4, 2).Obj()),
@@ -120,6 +122,7 @@ func run(seed, stream uint64, gate bool, d time.Duration) {
 	By("letting activity stop, then checking every invariant")
 	r.settle()
 	r.check(true)
+	r.checkHealth()
 	r.checkDryRun()
 
 	var admitted, denials, attempts, forwarded, fallbacks int64
@@ -183,6 +186,8 @@ func (r *runner) step() {
 		r.restartInstance(r.rng.IntN(len(r.instances)))
 	case op < 92:
 		r.burst()
+	case op < 97:
+		r.healthStep() // health.go: schedule and ready Pods, move hosts, flap Nodes
 	default:
 		// Let KubeRay and the operator run undisturbed for this step.
 	}
@@ -286,6 +291,7 @@ func (r *runner) current(p *corev1.Pod) bool {
 // collector envtest lacks would (the ownerReference points at a deleted UID). A re-create that
 // races KubeRay can leave such a Pod behind after recreate's own clean-up.
 func (r *runner) collectGarbage() {
+	r.finishTerminating() // health.go: the kubelets' part for bound Pods
 	var pods corev1.PodList
 	if err := k8sClient.List(ctx, &pods, client.InNamespace(r.ns), client.MatchingLabels{rayutils.RayNodeTypeLabelKey: "worker"}); err != nil {
 		return
