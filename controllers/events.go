@@ -31,5 +31,15 @@ const (
 
 	noteTPUWorkerAdopted = "TPU worker ID %d of slice %s recorded for this Pod, which carried it in its spec before the operator claimed it"
 
+	// The notes of slice health (health.go): the slice, its replica index, the condition's message.
+	noteTPUSliceScheduled   = "Every host of slice %s (replica %d) is bound to a node: %s"
+	noteTPUSliceUnscheduled = "Slice %s (replica %d) has hosts not bound to a node: %s"
+	noteTPUSlicePlaced      = "Every scheduled host of slice %s (replica %d) is in one placement domain: %s"
+	noteTPUSliceNotPlaced   = "Slice %s (replica %d) is not in one placement domain: %s"
+	noteTPUSliceReady       = "Every host of slice %s (replica %d) is Ready: %s"
+	noteTPUSliceNotReady    = "Slice %s (replica %d) is no longer Ready: %s"
+	noteTPUSliceDegraded    = "Slice %s (replica %d) is degraded: %s"
+	noteTPUSliceRecovered   = "Slice %s (replica %d) is no longer degraded: %s"
+
 	noteTPUIdentityConflict = "This Pod carries TPU worker ID %d of slice %s, which the slice cannot record: %s; the operator leaves it running, delete the Pod that should go"
 )

@@ -19,11 +19,14 @@ limitations under the License.
 package controllers
 
 import (
+	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
@@ -50,7 +53,7 @@ type Options struct {
 	// their pending claims are released at once.
 	Tombstones *tombstones.Tombstones
 	// BindSettle is how long a slice must go without new claims (or, before its first, since its
-	// creation) before the reconciler binds them and updates its Ready condition, so that this
+	// creation) before the reconciler binds them and writes its conditions and hosts, so that this
 	// bookkeeping does not race the admissions of a burst. Zero means DefaultBindSettle; a negative
 	// value writes at once. Releases and repairs never wait.
 	BindSettle time.Duration
@@ -62,7 +65,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"How long a claim whose Pod has never been seen may wait for it before it is released (confirmed by a live read). Keep it above the API server's 34s cut-off for creates, so that a Pod whose create is still in flight keeps its ID; a claim whose Pod was seen and then deleted is released at once.")
 	fs.IntVar(&o.MaxConcurrentReconciles, "max-concurrent-reconciles", 4, "Slices reconciled at once.")
 	fs.DurationVar(&o.BindSettle, "bind-settle", DefaultBindSettle,
-		"How long a slice must go without new claims before its claims are bound to their Pods and its Ready condition is updated (bookkeeping: it waits for a burst of admissions to end; releases never wait).")
+		"How long a slice must go without new claims before its claims are bound to their Pods and its conditions and hosts are written (bookkeeping: it waits for a burst of admissions, or of Pod and Node changes, to end; releases never wait).")
 }
 
 // Setup registers the reconcilers with the manager.
@@ -78,6 +81,9 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	}
 	if err := metrics.RegisterSliceCollector(mgr.GetClient()); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
 		return err
+	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Pod{}, NodeNameIndex, NodeNameIndexValue); err != nil {
+		return fmt.Errorf("indexing Pods by %s: %w", NodeNameIndex, err)
 	}
 	return NewTPUSliceAssignmentReconciler(mgr, opts).SetupWithManager(mgr, opts.MaxConcurrentReconciles)
 }

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	rayutils "github.com/ray-project/kuberay/ray-operator/controllers/ray/utils"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -42,7 +43,7 @@ import (
 	"github.com/ray-tpu/tpu-slice-operator/internal/tombstones"
 )
 
-// +kubebuilder:rbac:groups=tpu.ray.io,resources=tpusliceassignments,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups=tpu.ray.io,resources=tpusliceassignments,verbs=get;list;watch;create;delete;patch
 // +kubebuilder:rbac:groups=tpu.ray.io,resources=tpusliceassignments/status,verbs=get;update
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups=ray.io,resources=rayclusters,verbs=get;list;watch
@@ -81,12 +82,14 @@ func NewTPUSliceAssignmentReconciler(mgr ctrl.Manager, opts Options) *TPUSliceAs
 	}
 }
 
-// SetupWithManager watches slices, the TPU worker Pods and RayClusters (handlers.go).
+// SetupWithManager watches slices, the TPU worker Pods, the TPU Nodes they run on (health.go) and
+// RayClusters (handlers.go).
 func (r *TPUSliceAssignmentReconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("tpusliceassignment").
 		Watches(&tpuv1alpha1.TPUSliceAssignment{}, r.sliceHandler()).
 		Watches(&corev1.Pod{}, r.podHandler()).
+		Watches(&corev1.Node{}, r.nodeHandler()).
 		Watches(&rayv1.RayCluster{}, handler.EnqueueRequestsFromMapFunc(r.rayClusterToSlices)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Complete(r)
@@ -130,7 +133,10 @@ func (r *TPUSliceAssignmentReconciler) Reconcile(ctx context.Context, req ctrl.R
 	if rc == nil || rc.UID != slice.Spec.RayClusterUID {
 		return ctrl.Result{}, r.deleteSlice(ctx, slice, rc, "its RayCluster generation "+string(slice.Spec.RayClusterUID)+" no longer exists")
 	}
-	slice, d, err := r.decide(ctx, slice)
+	if labeled, err := r.labelCluster(ctx, slice); labeled || err != nil {
+		return ctrl.Result{}, err // the label's update event reconciles the slice again
+	}
+	slice, pods, d, err := r.decide(ctx, slice)
 	if err != nil || slice == nil {
 		return ctrl.Result{}, err
 	}
@@ -138,7 +144,7 @@ func (r *TPUSliceAssignmentReconciler) Reconcile(ctx context.Context, req ctrl.R
 		// Claims are still arriving: writing now would make the next claim's write conflict.
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
-	updated, requeue, err := r.write(ctx, rc, slice, d)
+	updated, requeue, err := r.write(ctx, rc, slice, pods, d)
 	if err != nil || requeue > 0 {
 		return ctrl.Result{RequeueAfter: requeue}, err
 	}
@@ -153,24 +159,45 @@ func (r *TPUSliceAssignmentReconciler) Reconcile(ctx context.Context, req ctrl.R
 
 // decide makes the slice's decision on the cache and, when it would release, add or delete
 // anything, again on a live read, whose resourceVersion the write is then conditioned on: a claim
-// made since cannot be removed. It returns the slice the decision was made on (nil when it is gone).
-func (r *TPUSliceAssignmentReconciler) decide(ctx context.Context, slice *tpuv1alpha1.TPUSliceAssignment) (*tpuv1alpha1.TPUSliceAssignment, lifecycle.Decision, error) {
+// made since cannot be removed. It returns the slice the decision was made on (nil when it is
+// gone) and the Pods it was made on.
+func (r *TPUSliceAssignmentReconciler) decide(ctx context.Context, slice *tpuv1alpha1.TPUSliceAssignment) (*tpuv1alpha1.TPUSliceAssignment, []corev1.Pod, lifecycle.Decision, error) {
 	pods, err := r.cachedPods(ctx, slice)
 	if err != nil {
-		return nil, lifecycle.Decision{}, err
+		return nil, nil, lifecycle.Decision{}, err
 	}
 	d := lifecycle.Decide(r.view(slice, pods), r.pendingTTL)
 	if !d.Destructive {
-		return slice, d, nil
+		return slice, pods, d, nil
 	}
 	live := &tpuv1alpha1.TPUSliceAssignment{}
 	if err := r.reader.Get(ctx, client.ObjectKeyFromObject(slice), live); err != nil {
-		return nil, lifecycle.Decision{}, client.IgnoreNotFound(err)
+		return nil, nil, lifecycle.Decision{}, client.IgnoreNotFound(err)
 	}
 	if pods, err = r.livePods(ctx, live); err != nil {
-		return nil, lifecycle.Decision{}, err
+		return nil, nil, lifecycle.Decision{}, err
 	}
-	return live, lifecycle.Decide(r.view(live, pods), r.pendingTTL), nil
+	return live, pods, lifecycle.Decide(r.view(live, pods), r.pendingTTL), nil
+}
+
+// labelCluster adds KubeRay's ray.io/cluster label to a slice created before the operator set it
+// (claims.NewSlice), so that `kubectl wait tpusliceassignment -l ray.io/cluster=<c>` finds it.
+// Nothing the operator decides reads the label. It reports whether it patched the slice.
+func (r *TPUSliceAssignmentReconciler) labelCluster(ctx context.Context, slice *tpuv1alpha1.TPUSliceAssignment) (bool, error) {
+	value := naming.LabelValue(slice.Spec.RayClusterName)
+	if slice.Labels[rayutils.RayClusterLabelKey] == value {
+		return false, nil
+	}
+	patch := client.MergeFrom(slice.DeepCopy())
+	labeled := slice.DeepCopy()
+	if labeled.Labels == nil {
+		labeled.Labels = map[string]string{}
+	}
+	labeled.Labels[rayutils.RayClusterLabelKey] = value
+	if err := r.client.Patch(ctx, labeled, patch); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	return true, nil
 }
 
 func (r *TPUSliceAssignmentReconciler) view(slice *tpuv1alpha1.TPUSliceAssignment, pods []corev1.Pod) lifecycle.View {
@@ -187,12 +214,18 @@ func (r *TPUSliceAssignmentReconciler) view(slice *tpuv1alpha1.TPUSliceAssignmen
 	}
 }
 
-// write applies the decision to the slice's status, conditional on the resourceVersion it was
-// made on, and records what changed. A lost conflict asks to decide again on fresh data.
+// write applies the decision and the slice's health (docs/spec.md §11) to its status in one
+// update, conditional on the resourceVersion the decision was made on, and records what changed.
+// A lost conflict asks to decide again on fresh data.
 func (r *TPUSliceAssignmentReconciler) write(ctx context.Context, rc *rayv1.RayCluster, slice *tpuv1alpha1.TPUSliceAssignment,
-	d lifecycle.Decision) (*tpuv1alpha1.TPUSliceAssignment, time.Duration, error) {
+	pods []corev1.Pod, d lifecycle.Decision) (*tpuv1alpha1.TPUSliceAssignment, time.Duration, error) {
 	updated := slice.DeepCopy()
-	if !lifecycle.ApplyStatus(&updated.Status, d) {
+	changed := lifecycle.ApplyStatus(&updated.Status, d)
+	res, err := r.health(ctx, slice, updated.Status.Claims, pods)
+	if err != nil {
+		return nil, 0, err
+	}
+	if !applyHealth(&updated.Status, res) && !changed {
 		return updated, 0, nil
 	}
 	if err := r.client.Status().Update(ctx, updated); err != nil {
@@ -202,6 +235,7 @@ func (r *TPUSliceAssignmentReconciler) write(ctx context.Context, rc *rayv1.RayC
 		return nil, 0, fmt.Errorf("updating claims of slice %s: %w", slice.Name, err)
 	}
 	r.recordChanges(rc, slice, d)
+	r.recordHealth(ctx, rc, slice, updated)
 	return updated, 0, nil
 }
 

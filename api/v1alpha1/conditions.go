@@ -16,10 +16,11 @@ limitations under the License.
 
 package v1alpha1
 
-// Condition types of a TPUSliceAssignment, and their reasons.
+// Condition types of a TPUSliceAssignment, and their reasons (docs/spec.md §7, §11).
 const (
-	// ConditionReady is True when every worker ID of the slice is bound to a live Pod.
-	ConditionReady = "Ready"
+	// ConditionClaimed is True when every worker ID of the slice is bound to a live Pod. Versions
+	// before slice health called this condition Ready.
+	ConditionClaimed = "Claimed"
 	// ReasonAllHostsBound: every worker ID is bound to a live Pod.
 	ReasonAllHostsBound = "AllHostsBound"
 	// ReasonHostsMissing: some worker ID is not claimed, or claimed but not yet bound.
@@ -34,4 +35,55 @@ const (
 	ReasonIdentityConflict = "IdentityConflict"
 	// ReasonNoConflict: every live Pod's identity is recorded.
 	ReasonNoConflict = "NoConflict"
+
+	// ConditionScheduled is True when every worker ID is held by a Pod bound to a node.
+	ConditionScheduled = "Scheduled"
+	// ReasonAllHostsScheduled: every worker ID's Pod is bound to a node.
+	ReasonAllHostsScheduled = "AllHostsScheduled"
+	// ReasonHostsUnscheduled: some worker ID has no Pod, or its Pod is not bound to a node yet.
+	ReasonHostsUnscheduled = "HostsUnscheduled"
+
+	// ConditionPlaced is True when every scheduled host's node has the same value of the slice's
+	// placement key (one ICI domain), False when they differ or a node has no value, and Unknown
+	// while no host is scheduled.
+	ConditionPlaced = "Placed"
+	// ReasonOneDomain: every scheduled host is in one domain.
+	ReasonOneDomain = "OneDomain"
+	// ReasonSplitDomains: the scheduled hosts are in two or more domains (the message names them).
+	ReasonSplitDomains = "SplitDomains"
+	// ReasonDomainUnknown: a scheduled host's node has no value of the placement key, or is not known.
+	ReasonDomainUnknown = "DomainUnknown"
+	// ReasonNoHostScheduled: no host is scheduled yet.
+	ReasonNoHostScheduled = "NoHostScheduled"
+
+	// ConditionReady is True when every worker ID is held by a Pod that is Ready on a node that is
+	// Ready: the slice can run.
+	ConditionReady = "Ready"
+	// ReasonAllHostsReady: every host's Pod and node are Ready.
+	ReasonAllHostsReady = "AllHostsReady"
+	// ReasonHostsNotReady: the slice has not been Ready yet.
+	ReasonHostsNotReady = "HostsNotReady"
+	// ReasonReadinessLost: the slice was Ready and a host stopped being Ready; the reason stays
+	// until every host is Ready again.
+	ReasonReadinessLost = "ReadinessLost"
+
+	// ConditionDegraded is True when a scheduled host's node is failing or about to go (not Ready,
+	// unschedulable, being deleted, gone, tainted for maintenance, preemption or removal), or a
+	// host stopped being Ready after the slice was Ready. The message names the hosts. When several
+	// apply, the reason is the first of this list.
+	ConditionDegraded = "Degraded"
+	// ReasonNodeMissing: a host's Pod is bound to a node that does not exist (any more).
+	ReasonNodeMissing = "NodeMissing"
+	// ReasonNodeDeleting: a host's node is being deleted.
+	ReasonNodeDeleting = "NodeDeleting"
+	// ReasonNodeNotReady: a host's node Ready condition is False or Unknown, or missing.
+	ReasonNodeNotReady = "NodeNotReady"
+	// ReasonNodeTainted: a host's node carries a taint of maintenance, preemption or removal.
+	ReasonNodeTainted = "NodeTainted"
+	// ReasonNodeUnschedulable: a host's node is cordoned (spec.unschedulable).
+	ReasonNodeUnschedulable = "NodeUnschedulable"
+	// ReasonPodNotReady: a host's Pod stopped being Ready, or went, after the slice was Ready.
+	ReasonPodNotReady = "PodNotReady"
+	// ReasonHostsHealthy: nothing above applies.
+	ReasonHostsHealthy = "HostsHealthy"
 )

@@ -50,3 +50,24 @@ const (
 	// operator did not admit: it is reported, never deleted.
 	ReasonTPUIdentityConflict = "TPUIdentityConflict"
 )
+
+// Event reasons of slice health, recorded on the RayCluster when a condition of the slice changes
+// status (docs/spec.md §11). The note is the condition's message.
+const (
+	// ReasonTPUSliceScheduled: every worker ID's Pod is bound to a node (Scheduled turned True).
+	ReasonTPUSliceScheduled = "TPUSliceScheduled"
+	// ReasonTPUSliceUnscheduled: Scheduled turned False after it was True.
+	ReasonTPUSliceUnscheduled = "TPUSliceUnscheduled"
+	// ReasonTPUSlicePlaced: the scheduled hosts are in one domain (Placed turned True).
+	ReasonTPUSlicePlaced = "TPUSlicePlaced"
+	// ReasonTPUSliceNotPlaced: the hosts are split over domains, or one has none (Placed turned False).
+	ReasonTPUSliceNotPlaced = "TPUSliceNotPlaced"
+	// ReasonTPUSliceReady: every host is Ready (Ready turned True).
+	ReasonTPUSliceReady = "TPUSliceReady"
+	// ReasonTPUSliceNotReady: Ready turned False after it was True.
+	ReasonTPUSliceNotReady = "TPUSliceNotReady"
+	// ReasonTPUSliceDegraded: Degraded turned True.
+	ReasonTPUSliceDegraded = "TPUSliceDegraded"
+	// ReasonTPUSliceRecovered: Degraded turned False after it was True.
+	ReasonTPUSliceRecovered = "TPUSliceRecovered"
+)

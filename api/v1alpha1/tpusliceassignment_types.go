@@ -138,8 +138,21 @@ type TPUSliceAssignmentStatus struct {
 	// +optional
 	Claimed int32 `json:"claimed"`
 
-	// conditions describe the state of the slice: Ready is True when every host ID is bound to a
-	// Pod, Conflict when live Pods carry an identity of the slice that it cannot record.
+	// hosts lists what the reconciler observed of each host whose Pod is bound to a node, one line
+	// per host sorted by worker ID: "<workerID> <node> <domain> Ready|NotReady", where domain is
+	// the value of the slice's placement key on the node ("-" for none). The host's Pod is the claim
+	// of that worker ID in workers. Only the reconciler writes it.
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=1048576
+	// +optional
+	Hosts HostList `json:"hosts,omitempty"`
+
+	// conditions describe the state of the slice (docs/spec.md §7, §11): Claimed (every host ID is
+	// bound to a live Pod), Scheduled (every host's Pod is bound to a node), Placed (the hosts'
+	// nodes share one value of the placement key), Ready (every host's Pod and node are Ready),
+	// Degraded (a host's node is failing or going, or a host stopped being Ready after the slice
+	// was), and Conflict (live Pods carry an identity of the slice that it cannot record).
 	// +listType=map
 	// +listMapKey=type
 	// +optional
@@ -172,7 +185,9 @@ type LegacyWorkerClaim struct {
 // +kubebuilder:printcolumn:name="Topology",type=string,JSONPath=`.spec.topology`
 // +kubebuilder:printcolumn:name="Claimed",type=integer,JSONPath=`.status.claimed`
 // +kubebuilder:printcolumn:name="Hosts",type=integer,JSONPath=`.spec.hosts`
-// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`,priority=1
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Placed",type=string,JSONPath=`.status.conditions[?(@.type=="Placed")].status`,priority=1
+// +kubebuilder:printcolumn:name="Degraded",type=string,JSONPath=`.status.conditions[?(@.type=="Degraded")].status`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 
 // TPUSliceAssignment records the TPU worker IDs claimed in one multi-host TPU slice: one replica of a

@@ -1362,3 +1362,43 @@ func TestClaimOwnWritesAreNotTrusted(t *testing.T) {
 		t.Errorf("lost writes = %d, want 1 (the write planned on the overlay)", got)
 	}
 }
+
+// TestClaimKeepsHealth: the allocator's resourceVersion-checked writes of the whole status change
+// the claims and the count only; the hosts and conditions the reconciler wrote (docs/spec.md §11)
+// are carried over as stored, whether the claim takes a free ID or one whose Pod is gone.
+func TestClaimKeepsHealth(t *testing.T) {
+	hosts := tpuv1alpha1.HostList{{WorkerID: 0, Node: "n0", Domain: "pool-a", Ready: true}, {WorkerID: 1, Node: "n1", Domain: "pool-b"}}
+	conds := []metav1.Condition{
+		{Type: tpuv1alpha1.ConditionPlaced, Status: metav1.ConditionFalse, Reason: tpuv1alpha1.ReasonSplitDomains, Message: "hosts 0 on pool-a, 1 on pool-b", LastTransitionTime: metav1.NewTime(earlier)},
+		{Type: tpuv1alpha1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: tpuv1alpha1.ReasonNodeNotReady, Message: "node not Ready: host 1 (n1)", LastTransitionTime: metav1.NewTime(earlier)},
+	}
+	cases := map[string]struct {
+		slice  *testutil.SliceWrapper
+		pods   []client.Object
+		wantID int32
+	}{
+		"a free ID":                 {slice: existingSlice(0, clusterUID).Claim(0, "t-w-0-0", "w-0-0", "uid-w-0-0").Claim(1, "t-w-0-1", "w-0-1", "uid-w-0-1"), pods: livePods(0), wantID: 2},
+		"the ID of a Pod that went": {slice: fullSlice(0), pods: livePods(0, 3), wantID: 3},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			s := tc.slice.Obj()
+			s.Status.Hosts, s.Status.Conditions = hosts, conds
+			c := newClient(t, interceptor.Funcs{}, append(tc.pods, s)...)
+			asg, err := newAllocator(c, c, timeout).Claim(t.Context(), request(4))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if asg.WorkerID != tc.wantID {
+				t.Errorf("claimed worker ID %d, want %d", asg.WorkerID, tc.wantID)
+			}
+			stored := storedSlices(t, c)[0]
+			if diff := cmp.Diff(hosts.String(), stored.Status.Hosts.String()); diff != "" {
+				t.Errorf("status.hosts after the claim (-want,+got):\n%s", diff)
+			}
+			if diff := cmp.Diff(conds, stored.Status.Conditions, cmpopts.EquateApproxTime(time.Second)); diff != "" {
+				t.Errorf("conditions after the claim (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -17,6 +17,7 @@ limitations under the License.
 package claims
 
 import (
+	rayutils "github.com/ray-project/kuberay/ray-operator/controllers/ray/utils"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -25,7 +26,7 @@ import (
 )
 
 // NewSlice returns the TPUSliceAssignment of spec's replica, named from its cluster, group and
-// replica, labeled with the cluster and group, and owned (not controlled) by the RayCluster.
+// replica, labeled with the cluster (ours and KubeRay's key) and group, and owned (not controlled) by the RayCluster.
 // The webhook creates it on a slice's first claim and the reconciler on adopting a Pod whose
 // slice does not exist.
 func NewSlice(namespace string, spec tpuv1alpha1.TPUSliceAssignmentSpec) *tpuv1alpha1.TPUSliceAssignment {
@@ -36,6 +37,9 @@ func NewSlice(namespace string, spec tpuv1alpha1.TPUSliceAssignmentSpec) *tpuv1a
 			Labels: map[string]string{
 				tpuv1alpha1.ClusterLabel: naming.LabelValue(spec.RayClusterName),
 				tpuv1alpha1.GroupLabel:   naming.LabelValue(spec.GroupName),
+				// KubeRay's own key, so that `kubectl wait tpusliceassignment -l ray.io/cluster=<c>`
+				// selects the cluster's slices as it selects its Pods (docs/spec.md §7).
+				rayutils.RayClusterLabelKey: naming.LabelValue(spec.RayClusterName),
 			},
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: "ray.io/v1",

@@ -99,8 +99,8 @@ type Decision struct {
 	Destructive bool
 	// RequeueAfter is when a pending claim's TTL runs out, zero when none waits.
 	RequeueAfter time.Duration
-	// Ready and Conflict are the slice's conditions of those types.
-	Ready, Conflict metav1.Condition
+	// Claimed and Conflict are the slice's conditions of those types (docs/spec.md §7).
+	Claimed, Conflict metav1.Condition
 }
 
 // View is what Decide decides on.
@@ -159,7 +159,7 @@ func Decide(v View, ttl time.Duration) Decision {
 	dc.unclaimed()
 	d := &dc.d
 	slices.SortFunc(d.Claims, func(a, b tpuv1alpha1.WorkerClaim) int { return cmp.Compare(a.WorkerID, b.WorkerID) })
-	d.Ready = readyCondition(v.Slice, d.Claims)
+	d.Claimed = claimedCondition(v.Slice, d.Claims)
 	d.Conflict = conflictCondition(v.Slice, d.Conflicts)
 	return *d
 }
@@ -326,14 +326,16 @@ func (dc *decider) conflict(p *corev1.Pod, id int32, why string) {
 	dc.d.Conflicts = append(dc.d.Conflicts, Conflict{Pod: p, WorkerID: id, Why: why})
 }
 
-func readyCondition(slice *tpuv1alpha1.TPUSliceAssignment, claims []tpuv1alpha1.WorkerClaim) metav1.Condition {
+// claimedCondition: True when every worker ID is bound to a live Pod. Versions before slice health
+// (docs/spec.md §11) called it Ready.
+func claimedCondition(slice *tpuv1alpha1.TPUSliceAssignment, claims []tpuv1alpha1.WorkerClaim) metav1.Condition {
 	bound := 0
 	for _, c := range claims {
 		if c.PodUID != "" {
 			bound++
 		}
 	}
-	cond := metav1.Condition{Type: tpuv1alpha1.ConditionReady, ObservedGeneration: slice.Generation}
+	cond := metav1.Condition{Type: tpuv1alpha1.ConditionClaimed, ObservedGeneration: slice.Generation}
 	if int32(bound) == slice.Spec.Hosts { //nolint:gosec // bound <= len(claims) <= Hosts.
 		cond.Status, cond.Reason = metav1.ConditionTrue, tpuv1alpha1.ReasonAllHostsBound
 	} else {
@@ -377,7 +379,7 @@ func ApplyStatus(status *tpuv1alpha1.TPUSliceAssignmentStatus, d Decision) bool 
 		status.Claimed = n
 		changed = true
 	}
-	for _, cond := range []metav1.Condition{d.Ready, d.Conflict} {
+	for _, cond := range []metav1.Condition{d.Claimed, d.Conflict} {
 		if cond.Type != "" && apimeta.SetStatusCondition(&status.Conditions, cond) {
 			changed = true
 		}

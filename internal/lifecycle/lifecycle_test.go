@@ -84,9 +84,9 @@ func claim(id int32, token, pod string) tpuv1alpha1.WorkerClaim {
 	return c
 }
 
-// notReady is the Ready condition of a slice of generation 0 with a host not bound to a Pod.
-func notReady(msg string) metav1.Condition {
-	return metav1.Condition{Type: tpuv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: tpuv1alpha1.ReasonHostsMissing, Message: msg}
+// notClaimed is the Claimed condition of a slice of generation 0 with a host not bound to a Pod.
+func notClaimed(msg string) metav1.Condition {
+	return metav1.Condition{Type: tpuv1alpha1.ConditionClaimed, Status: metav1.ConditionFalse, Reason: tpuv1alpha1.ReasonHostsMissing, Message: msg}
 }
 
 // noConflict is the Conflict condition of a slice whose live Pods' identities are all recorded.
@@ -144,7 +144,7 @@ func TestDecide(t *testing.T) {
 				Claims:  []tpuv1alpha1.WorkerClaim{claim(1, "t1", "w1")},
 				Changed: true,
 				Bound:   []tpuv1alpha1.WorkerClaim{claim(1, "t1", "w1")},
-				Ready:   notReady("1 of 4 hosts bound to a Pod, 1 claimed"),
+				Claimed: notClaimed("1 of 4 hosts bound to a Pod, 1 claimed"),
 			},
 		},
 		"a pending Pod (not yet running) binds its claim too": {
@@ -154,23 +154,23 @@ func TestDecide(t *testing.T) {
 				Claims:  []tpuv1alpha1.WorkerClaim{claim(1, "t1", "w1")},
 				Changed: true,
 				Bound:   []tpuv1alpha1.WorkerClaim{claim(1, "t1", "w1")},
-				Ready:   notReady("1 of 4 hosts bound to a Pod, 1 claimed"),
+				Claimed: notClaimed("1 of 4 hosts bound to a Pod, 1 claimed"),
 			},
 		},
 		"a bound claim whose Pod is live is kept": {
 			slice: makeSlice().Claim(0, "t0", "w0", "uid-w0").Obj(),
 			pods:  pods(workerPod("w0", "t0", 0).Obj()),
 			want: lifecycle.Decision{
-				Claims: []tpuv1alpha1.WorkerClaim{claim(0, "t0", "w0")},
-				Ready:  notReady("1 of 4 hosts bound to a Pod, 1 claimed"),
+				Claims:  []tpuv1alpha1.WorkerClaim{claim(0, "t0", "w0")},
+				Claimed: notClaimed("1 of 4 hosts bound to a Pod, 1 claimed"),
 			},
 		},
 		"a bound claim is kept when the Pod's labels and claim token are removed": {
 			slice: makeSlice().Claim(0, "t0", "w0", "uid-w0").Obj(),
 			pods:  pods(stripped),
 			want: lifecycle.Decision{
-				Claims: []tpuv1alpha1.WorkerClaim{claim(0, "t0", "w0")},
-				Ready:  notReady("1 of 4 hosts bound to a Pod, 1 claimed"),
+				Claims:  []tpuv1alpha1.WorkerClaim{claim(0, "t0", "w0")},
+				Claimed: notClaimed("1 of 4 hosts bound to a Pod, 1 claimed"),
 			},
 		},
 		"a bound claim whose Pod is gone is released": {
@@ -179,7 +179,7 @@ func TestDecide(t *testing.T) {
 				Changed:     true,
 				Released:    []lifecycle.Release{{Claim: claim(0, "t0", "w0"), Reason: lifecycle.ReasonPodGone}},
 				Destructive: true,
-				Ready:       notReady("0 of 4 hosts bound to a Pod, 0 claimed"),
+				Claimed:     notClaimed("0 of 4 hosts bound to a Pod, 0 claimed"),
 			},
 		},
 		"a bound claim whose Pod was replaced by one of the same name is released, and the new Pod's ID recorded": {
@@ -191,7 +191,7 @@ func TestDecide(t *testing.T) {
 				Released:    []lifecycle.Release{{Claim: claim(0, "t0", "w0"), Reason: lifecycle.ReasonPodGone}},
 				Repaired:    []tpuv1alpha1.WorkerClaim{{WorkerID: 0, Token: "t0", PodName: "w0", PodUID: "uid-w0-new"}},
 				Destructive: true,
-				Ready:       notReady("1 of 4 hosts bound to a Pod, 1 claimed"),
+				Claimed:     notClaimed("1 of 4 hosts bound to a Pod, 1 claimed"),
 			},
 		},
 		"a bound claim whose Pod is terminating is released": {
@@ -201,7 +201,7 @@ func TestDecide(t *testing.T) {
 				Changed:     true,
 				Released:    []lifecycle.Release{{Claim: claim(0, "t0", "w0"), Reason: lifecycle.ReasonPodTerminating}},
 				Destructive: true,
-				Ready:       notReady("0 of 4 hosts bound to a Pod, 0 claimed"),
+				Claimed:     notClaimed("0 of 4 hosts bound to a Pod, 0 claimed"),
 			},
 		},
 		"bound claims whose Pods failed or succeeded are released": {
@@ -218,7 +218,7 @@ func TestDecide(t *testing.T) {
 					{Claim: claim(1, "t1", "w1"), Reason: lifecycle.ReasonPodFinished},
 				},
 				Destructive: true,
-				Ready:       notReady("0 of 4 hosts bound to a Pod, 0 claimed"),
+				Claimed:     notClaimed("0 of 4 hosts bound to a Pod, 0 claimed"),
 			},
 		},
 		"pending claims younger than the TTL wait for the first TTL to run out": {
@@ -232,7 +232,7 @@ func TestDecide(t *testing.T) {
 					claim(3, "t3", ""),
 				},
 				RequeueAfter: 5 * time.Second,
-				Ready:        notReady("0 of 4 hosts bound to a Pod, 2 claimed"),
+				Claimed:      notClaimed("0 of 4 hosts bound to a Pod, 2 claimed"),
 			},
 		},
 		"a pending claim older than the TTL is released": {
@@ -247,7 +247,7 @@ func TestDecide(t *testing.T) {
 					{Claim: claim(3, "t3", ""), Reason: lifecycle.ReasonPendingExpired},
 				},
 				Destructive: true,
-				Ready:       notReady("0 of 4 hosts bound to a Pod, 0 claimed"),
+				Claimed:     notClaimed("0 of 4 hosts bound to a Pod, 0 claimed"),
 			},
 		},
 		"a pending claim whose Pod was seen and then deleted is released at once": {
@@ -260,7 +260,7 @@ func TestDecide(t *testing.T) {
 				Released:     []lifecycle.Release{{Claim: claim(2, "t2", ""), Reason: lifecycle.ReasonPodGone}},
 				Destructive:  true,
 				RequeueAfter: ttl - time.Second,
-				Ready:        notReady("0 of 4 hosts bound to a Pod, 1 claimed"),
+				Claimed:      notClaimed("0 of 4 hosts bound to a Pod, 1 claimed"),
 			},
 		},
 		"a pending claim past the TTL whose Pod has appeared is bound, not released": {
@@ -271,7 +271,7 @@ func TestDecide(t *testing.T) {
 				Claims:  []tpuv1alpha1.WorkerClaim{claim(2, "t2", "w2")},
 				Changed: true,
 				Bound:   []tpuv1alpha1.WorkerClaim{claim(2, "t2", "w2")},
-				Ready:   notReady("1 of 4 hosts bound to a Pod, 1 claimed"),
+				Claimed: notClaimed("1 of 4 hosts bound to a Pod, 1 claimed"),
 			},
 		},
 		"a pending claim whose Pod lost its claim token is bound to the Pod its spec names": {
@@ -282,7 +282,7 @@ func TestDecide(t *testing.T) {
 				Claims:  []tpuv1alpha1.WorkerClaim{claim(0, "t0", "w0")},
 				Changed: true,
 				Bound:   []tpuv1alpha1.WorkerClaim{claim(0, "t0", "w0")},
-				Ready:   notReady("1 of 4 hosts bound to a Pod, 1 claimed"),
+				Claimed: notClaimed("1 of 4 hosts bound to a Pod, 1 claimed"),
 			},
 		},
 		"a pending claim whose Pod's token was edited is bound to it, not a duplicate": {
@@ -292,7 +292,7 @@ func TestDecide(t *testing.T) {
 				Claims:  []tpuv1alpha1.WorkerClaim{claim(1, "t1", "w1")},
 				Changed: true,
 				Bound:   []tpuv1alpha1.WorkerClaim{claim(1, "t1", "w1")},
-				Ready:   notReady("1 of 4 hosts bound to a Pod, 1 claimed"),
+				Claimed: notClaimed("1 of 4 hosts bound to a Pod, 1 claimed"),
 			},
 		},
 		"a pending claim whose Pod is already terminating is released": {
@@ -302,7 +302,7 @@ func TestDecide(t *testing.T) {
 				Changed:     true,
 				Released:    []lifecycle.Release{{Claim: claim(2, "t2", ""), Reason: lifecycle.ReasonPodTerminating}},
 				Destructive: true,
-				Ready:       notReady("0 of 4 hosts bound to a Pod, 0 claimed"),
+				Claimed:     notClaimed("0 of 4 hosts bound to a Pod, 0 claimed"),
 			},
 		},
 		"a pending claim whose Pod already failed is released as finished": {
@@ -312,7 +312,7 @@ func TestDecide(t *testing.T) {
 				Changed:     true,
 				Released:    []lifecycle.Release{{Claim: claim(2, "t2", ""), Reason: lifecycle.ReasonPodFinished}},
 				Destructive: true,
-				Ready:       notReady("0 of 4 hosts bound to a Pod, 0 claimed"),
+				Claimed:     notClaimed("0 of 4 hosts bound to a Pod, 0 claimed"),
 			},
 		},
 		"a late Pod whose worker ID is free claims it again": {
@@ -323,7 +323,7 @@ func TestDecide(t *testing.T) {
 				Changed:     true,
 				Repaired:    []tpuv1alpha1.WorkerClaim{claim(2, "t-late", "late")},
 				Destructive: true,
-				Ready:       notReady("2 of 4 hosts bound to a Pod, 2 claimed"),
+				Claimed:     notClaimed("2 of 4 hosts bound to a Pod, 2 claimed"),
 			},
 		},
 		"a Pod without a claim token whose worker ID is free is adopted": {
@@ -334,15 +334,15 @@ func TestDecide(t *testing.T) {
 				Changed:     true,
 				Adopted:     []tpuv1alpha1.WorkerClaim{claim(1, "uid-pre", "pre")},
 				Destructive: true,
-				Ready:       notReady("1 of 4 hosts bound to a Pod, 1 claimed"),
+				Claimed:     notClaimed("1 of 4 hosts bound to a Pod, 1 claimed"),
 			},
 		},
 		"a Pod of a deleted RayCluster generation never takes an ID of the new one": {
 			slice: makeSlice().Claim(0, "t0", "w0", "uid-w0").Obj(),
 			pods:  pods(workerPod("w0", "t0", 0).Obj(), oldGeneration),
 			want: lifecycle.Decision{
-				Claims: []tpuv1alpha1.WorkerClaim{claim(0, "t0", "w0")},
-				Ready:  notReady("1 of 4 hosts bound to a Pod, 1 claimed"),
+				Claims:  []tpuv1alpha1.WorkerClaim{claim(0, "t0", "w0")},
+				Claimed: notClaimed("1 of 4 hosts bound to a Pod, 1 claimed"),
 			},
 		},
 		"a Pod whose spec carries no identity holds nothing, whatever its labels and token say": {
@@ -352,7 +352,7 @@ func TestDecide(t *testing.T) {
 			want: lifecycle.Decision{
 				Claims:       []tpuv1alpha1.WorkerClaim{claim(0, "t-plain", "")},
 				RequeueAfter: ttl - time.Second,
-				Ready:        notReady("0 of 4 hosts bound to a Pod, 1 claimed"),
+				Claimed:      notClaimed("0 of 4 hosts bound to a Pod, 1 claimed"),
 			},
 		},
 		"a late Pod takes the ID of a claim released in the same decision": {
@@ -364,7 +364,7 @@ func TestDecide(t *testing.T) {
 				Released:    []lifecycle.Release{{Claim: claim(2, "t2", "gone"), Reason: lifecycle.ReasonPodGone}},
 				Repaired:    []tpuv1alpha1.WorkerClaim{claim(2, "t-late", "late")},
 				Destructive: true,
-				Ready:       notReady("1 of 4 hosts bound to a Pod, 1 claimed"),
+				Claimed:     notClaimed("1 of 4 hosts bound to a Pod, 1 claimed"),
 			},
 		},
 		"a late Pod whose worker ID another live Pod holds is a duplicate": {
@@ -374,7 +374,7 @@ func TestDecide(t *testing.T) {
 				Claims:      []tpuv1alpha1.WorkerClaim{claim(1, "t1", "w1")},
 				Duplicates:  []lifecycle.Duplicate{{Pod: lateHeld, WorkerID: 1, Holder: "w1"}},
 				Destructive: true,
-				Ready:       notReady("1 of 4 hosts bound to a Pod, 1 claimed"),
+				Claimed:     notClaimed("1 of 4 hosts bound to a Pod, 1 claimed"),
 			},
 		},
 		"a late Pod whose worker ID a claim bound in the same decision holds is a duplicate": {
@@ -386,7 +386,7 @@ func TestDecide(t *testing.T) {
 				Bound:       []tpuv1alpha1.WorkerClaim{claim(1, "t1", "w1")},
 				Duplicates:  []lifecycle.Duplicate{{Pod: lateHeld, WorkerID: 1, Holder: "w1"}},
 				Destructive: true,
-				Ready:       notReady("1 of 4 hosts bound to a Pod, 1 claimed"),
+				Claimed:     notClaimed("1 of 4 hosts bound to a Pod, 1 claimed"),
 			},
 		},
 		"a live late Pod holds the ID a pending claim (no Pod yet) has: the claim is bound to it": {
@@ -396,7 +396,7 @@ func TestDecide(t *testing.T) {
 				Claims:  []tpuv1alpha1.WorkerClaim{claim(1, "t1", "late")},
 				Changed: true,
 				Bound:   []tpuv1alpha1.WorkerClaim{claim(1, "t1", "late")},
-				Ready:   notReady("1 of 4 hosts bound to a Pod, 1 claimed"),
+				Claimed: notClaimed("1 of 4 hosts bound to a Pod, 1 claimed"),
 			},
 		},
 		"two live Pods carrying one claim's token: the first holds it, the copy is a duplicate": {
@@ -408,7 +408,7 @@ func TestDecide(t *testing.T) {
 				Bound:       []tpuv1alpha1.WorkerClaim{claim(1, "t1", "w1")},
 				Duplicates:  []lifecycle.Duplicate{{Pod: copied, WorkerID: 1, Holder: "w1"}},
 				Destructive: true,
-				Ready:       notReady("1 of 4 hosts bound to a Pod, 1 claimed"),
+				Claimed:     notClaimed("1 of 4 hosts bound to a Pod, 1 claimed"),
 			},
 		},
 		"a Pod without a claim token whose worker ID another live Pod holds is reported, not deleted": {
@@ -417,7 +417,7 @@ func TestDecide(t *testing.T) {
 			want: lifecycle.Decision{
 				Claims:    []tpuv1alpha1.WorkerClaim{claim(1, "t1", "w1")},
 				Conflicts: []lifecycle.Conflict{{Pod: preExisting, WorkerID: 1, Why: "Pod w1 holds that worker ID"}},
-				Ready:     notReady("1 of 4 hosts bound to a Pod, 1 claimed"),
+				Claimed:   notClaimed("1 of 4 hosts bound to a Pod, 1 claimed"),
 				Conflict: metav1.Condition{Type: tpuv1alpha1.ConditionConflict, Status: metav1.ConditionTrue, Reason: tpuv1alpha1.ReasonIdentityConflict,
 					Message: "1 live Pods carry a TPU identity of this slice that it cannot record: Pod pre (worker ID 1: Pod w1 holds that worker ID); " +
 						"they were not given it by this operator and are left running: delete the one that should go"},
@@ -434,7 +434,7 @@ func TestDecide(t *testing.T) {
 					{Pod: outside, WorkerID: 7, Why: "worker ID 7 is outside a slice of 4 hosts"},
 				},
 				RequeueAfter: ttl - time.Second,
-				Ready:        notReady("0 of 4 hosts bound to a Pod, 1 claimed"),
+				Claimed:      notClaimed("0 of 4 hosts bound to a Pod, 1 claimed"),
 				Conflict: metav1.Condition{Type: tpuv1alpha1.ConditionConflict, Status: metav1.ConditionTrue, Reason: tpuv1alpha1.ReasonIdentityConflict,
 					Message: "2 live Pods carry a TPU identity of this slice that it cannot record: Pod one-host (worker ID 0: its topology gives 1 hosts, the slice has 4), " +
 						"Pod outside (worker ID 7: worker ID 7 is outside a slice of 4 hosts); they were not given it by this operator and are left running: delete the one that should go"},
@@ -449,7 +449,7 @@ func TestDecide(t *testing.T) {
 				Repaired:    []tpuv1alpha1.WorkerClaim{claim(3, "t-late-1", "late-1")},
 				Duplicates:  []lifecycle.Duplicate{{Pod: secondLate, WorkerID: 3, Holder: "late-1"}},
 				Destructive: true,
-				Ready:       notReady("1 of 4 hosts bound to a Pod, 1 claimed"),
+				Claimed:     notClaimed("1 of 4 hosts bound to a Pod, 1 claimed"),
 			},
 		},
 		"terminated late Pods are ignored": {
@@ -459,10 +459,10 @@ func TestDecide(t *testing.T) {
 				workerPod("failed", "t-b", 1).Phase(corev1.PodFailed).Obj(),
 				workerPod("succeeded", "t-c", 2).Phase(corev1.PodSucceeded).Obj()),
 			want: lifecycle.Decision{
-				Ready: notReady("0 of 4 hosts bound to a Pod, 0 claimed"),
+				Claimed: notClaimed("0 of 4 hosts bound to a Pod, 0 claimed"),
 			},
 		},
-		"every host bound to a live Pod: Ready, claims sorted by worker ID": {
+		"every host bound to a live Pod: Claimed, claims sorted by worker ID": {
 			slice: func() *tpuv1alpha1.TPUSliceAssignment {
 				s := makeSlice().
 					Claim(3, "t3", "w3", "uid-w3").
@@ -486,8 +486,8 @@ func TestDecide(t *testing.T) {
 				},
 				Changed: true,
 				Bound:   []tpuv1alpha1.WorkerClaim{claim(2, "t2", "w2")},
-				Ready: metav1.Condition{
-					Type:               tpuv1alpha1.ConditionReady,
+				Claimed: metav1.Condition{
+					Type:               tpuv1alpha1.ConditionClaimed,
 					Status:             metav1.ConditionTrue,
 					ObservedGeneration: 7,
 					Reason:             tpuv1alpha1.ReasonAllHostsBound,
@@ -496,7 +496,7 @@ func TestDecide(t *testing.T) {
 				Conflict: func() metav1.Condition { c := noConflict; c.ObservedGeneration = 7; return c }(),
 			},
 		},
-		"every host claimed but one Pod not seen yet: not Ready": {
+		"every host claimed but one Pod not seen yet: not Claimed": {
 			ages: map[string]time.Duration{"t3": time.Second},
 			slice: makeSlice().
 				Claim(0, "t0", "w0", "uid-w0").
@@ -515,7 +515,7 @@ func TestDecide(t *testing.T) {
 					claim(3, "t3", ""),
 				},
 				RequeueAfter: ttl - time.Second,
-				Ready:        notReady("3 of 4 hosts bound to a Pod, 4 claimed"),
+				Claimed:      notClaimed("3 of 4 hosts bound to a Pod, 4 claimed"),
 			},
 		},
 	}
@@ -558,11 +558,11 @@ func TestDecidePendingForUsesTheObserversClock(t *testing.T) {
 }
 
 func TestApplyStatus(t *testing.T) {
-	// readyTrue and readyFalse are as Decide returns them (no transition time); stored adds the
+	// claimedTrue and claimedFalse are as Decide returns them (no transition time); stored adds the
 	// transition time a condition already in the status has.
-	readyTrue := metav1.Condition{Type: tpuv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: "AllHostsBound",
+	claimedTrue := metav1.Condition{Type: tpuv1alpha1.ConditionClaimed, Status: metav1.ConditionTrue, Reason: "AllHostsBound",
 		Message: "1 of 1 hosts bound to a Pod, 1 claimed"}
-	readyFalse := metav1.Condition{Type: tpuv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: "HostsMissing",
+	claimedFalse := metav1.Condition{Type: tpuv1alpha1.ConditionClaimed, Status: metav1.ConditionFalse, Reason: "HostsMissing",
 		Message: "0 of 1 hosts bound to a Pod, 1 claimed"}
 	stored := func(c metav1.Condition) []metav1.Condition {
 		c.LastTransitionTime = metav1.NewTime(longAgo)
@@ -576,55 +576,55 @@ func TestApplyStatus(t *testing.T) {
 		decision    lifecycle.Decision
 		wantStatus  tpuv1alpha1.TPUSliceAssignmentStatus
 		wantChanged bool
-		// wantNewTransition: the Ready condition changed status, so its transition time is now.
+		// wantNewTransition: the Claimed condition changed status, so its transition time is now.
 		wantNewTransition bool
 	}{
 		"nothing to change": {
-			status:     tpuv1alpha1.TPUSliceAssignmentStatus{Claims: []tpuv1alpha1.WorkerClaim{bound}, Claimed: 1, Conditions: stored(readyTrue)},
-			decision:   lifecycle.Decision{Claims: []tpuv1alpha1.WorkerClaim{bound}, Ready: readyTrue},
-			wantStatus: tpuv1alpha1.TPUSliceAssignmentStatus{Claims: []tpuv1alpha1.WorkerClaim{bound}, Claimed: 1, Conditions: stored(readyTrue)},
+			status:     tpuv1alpha1.TPUSliceAssignmentStatus{Claims: []tpuv1alpha1.WorkerClaim{bound}, Claimed: 1, Conditions: stored(claimedTrue)},
+			decision:   lifecycle.Decision{Claims: []tpuv1alpha1.WorkerClaim{bound}, Claimed: claimedTrue},
+			wantStatus: tpuv1alpha1.TPUSliceAssignmentStatus{Claims: []tpuv1alpha1.WorkerClaim{bound}, Claimed: 1, Conditions: stored(claimedTrue)},
 		},
 		"an unchanged decision leaves the claims as they are": {
 			status: tpuv1alpha1.TPUSliceAssignmentStatus{
 				Claims:  []tpuv1alpha1.WorkerClaim{claim(1, "t1", ""), pendingClaim},
-				Claimed: 2, Conditions: stored(readyFalse)},
-			decision: lifecycle.Decision{Claims: []tpuv1alpha1.WorkerClaim{pendingClaim, claim(1, "t1", "")}, Ready: readyFalse},
+				Claimed: 2, Conditions: stored(claimedFalse)},
+			decision: lifecycle.Decision{Claims: []tpuv1alpha1.WorkerClaim{pendingClaim, claim(1, "t1", "")}, Claimed: claimedFalse},
 			wantStatus: tpuv1alpha1.TPUSliceAssignmentStatus{
 				Claims:  []tpuv1alpha1.WorkerClaim{claim(1, "t1", ""), pendingClaim},
-				Claimed: 2, Conditions: stored(readyFalse)},
+				Claimed: 2, Conditions: stored(claimedFalse)},
 		},
 		"a stale claimed count is fixed": {
-			status:      tpuv1alpha1.TPUSliceAssignmentStatus{Claims: []tpuv1alpha1.WorkerClaim{bound}, Claimed: 0, Conditions: stored(readyTrue)},
-			decision:    lifecycle.Decision{Claims: []tpuv1alpha1.WorkerClaim{bound}, Ready: readyTrue},
-			wantStatus:  tpuv1alpha1.TPUSliceAssignmentStatus{Claims: []tpuv1alpha1.WorkerClaim{bound}, Claimed: 1, Conditions: stored(readyTrue)},
+			status:      tpuv1alpha1.TPUSliceAssignmentStatus{Claims: []tpuv1alpha1.WorkerClaim{bound}, Claimed: 0, Conditions: stored(claimedTrue)},
+			decision:    lifecycle.Decision{Claims: []tpuv1alpha1.WorkerClaim{bound}, Claimed: claimedTrue},
+			wantStatus:  tpuv1alpha1.TPUSliceAssignmentStatus{Claims: []tpuv1alpha1.WorkerClaim{bound}, Claimed: 1, Conditions: stored(claimedTrue)},
 			wantChanged: true,
 		},
 		"a changed decision replaces the claims and the count": {
 			status: tpuv1alpha1.TPUSliceAssignmentStatus{
 				Claims:  []tpuv1alpha1.WorkerClaim{bound, claim(1, "t1", "")},
-				Claimed: 2, Conditions: stored(readyTrue)},
-			decision:    lifecycle.Decision{Changed: true, Claims: []tpuv1alpha1.WorkerClaim{bound}, Ready: readyTrue},
-			wantStatus:  tpuv1alpha1.TPUSliceAssignmentStatus{Claims: []tpuv1alpha1.WorkerClaim{bound}, Claimed: 1, Conditions: stored(readyTrue)},
+				Claimed: 2, Conditions: stored(claimedTrue)},
+			decision:    lifecycle.Decision{Changed: true, Claims: []tpuv1alpha1.WorkerClaim{bound}, Claimed: claimedTrue},
+			wantStatus:  tpuv1alpha1.TPUSliceAssignmentStatus{Claims: []tpuv1alpha1.WorkerClaim{bound}, Claimed: 1, Conditions: stored(claimedTrue)},
 			wantChanged: true,
 		},
 		"a release of the last claim empties the list": {
-			status:            tpuv1alpha1.TPUSliceAssignmentStatus{Claims: []tpuv1alpha1.WorkerClaim{bound}, Claimed: 1, Conditions: stored(readyTrue)},
-			decision:          lifecycle.Decision{Changed: true, Ready: readyFalse},
-			wantStatus:        tpuv1alpha1.TPUSliceAssignmentStatus{Claims: nil, Claimed: 0, Conditions: stored(readyFalse)},
+			status:            tpuv1alpha1.TPUSliceAssignmentStatus{Claims: []tpuv1alpha1.WorkerClaim{bound}, Claimed: 1, Conditions: stored(claimedTrue)},
+			decision:          lifecycle.Decision{Changed: true, Claimed: claimedFalse},
+			wantStatus:        tpuv1alpha1.TPUSliceAssignmentStatus{Claims: nil, Claimed: 0, Conditions: stored(claimedFalse)},
 			wantChanged:       true,
 			wantNewTransition: true,
 		},
-		"the first Ready condition is added": {
+		"the first Claimed condition is added": {
 			status:            tpuv1alpha1.TPUSliceAssignmentStatus{Claims: []tpuv1alpha1.WorkerClaim{pendingClaim}, Claimed: 1},
-			decision:          lifecycle.Decision{Claims: []tpuv1alpha1.WorkerClaim{pendingClaim}, Ready: readyFalse},
-			wantStatus:        tpuv1alpha1.TPUSliceAssignmentStatus{Claims: []tpuv1alpha1.WorkerClaim{pendingClaim}, Claimed: 1, Conditions: stored(readyFalse)},
+			decision:          lifecycle.Decision{Claims: []tpuv1alpha1.WorkerClaim{pendingClaim}, Claimed: claimedFalse},
+			wantStatus:        tpuv1alpha1.TPUSliceAssignmentStatus{Claims: []tpuv1alpha1.WorkerClaim{pendingClaim}, Claimed: 1, Conditions: stored(claimedFalse)},
 			wantChanged:       true,
 			wantNewTransition: true,
 		},
-		"binding the last host turns Ready True": {
-			status:            tpuv1alpha1.TPUSliceAssignmentStatus{Claims: []tpuv1alpha1.WorkerClaim{pendingClaim}, Claimed: 1, Conditions: stored(readyFalse)},
-			decision:          lifecycle.Decision{Changed: true, Claims: []tpuv1alpha1.WorkerClaim{bound}, Ready: readyTrue},
-			wantStatus:        tpuv1alpha1.TPUSliceAssignmentStatus{Claims: []tpuv1alpha1.WorkerClaim{bound}, Claimed: 1, Conditions: stored(readyTrue)},
+		"binding the last host turns Claimed True": {
+			status:            tpuv1alpha1.TPUSliceAssignmentStatus{Claims: []tpuv1alpha1.WorkerClaim{pendingClaim}, Claimed: 1, Conditions: stored(claimedFalse)},
+			decision:          lifecycle.Decision{Changed: true, Claims: []tpuv1alpha1.WorkerClaim{bound}, Claimed: claimedTrue},
+			wantStatus:        tpuv1alpha1.TPUSliceAssignmentStatus{Claims: []tpuv1alpha1.WorkerClaim{bound}, Claimed: 1, Conditions: stored(claimedTrue)},
 			wantChanged:       true,
 			wantNewTransition: true,
 		},
@@ -644,7 +644,7 @@ func TestApplyStatus(t *testing.T) {
 			if tc.wantNewTransition {
 				opts = append(opts, cmpopts.IgnoreFields(metav1.Condition{}, "LastTransitionTime"))
 				if ltt := status.Conditions[0].LastTransitionTime; ltt.Time.Before(started) {
-					t.Errorf("Ready changed status but its LastTransitionTime is %v", ltt)
+					t.Errorf("Claimed changed status but its LastTransitionTime is %v", ltt)
 				}
 			}
 			if diff := cmp.Diff(tc.wantStatus, status, opts); diff != "" {
@@ -681,7 +681,7 @@ func TestDecideApplyStatusConverges(t *testing.T) {
 		},
 		Claimed: 3,
 		Conditions: []metav1.Condition{{
-			Type: tpuv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: "HostsMissing",
+			Type: tpuv1alpha1.ConditionClaimed, Status: metav1.ConditionFalse, Reason: "HostsMissing",
 			Message: "3 of 4 hosts bound to a Pod, 3 claimed",
 		}, noConflict},
 	}
@@ -693,7 +693,7 @@ func TestDecideApplyStatusConverges(t *testing.T) {
 	second := lifecycle.Decide(view(slice, livePods, ages), ttl)
 	wantSecond := lifecycle.Decision{
 		Claims:   wantStatus.Claims,
-		Ready:    wantStatus.Conditions[0],
+		Claimed:  wantStatus.Conditions[0],
 		Conflict: noConflict,
 	}
 	if diff := cmp.Diff(wantSecond, second, cmpopts.EquateEmpty(), cmpopts.IgnoreFields(metav1.Condition{}, "LastTransitionTime")); diff != "" {

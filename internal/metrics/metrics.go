@@ -23,6 +23,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -79,6 +80,20 @@ var (
 		Help: "Live TPU worker Pods deleted because another live Pod of their slice holds their worker ID (a create that committed after its claim was released, or a second Pod carrying one claim's token).",
 	})
 
+	// SliceTimeToReady observes, when a slice turns Ready for the first time, how long after its
+	// first claim (the slice's creationTimestamp: the webhook creates it with its first claim).
+	SliceTimeToReady = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: namespace, Name: "slice_time_to_ready_seconds",
+		Help:    "Time from a slice's first claim (its creation) to its first Ready condition (every host's Pod Ready on a Ready node).",
+		Buckets: prometheus.ExponentialBuckets(1, 2, 13), // 1 s .. ~68 min
+	})
+
+	// SliceDegraded counts Degraded transitions to True, by the condition's reason.
+	SliceDegraded = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "slice_degraded_total",
+		Help: "Slices that turned Degraded, by reason (NodeMissing, NodeDeleting, NodeNotReady, NodeTainted, NodeUnschedulable, PodNotReady).",
+	}, []string{"reason"})
+
 	// ClaimsReleased counts claims the reconciler released, by reason.
 	ClaimsReleased = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: namespace, Name: "claims_released_total",
@@ -90,27 +105,40 @@ var (
 var Claims = NewClaimMetrics()
 
 func init() {
-	crmetrics.Registry.MustRegister(Admissions, ClaimsAdopted, PodsDeleted, ClaimsReleased)
+	crmetrics.Registry.MustRegister(Admissions, ClaimsAdopted, PodsDeleted, ClaimsReleased, SliceTimeToReady, SliceDegraded)
 	crmetrics.Registry.MustRegister(Claims.collectors()...)
 }
 
-// sliceCollector reports the slices in the cache by state when scraped.
+// sliceCollector reports the slices in the cache by state and by condition when scraped.
 type sliceCollector struct {
-	reader client.Reader
-	desc   *prometheus.Desc
+	reader     client.Reader
+	desc       *prometheus.Desc
+	conditions *prometheus.Desc
 }
 
-// RegisterSliceCollector registers a collector of the number of slices by state (ready: every
-// host bound; incomplete) read from reader, normally the manager's cache.
+// sliceConditionTypes are the condition types the slices-by-condition gauge reports.
+var sliceConditionTypes = []string{
+	tpuv1alpha1.ConditionClaimed, tpuv1alpha1.ConditionScheduled, tpuv1alpha1.ConditionPlaced,
+	tpuv1alpha1.ConditionReady, tpuv1alpha1.ConditionDegraded, tpuv1alpha1.ConditionConflict,
+}
+
+// RegisterSliceCollector registers a collector, reading from reader (normally the manager's
+// cache), of the number of slices by state (ready: every host ID bound to a Pod, the Claimed
+// condition; incomplete) and of slices by condition type and status.
 func RegisterSliceCollector(reader client.Reader) error {
 	return crmetrics.Registry.Register(&sliceCollector{
 		reader: reader,
-		desc: prometheus.NewDesc(namespace+"_slices", "TPUSliceAssignments by state (ready: every host ID bound to a Pod).",
+		desc: prometheus.NewDesc(namespace+"_slices", "TPUSliceAssignments by state (ready: every host ID bound to a Pod, the Claimed condition).",
 			[]string{"state"}, nil),
+		conditions: prometheus.NewDesc(namespace+"_slice_conditions", "TPUSliceAssignments by condition type and status (a slice without the condition counts as Unknown).",
+			[]string{"type", "status"}, nil),
 	})
 }
 
-func (c *sliceCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+func (c *sliceCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.desc
+	ch <- c.conditions
+}
 
 func (c *sliceCollector) Collect(ch chan<- prometheus.Metric) {
 	var list tpuv1alpha1.TPUSliceAssignmentList
@@ -118,11 +146,28 @@ func (c *sliceCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	ready := 0
+	counts := map[string]map[metav1.ConditionStatus]int{}
+	for _, t := range sliceConditionTypes {
+		counts[t] = map[metav1.ConditionStatus]int{}
+	}
 	for i := range list.Items {
-		if apimeta.IsStatusConditionTrue(list.Items[i].Status.Conditions, tpuv1alpha1.ConditionReady) {
+		conds := list.Items[i].Status.Conditions
+		if apimeta.IsStatusConditionTrue(conds, tpuv1alpha1.ConditionClaimed) {
 			ready++
+		}
+		for _, t := range sliceConditionTypes {
+			status := metav1.ConditionUnknown
+			if cond := apimeta.FindStatusCondition(conds, t); cond != nil {
+				status = cond.Status
+			}
+			counts[t][status]++
 		}
 	}
 	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(ready), "ready")
 	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(len(list.Items)-ready), "incomplete")
+	for _, t := range sliceConditionTypes {
+		for _, status := range []metav1.ConditionStatus{metav1.ConditionTrue, metav1.ConditionFalse, metav1.ConditionUnknown} {
+			ch <- prometheus.MustNewConstMetric(c.conditions, prometheus.GaugeValue, float64(counts[t][status]), t, string(status))
+		}
+	}
 }

@@ -132,10 +132,11 @@ func CacheOptions(opts Options) cache.Options {
 	return cache.Options{ByObject: byObject}
 }
 
-// TrimPod keeps the parts of a Pod the operator reads: name, UID, labels, two annotations, owner,
-// deletion state and phase, and of the spec what its TPU identity is read from (package identity):
-// the node selectors, hostname and subdomain, and of each TPU container its name, TPU resources and
-// the TPU_WORKER_ID and TPU_NAME variables. Everything else is dropped from the cache.
+// TrimPod keeps the parts of a Pod the operator reads: name, UID, labels, the annotations below,
+// owner, deletion state and phase, and of the spec what its TPU identity is read from (package
+// identity): the node selectors, hostname and subdomain, and of each TPU container its name, TPU
+// resources and the TPU_WORKER_ID and TPU_NAME variables. For slice health (package health) it
+// keeps spec.nodeName and the Ready condition. Everything else is dropped from the cache.
 func TrimPod(obj any) (any, error) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
@@ -164,19 +165,31 @@ func TrimPod(obj any) (any, error) {
 			OwnerReferences:   pod.OwnerReferences,
 		},
 		Spec:   trimSpec(&pod.Spec),
-		Status: corev1.PodStatus{Phase: pod.Status.Phase},
+		Status: corev1.PodStatus{Phase: pod.Status.Phase, Conditions: readyOnly(pod.Status.Conditions)},
 	}, nil
 }
 
-// keptAnnotations are the annotations the cache keeps: our claim token, and the subslice topology
-// a Pod's slice is read from.
-var keptAnnotations = []string{tpuv1alpha1.ClaimTokenAnnotation, constants.SliceTopologyAnnotation}
+// readyOnly returns the Pod's Ready condition alone, nil when it has none.
+func readyOnly(conds []corev1.PodCondition) []corev1.PodCondition {
+	for _, c := range conds {
+		if c.Type == corev1.PodReady {
+			return []corev1.PodCondition{c}
+		}
+	}
+	return nil
+}
+
+// keptAnnotations are the annotations the cache keeps: our claim token, the subslice topology a
+// Pod's slice is read from, and the topology levels Kueue requires, a slice's placement key when
+// it has no affinity (health.PlacementKey).
+var keptAnnotations = []string{tpuv1alpha1.ClaimTokenAnnotation, constants.SliceTopologyAnnotation,
+	constants.KueuePodSetSliceRequiredTopologyAnnotation, constants.KueuePodSetRequiredTopologyAnnotation}
 
 // identityEnv are the variables a Pod's TPU identity is read from.
 var identityEnv = []string{constants.EnvWorkerID, constants.EnvName}
 
 func trimSpec(spec *corev1.PodSpec) corev1.PodSpec {
-	out := corev1.PodSpec{NodeSelector: spec.NodeSelector, Hostname: spec.Hostname, Subdomain: spec.Subdomain}
+	out := corev1.PodSpec{NodeSelector: spec.NodeSelector, Hostname: spec.Hostname, Subdomain: spec.Subdomain, NodeName: spec.NodeName}
 	for _, i := range topology.TPUContainers(spec) {
 		c := &spec.Containers[i]
 		kept := corev1.Container{Name: c.Name, Resources: corev1.ResourceRequirements{

@@ -139,6 +139,7 @@ func TestTrimPodKeepsTheIdentity(t *testing.T) {
 		TPUIdentity("tpu", 1, 2).Env(0, "BIG", strings.Repeat("x", 4096)).Env(1, constants.EnvWorkerID, "3").Env(1, constants.EnvName, "tpu-1").
 		Annotation(tpuv1alpha1.ClaimTokenAnnotation, "t").Annotation("other", "dropped").Phase(corev1.PodRunning).Obj()
 	pod.Spec.Hostname, pod.Spec.Subdomain = "tpu-1-1", "rc-headless"
+	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}, {Type: corev1.ContainersReady, Status: corev1.ConditionTrue}}
 	trimmed, err := TrimPod(pod)
 	if err != nil {
 		t.Fatal(err)
@@ -156,6 +157,38 @@ func TestTrimPodKeepsTheIdentity(t *testing.T) {
 		t.Errorf("trimmed containers %+v, want the two TPU containers with their two identity variables", tp.Spec.Containers)
 	}
 	if diff := cmp.Diff(map[string]string{tpuv1alpha1.ClaimTokenAnnotation: "t"}, tp.Annotations); diff != "" {
+		t.Errorf("trimmed annotations (-want,+got):\n%s", diff)
+	}
+	if len(tp.Status.Conditions) != 0 || tp.Spec.NodeName != "" {
+		t.Errorf("trimmed unscheduled Pod: conditions %+v, node %q; want no Ready condition and no node", tp.Status.Conditions, tp.Spec.NodeName)
+	}
+}
+
+// TestTrimPodKeepsWhatHealthReads: the cached Pod keeps the node it is bound to, its Ready
+// condition (and no other), and the Kueue topology annotations a placement key is read from.
+func TestTrimPodKeepsWhatHealthReads(t *testing.T) {
+	pod := testutil.MakeWorkerPod("ml", "rc", "uid-rc", "tpu").Named("w").UID("uid-w").Topology("tpu-v6e-slice", "4x4").TPU(4).
+		Annotation(constants.KueuePodSetSliceRequiredTopologyAnnotation, constants.GCETopologySubblockKey).
+		Annotation(constants.KueuePodSetRequiredTopologyAnnotation, constants.GCETopologyBlockKey).
+		Annotation(constants.KueuePodSetPreferredTopologyAnnotation, "dropped").
+		NodeName("gke-tpu-1").Ready(true).Obj()
+	pod.Status.Conditions = append(pod.Status.Conditions, corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue})
+	trimmed, err := TrimPod(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := trimmed.(*corev1.Pod)
+	if diff := cmp.Diff("gke-tpu-1", tp.Spec.NodeName); diff != "" {
+		t.Errorf("trimmed spec.nodeName (-want,+got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]corev1.PodCondition{pod.Status.Conditions[0]}, tp.Status.Conditions); diff != "" {
+		t.Errorf("trimmed conditions (-want,+got):\n%s", diff)
+	}
+	wantAnnotations := map[string]string{
+		constants.KueuePodSetSliceRequiredTopologyAnnotation: constants.GCETopologySubblockKey,
+		constants.KueuePodSetRequiredTopologyAnnotation:      constants.GCETopologyBlockKey,
+	}
+	if diff := cmp.Diff(wantAnnotations, tp.Annotations); diff != "" {
 		t.Errorf("trimmed annotations (-want,+got):\n%s", diff)
 	}
 }

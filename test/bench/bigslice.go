@@ -31,6 +31,7 @@ import (
 	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
 	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
 	"github.com/ray-tpu/tpu-slice-operator/internal/topology"
+	"github.com/ray-tpu/tpu-slice-operator/test/integration/framework"
 )
 
 // S5 runs one slice per topology, TPU v5p with 4 chips per Pod: 16x16x16 is 1,024 hosts, 16x20x28
@@ -54,6 +55,8 @@ type bigResult struct {
 	admission      floor
 	// payload is the same Pods created with the identity already injected, no webhook.
 	payload floor
+	// health is S5-health: the same slice's Pods bound and readied after the webhook run.
+	health healthResult
 }
 
 // bigScenario is S5 for one topology: one slice, one Pod at a time, as KubeRay creates a group.
@@ -122,7 +125,17 @@ func (b *bench) bigSlice(ctx context.Context, s scenario) (bigResult, error) {
 		return r, err
 	}
 	r.pods, r.denials, r.wall, r.lat, r.allocStats, r.duplicates = run.pods, run.denials, run.wall, run.lat, run.allocStats, run.duplicates
-	r.statusBytes, err = b.storedSize(ctx, run.namespace, naming.SliceName("bench", "tpu", 0))
+	name := naming.SliceName("bench", "tpu", 0)
+	// Counted from here, after the webhook run, so that the watch does not weigh on S5's numbers.
+	writes, err := framework.WatchSliceWrites(ctx, b.env.Config, run.namespace, name)
+	if err != nil {
+		return r, err
+	}
+	defer writes.Stop()
+	if r.statusBytes, err = b.storedSize(ctx, run.namespace, name); err != nil {
+		return r, err
+	}
+	r.health, err = b.sliceHealth(ctx, run.namespace, name, s, r.writes-r.lostWrites, writes)
 	return r, err
 }
 
@@ -149,7 +162,7 @@ func (b *bench) bigBaseline(ctx context.Context, s scenario, r *bigResult) error
 	return err
 }
 
-// storedSize waits until the slice is Ready (every claim bound, which the reconciler does once the
+// storedSize waits until the slice is Claimed (every claim bound, which the reconciler does once the
 // slice has settled) and returns the length of its JSON as the API server serves it, managed
 // fields included: CRDs are stored as JSON, so that is its size in etcd.
 func (b *bench) storedSize(ctx context.Context, namespace, name string) (int, error) {
@@ -159,15 +172,20 @@ func (b *bench) storedSize(ctx context.Context, namespace, name string) (int, er
 		if err := b.c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &slice); err != nil {
 			return 0, err
 		}
-		if apimeta.IsStatusConditionTrue(slice.Status.Conditions, tpuv1alpha1.ConditionReady) {
+		if apimeta.IsStatusConditionTrue(slice.Status.Conditions, tpuv1alpha1.ConditionClaimed) {
 			break
 		}
 		if time.Now().After(deadline) {
-			fmt.Fprintf(os.Stderr, "slice %s/%s is not Ready after 60s: measuring it as it is\n", namespace, name)
+			fmt.Fprintf(os.Stderr, "slice %s/%s is not Claimed after 60s: measuring it as it is\n", namespace, name)
 			break
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
+	return b.objectSize(ctx, namespace, name)
+}
+
+// objectSize returns the length of the slice's JSON as the API server serves it.
+func (b *bench) objectSize(ctx context.Context, namespace, name string) (int, error) {
 	rc, err := rest.RESTClientFor(restConfigForRaw(b.env.Config))
 	if err != nil {
 		return 0, err
@@ -197,5 +215,6 @@ func (r *bigResult) report() string {
 		fmt.Sprintf("BENCH S5 hosts=%d pods=%d ratio=%.2f flatness=%.2f p99_ms=%.1f status_kib=%.1f writes_per_pod=%.2f duplicates=%d",
 			r.hosts, r.pods, ratio(r.wall, r.baselineWall), flatness, ms(percentile(r.lat, 99)),
 			float64(r.statusBytes)/1024, float64(r.writes)/n, r.duplicates),
+		r.health.report(),
 	}, "\n")
 }

@@ -86,6 +86,7 @@ type runner struct {
 	instances []*framework.Instance
 	retired   []*framework.Instance
 	faults    *faults
+	nodes     *healthNodes // health_test.go
 	ops       int
 	// opRNG shuffles the deck of operations (its own stream: the order of the operations does
 	// not depend on what the others drew).
@@ -148,6 +149,7 @@ func run(seed, stream uint64, gate bool, d time.Duration) {
 		for _, inst := range r.instances {
 			Expect(inst.Stop()).To(Succeed())
 		}
+		r.deleteNodes()
 	})
 	r.clusters = []*rayv1.RayCluster{
 		r.createCluster(testutil.MakeRayCluster("v6e", r.ns).TPUGroup("tpu", "tpu-v6e-slice", "4x4", 4, 4, 2).Obj()),
@@ -173,6 +175,7 @@ func run(seed, stream uint64, gate bool, d time.Duration) {
 	r.op = "settle"
 	r.settle()
 	r.check(true)
+	r.checkHealth()
 	r.checkDryRun()
 
 	c := framework.TotalCounts(append(r.retired, r.instances...))
@@ -228,7 +231,7 @@ type operation struct {
 // every 100 steps: `make test`'s two minutes (80 to 100 steps per gate setting) see each kind
 // several times, and the kinds' order depends on the seed alone.
 var operations = []operation{
-	{"delete", 20, (*runner).deleteRandomPod},
+	{"delete", 18, (*runner).deleteRandomPod},
 	{"replicas", 12, (*runner).changeReplicas},
 	{"recreate", 6, func(r *runner) { r.recreate(r.rng.IntN(len(r.clusters))) }},
 	{"restart", 5, func(r *runner) { r.restartInstance(r.rng.IntN(len(r.instances))) }},
@@ -240,8 +243,9 @@ var operations = []operation{
 	{"odd-topology", 5, (*runner).createOddTopology},
 	{"stale-uid", 5, (*runner).createStaleUID},
 	{"forged", 6, (*runner).postForged},
+	{"health", 5, (*runner).healthStep}, // health_test.go: schedule and ready Pods, move hosts, flap Nodes
 	// Let KubeRay and the operator run undisturbed for this step.
-	{"idle", 3, func(*runner) {}},
+	{"idle", 1, func(*runner) {}},
 }
 
 // step performs the next operation of the deck.
@@ -379,6 +383,7 @@ func (r *runner) current(p *corev1.Pod) bool {
 // collector envtest lacks would (the ownerReference points at a deleted UID). A re-create that
 // races KubeRay can leave such a Pod behind after recreate's own clean-up.
 func (r *runner) collectGarbage() {
+	r.finishTerminating() // health_test.go: the kubelets' part for bound Pods
 	var pods corev1.PodList
 	if err := k8sClient.List(ctx, &pods, client.InNamespace(r.ns), client.MatchingLabels{rayutils.RayNodeTypeLabelKey: "worker"}); err != nil {
 		return

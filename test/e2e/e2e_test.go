@@ -18,8 +18,10 @@ package e2e
 
 import (
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -28,9 +30,11 @@ import (
 	rayutils "github.com/ray-project/kuberay/ray-operator/controllers/ray/utils"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
@@ -203,6 +207,48 @@ func scenarios(gate bool) {
 
 	It("admits KubeRay's replacement of a Pod deleted right after its create within 2 s", func() {
 		quickDeletion(ns, gate)
+	})
+
+	It("reports a slice of KubeRay's Pods Ready once they are bound and Ready, which kubectl wait sees", func() {
+		rc := create(testutil.MakeRayCluster("health", ns).TPUGroup("tpu", "tpu-v6e-slice", "4x4", 4, 4, 2).Obj())
+		expectSettled(rc, map[string]int{"tpu": 8})
+		nodes := map[string]string{} // worker Pod name -> Node
+		for i, p := range workerPods(rc, "tpu") {
+			pool := "pool-" + p.Labels[constants.ReplicaIndexLabel] // one node pool per replica
+			node := testutil.MakeNode(fmt.Sprintf("%s-%d", ns, i)).TPU("tpu-v6e-slice", "4x4", pool).Ready(true).Obj()
+			Expect(framework.CreateNode(ctx, k8sClient, node)).To(Succeed())
+			DeferCleanup(func() { _ = k8sClient.Delete(ctx, node) })
+			nodes[p.Name] = node.Name
+		}
+		By("the scheduler binds KubeRay's Pods and their kubelets report them Ready")
+		for _, p := range workerPods(rc, "tpu") {
+			Expect(framework.BindPod(ctx, k8sClient, &p, nodes[p.Name])).To(Succeed())
+			Expect(framework.SetPodReady(ctx, k8sClient, &p, true)).To(Succeed())
+		}
+		user, err := env.Env.ControlPlane.AddUser(envtest.User{Name: "kubectl-" + ns, Groups: []string{"system:masters"}}, nil)
+		Expect(err).NotTo(HaveOccurred())
+		kubectl, err := user.Kubectl()
+		Expect(err).NotTo(HaveOccurred())
+		start := time.Now()
+		stdout, stderr, err := kubectl.Run("wait", "--for=condition=Ready", "tpusliceassignment", "-n", ns,
+			"-l", rayutils.RayClusterLabelKey+"="+rc.Name, "--timeout=60s")
+		out, _ := io.ReadAll(stdout)
+		errOut, _ := io.ReadAll(stderr)
+		Expect(err).NotTo(HaveOccurred(), "kubectl wait: %s%s", out, errOut)
+		GinkgoWriter.Printf("kubectl wait returned after %v:\n%s", time.Since(start), out)
+		Expect(strings.Count(string(out), "condition met")).To(Equal(2), "both slices of the cluster: %s", out)
+
+		var list tpuv1alpha1.TPUSliceAssignmentList
+		Expect(k8sClient.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{rayutils.RayClusterLabelKey: rc.Name})).To(Succeed())
+		Expect(list.Items).To(HaveLen(2))
+		for _, s := range list.Items {
+			for _, t := range []string{tpuv1alpha1.ConditionClaimed, tpuv1alpha1.ConditionScheduled, tpuv1alpha1.ConditionPlaced, tpuv1alpha1.ConditionReady} {
+				Expect(apimeta.IsStatusConditionTrue(s.Status.Conditions, t)).To(BeTrue(), "slice %s condition %s", s.Name, t)
+			}
+			Expect(apimeta.IsStatusConditionFalse(s.Status.Conditions, tpuv1alpha1.ConditionDegraded)).To(BeTrue(), "slice %s not Degraded", s.Name)
+			Expect(s.Status.Hosts).To(HaveLen(4))
+		}
+		Expect(framework.CheckHealthConverged(ctx, k8sClient, ns)).To(Succeed())
 	})
 
 	It("refuses an invalid RayCluster at CREATE and at UPDATE", func() {

@@ -1,0 +1,74 @@
+/*
+Copyright 2026 The tpu-slice-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package health checks slice health (docs/spec.md §11) on a real API server: fake TPU Nodes with
+// GKE's labels, Pods bound through the binding subresource and their status set as a kubelet would.
+package health
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/ray-tpu/tpu-slice-operator/controllers"
+	"github.com/ray-tpu/tpu-slice-operator/internal/operator"
+	"github.com/ray-tpu/tpu-slice-operator/test/integration/framework"
+)
+
+// pendingTTL is short here so that I3 settles quickly.
+const pendingTTL = 3 * time.Second
+
+// ctx lives as long as the suite; AfterSuite cancels it.
+var ctx, cancel = context.WithCancel(context.Background())
+
+var (
+	env       *framework.Env
+	k8sClient client.Client
+)
+
+func TestHealth(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "Slice health suite")
+}
+
+var _ = BeforeSuite(func() {
+	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
+	var err error
+	env, err = framework.Start()
+	Expect(err).NotTo(HaveOccurred())
+	k8sClient = env.Client
+	// One webhook replica with the reconciler and one without, forwarding claims as in production.
+	_, err = env.StartInstances(ctx, 2, func(i int) framework.InstanceOptions {
+		return framework.InstanceOptions{
+			Operator: operator.Options{DisableControllers: i > 0, Controllers: controllers.Options{PendingTTL: pendingTTL}},
+			Forward:  true,
+		}
+	})
+	Expect(err).NotTo(HaveOccurred())
+})
+
+var _ = AfterSuite(func() {
+	cancel()
+	if env != nil {
+		Expect(env.Stop()).To(Succeed())
+	}
+})
