@@ -26,6 +26,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strconv"
 
@@ -51,6 +52,15 @@ func main() {
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&f.Zap)))
 	log := ctrl.Log.WithName("setup")
+	limit, set, err := managerflags.SoftMemoryLimit(os.Getenv)
+	if err != nil {
+		log.Error(err, "Invalid memory limit")
+		os.Exit(1)
+	}
+	if set {
+		debug.SetMemoryLimit(limit)
+		log.Info("Soft memory limit set from the container's limit", "bytes", limit)
+	}
 	if err := run(&f); err != nil {
 		log.Error(err, "Manager exited with an error")
 		os.Exit(1)

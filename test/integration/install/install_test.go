@@ -32,6 +32,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -63,6 +64,7 @@ import (
 
 	"github.com/ray-tpu/tpu-slice-operator/internal/certs"
 	"github.com/ray-tpu/tpu-slice-operator/internal/localenv"
+	"github.com/ray-tpu/tpu-slice-operator/internal/managerflags"
 	"github.com/ray-tpu/tpu-slice-operator/internal/operator"
 	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
 	"github.com/ray-tpu/tpu-slice-operator/test/integration/framework"
@@ -329,6 +331,13 @@ var _ = Describe("make deploy (config/default: built-in certificates)", Ordered,
 		}))
 		Expect(service.Namespace).To(Equal(d.Namespace))
 
+		By("the Go heap's soft limit: the container's memory limit, from the downward API")
+		Expect(d.Spec.Template.Spec.Containers[0].Env).To(ContainElement(corev1.EnvVar{
+			Name:      managerflags.MemoryLimitEnv,
+			ValueFrom: &corev1.EnvVarSource{ResourceFieldRef: &corev1.ResourceFieldSelector{Resource: "limits.memory"}},
+		}))
+		Expect(d.Spec.Template.Spec.Containers[0].Resources.Limits.Memory().IsZero()).To(BeFalse(), "the manager has a memory limit")
+
 		By("claim forwarding: on, with the Pod's IP, and the webhook Service's EndpointSlices readable in the operator's namespace only")
 		Expect(a).To(HaveKey("claim-forwarding"))
 		Expect(d.Spec.Template.Spec.Containers[0].Env).To(ContainElement(corev1.EnvVar{
@@ -489,7 +498,9 @@ var _ = Describe("make deploy (config/default: built-in certificates)", Ordered,
 		cmd := exec.Command(manager, append(slices.Clone(d.Spec.Template.Spec.Containers[0].Args),
 			"--health-probe-bind-address=127.0.0.1:"+healthPort, "--metrics-bind-address=0",
 			"--webhook-port="+webhookPort, "--leader-elect=false")...)
-		cmd.Env = append(os.Environ(), "KUBECONFIG="+filepath.Join(dir, "kubeconfig"), "POD_NAMESPACE="+installNamespace, "POD_IP=127.0.0.1")
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+filepath.Join(dir, "kubeconfig"), "POD_NAMESPACE="+installNamespace, "POD_IP=127.0.0.1",
+			// As the kubelet resolves the Deployment's resourceFieldRef.
+			managerflags.MemoryLimitEnv+"="+strconv.FormatInt(objs.deployment().Spec.Template.Spec.Containers[0].Resources.Limits.Memory().Value(), 10))
 		cmd.Stdout, cmd.Stderr = GinkgoWriter, GinkgoWriter
 		Expect(cmd.Start()).To(Succeed())
 		DeferCleanup(func() {
