@@ -95,27 +95,36 @@ func run(only, s5Topologies []string, s4 memoryLoad) error {
 	if err != nil {
 		return err
 	}
-	if slices.Contains(only, "S5") {
-		big, lat, err := b.bigSlices(ctx, s5Topologies)
-		if err != nil {
-			return err
-		}
-		lines = append(lines, big...)
-		for _, hosts := range slices.Sorted(maps.Keys(lat)) {
-			samples = append(samples, samplesOf(hosts, lat[hosts])...)
-		}
-	}
-	if probeReps {
-		if err := b.probeRepresentations(ctx); err != nil {
-			return fmt.Errorf("representation probe: %w", err)
-		}
-	}
+	// S4 runs before S5, whose slices stay: S4 measures its own load, S5-restart a replica
+	// restarting next to the largest slices.
 	if slices.Contains(only, "S4") {
 		line, err := b.memory(ctx, s4)
 		if err != nil {
 			return fmt.Errorf("S4: %w", err)
 		}
 		lines = append(lines, line)
+	}
+	if slices.Contains(only, "S5") {
+		big, lat, err := b.bigSlices(ctx, s5Topologies)
+		if err != nil {
+			return err
+		}
+		lines = append(lines, big...)
+		pods := 0
+		for _, hosts := range slices.Sorted(maps.Keys(lat)) {
+			samples = append(samples, samplesOf(hosts, lat[hosts])...)
+			pods += int(hosts)
+		}
+		line, err := b.restartMemory(ctx, pods)
+		if err != nil {
+			return err
+		}
+		lines = append(lines, line)
+	}
+	if probeReps {
+		if err := b.probeRepresentations(ctx); err != nil {
+			return fmt.Errorf("representation probe: %w", err)
+		}
 	}
 	if len(samples) > 0 || plotBefore != "" {
 		if err := writePlot(outDir, samples, plotBefore); err != nil {

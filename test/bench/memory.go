@@ -32,12 +32,15 @@ import (
 	"sync/atomic"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
 
 	"github.com/ray-tpu/tpu-slice-operator/internal/localenv"
+	"github.com/ray-tpu/tpu-slice-operator/internal/managerflags"
 	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
 	"github.com/ray-tpu/tpu-slice-operator/test/integration/framework"
 )
@@ -52,7 +55,7 @@ type memoryLoad struct {
 // memory runs the manager binary as its own process, fills the API server with Nodes, non-TPU Pods
 // and TPU worker Pods, and reads the manager's RSS and Go heap.
 func (b *bench) memory(ctx context.Context, load memoryLoad) (string, error) {
-	mgr, metricsPort, err := b.startManager(ctx)
+	mgr, metricsPort, _, err := b.startManager(ctx)
 	if err != nil {
 		return "", err
 	}
@@ -109,37 +112,119 @@ func (b *bench) fillNodes(ctx context.Context, n int) error {
 	})
 }
 
-// startManager builds the manager binary, starts it against the control plane and makes the
-// webhook endpoint send admissions to it. It returns the process and its metrics port.
-func (b *bench) startManager(ctx context.Context) (*exec.Cmd, int, error) {
+// startManager builds the manager binary, starts it against the control plane with the
+// Deployment's memory limit (as the kubelet passes it, docs/install.md) and makes the webhook
+// endpoint send admissions to it. It returns the process, its metrics port and its probe port.
+func (b *bench) startManager(ctx context.Context) (*exec.Cmd, int, int, error) {
 	root := localenv.RootDir()
 	bin := filepath.Join(root, "bin", "manager")
 	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd")
 	build.Dir, build.Stdout, build.Stderr = root, os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
-		return nil, 0, fmt.Errorf("building the manager: %w", err)
+		return nil, 0, 0, fmt.Errorf("building the manager: %w", err)
 	}
 	kubeconfig, err := b.kubeconfig()
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, 0, err
 	}
-	webhookPort, metricsPort := freePort(), freePort()
+	limit, err := deploymentMemoryLimit(root)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	webhookPort, metricsPort, probePort := freePort(), freePort(), freePort()
 	wio := &b.env.Env.WebhookInstallOptions
 	mgr := exec.CommandContext(ctx, bin, "--kubeconfig", kubeconfig,
 		"--metrics-bind-address", "127.0.0.1:"+strconv.Itoa(metricsPort), "--metrics-secure=false",
-		"--health-probe-bind-address", "127.0.0.1:0",
+		"--health-probe-bind-address", "127.0.0.1:"+strconv.Itoa(probePort),
 		"--webhook-port", strconv.Itoa(webhookPort), "--webhook-cert-path", wio.LocalServingCertDir)
+	mgr.Env = append(os.Environ(), managerflags.MemoryLimitEnv+"="+strconv.FormatInt(limit, 10))
 	mgr.Stderr = io.Discard
 	if err := mgr.Start(); err != nil {
-		return nil, 0, err
+		return nil, 0, 0, err
 	}
 	if err := waitHTTP(ctx, "http://127.0.0.1:"+strconv.Itoa(metricsPort)+"/metrics"); err != nil {
 		_ = mgr.Process.Kill()
 		_ = mgr.Wait()
-		return nil, 0, err
+		return nil, 0, 0, err
 	}
 	b.env.ServeWebhooksFrom(&framework.Instance{Addr: "127.0.0.1:" + strconv.Itoa(webhookPort)})
-	return mgr, metricsPort, nil
+	return mgr, metricsPort, probePort, nil
+}
+
+// deploymentMemoryLimit reads the manager container's memory limit, in bytes, from the
+// Deployment in config/manager.
+func deploymentMemoryLimit(root string) (int64, error) {
+	data, err := os.ReadFile(filepath.Join(root, "config", "manager", "manager.yaml"))
+	if err != nil {
+		return 0, err
+	}
+	for doc := range strings.SplitSeq(string(data), "\n---") {
+		var d appsv1.Deployment
+		if err := yaml.Unmarshal([]byte(doc), &d); err != nil || d.Kind != "Deployment" || len(d.Spec.Template.Spec.Containers) == 0 {
+			continue
+		}
+		if q := d.Spec.Template.Spec.Containers[0].Resources.Limits.Memory(); !q.IsZero() {
+			return q.Value(), nil
+		}
+	}
+	return 0, errors.New("config/manager/manager.yaml: no Deployment with a memory limit")
+}
+
+// restartMemory starts a fresh manager next to what the API server holds (S5's slices: thousands
+// of Pods of 60-150 KiB each, bound to their Nodes), as a replica restarting in a cluster that
+// runs the largest slices, and reads its RSS: the highest while its caches fill and until 5 s
+// after it is ready, and then.
+//
+//	BENCH S5-restart pods=<n> rss_peak_mib=<x> rss_mib=<x> heap_mib=<x> ready_s=<x>
+func (b *bench) restartMemory(ctx context.Context, pods int) (string, error) {
+	start := time.Now()
+	mgr, metricsPort, probePort, err := b.startManager(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = mgr.Process.Kill(); _ = mgr.Wait(); b.env.ServeWebhooksFrom(b.validator) }()
+	var peak float64
+	sample := func() {
+		if rss, err := rssMiB(mgr.Process.Pid); err == nil {
+			peak = max(peak, rss)
+		}
+	}
+	readyz := "http://127.0.0.1:" + strconv.Itoa(probePort) + "/readyz"
+	var ready time.Duration
+	for deadline := time.Now().Add(5 * time.Minute); ready == 0; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return "", errors.New("S5-restart: the manager did not become ready within 5 minutes")
+		}
+		sample()
+		if ok, _ := httpOK(ctx, readyz); ok {
+			ready = time.Since(start)
+		}
+	}
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		sample()
+	}
+	rss, err := rssMiB(mgr.Process.Pid)
+	if err != nil {
+		return "", err
+	}
+	heap, err := heapMiB(ctx, metricsPort)
+	if err != nil {
+		return "", err
+	}
+	fmt.Printf("\nS5-restart: a fresh manager next to %d worker Pods: RSS %.1f MiB at most while its caches filled, %.1f MiB 5 s after ready (%.1f s); Go heap %.1f MiB\n",
+		pods, peak, rss, ready.Seconds(), heap)
+	return fmt.Sprintf("BENCH S5-restart pods=%d rss_peak_mib=%.1f rss_mib=%.1f heap_mib=%.1f ready_s=%.1f", pods, peak, rss, heap, ready.Seconds()), nil
+}
+
+// httpOK reports whether a GET of url answers 200.
+func httpOK(ctx context.Context, url string) (bool, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false, err
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode == http.StatusOK, nil
 }
 
 // fillOther creates n Pods of another workload in ns, next to a RayCluster with a CPU group.
