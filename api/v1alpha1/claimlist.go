@@ -17,12 +17,9 @@ limitations under the License.
 package v1alpha1
 
 import (
-	"bytes"
-	"cmp"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"slices"
-	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -35,38 +32,21 @@ func (l ClaimList) MarshalJSON() ([]byte, error) {
 
 // String is the claims as stored: one line per claim, sorted by worker ID.
 func (l ClaimList) String() string {
-	sorted := slices.Clone(l)
-	slices.SortStableFunc(sorted, func(a, b WorkerClaim) int { return cmp.Compare(a.WorkerID, b.WorkerID) })
-	var b strings.Builder
-	b.Grow(len(sorted) * 24)
-	for i, c := range sorted {
-		if i > 0 {
-			b.WriteByte('\n')
-		}
-		b.WriteString(strconv.FormatInt(int64(c.WorkerID), 10))
+	return formatLines(l, func(c WorkerClaim) int32 { return c.WorkerID }, 24, func(b *strings.Builder, c WorkerClaim) {
 		b.WriteByte(' ')
 		b.WriteString(c.Token)
-		if c.PodUID != "" || c.PodName != "" {
+		if c.PodName != "" || c.PodUID != "" {
 			b.WriteByte(' ')
 			b.WriteString(c.PodName)
 			b.WriteByte(' ')
 			b.WriteString(string(c.PodUID))
 		}
-	}
-	return b.String()
+	})
 }
 
 // UnmarshalJSON decodes the string form.
 func (l *ClaimList) UnmarshalJSON(data []byte) error {
-	if bytes.Equal(bytes.TrimSpace(data), []byte("null")) {
-		*l = nil
-		return nil
-	}
-	var text string
-	if err := json.Unmarshal(data, &text); err != nil {
-		return fmt.Errorf("claims: %w", err)
-	}
-	parsed, err := ParseClaims(text)
+	parsed, err := unmarshalLines(data, "claims", ParseClaims)
 	if err != nil {
 		return err
 	}
@@ -74,42 +54,30 @@ func (l *ClaimList) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
+// claimLines is the line format of a ClaimList.
+var claimLines = lineFormat[WorkerClaim]{
+	what: "claims", twice: "claimed twice",
+	fields: []int{2, 4}, want: `"<workerID> <token>" or "<workerID> <token> <podName> <podUID>"`,
+	item: func(id int32, fields []string) (WorkerClaim, error) {
+		if !ValidToken(fields[1]) {
+			return WorkerClaim{}, fmt.Errorf("invalid token %q", fields[1])
+		}
+		c := WorkerClaim{WorkerID: id, Token: fields[1]}
+		if len(fields) == 4 {
+			if !plainField(fields[2]) || !plainField(fields[3]) {
+				return WorkerClaim{}, errors.New("a bound claim needs its Pod's name and UID")
+			}
+			c.PodName, c.PodUID = fields[2], types.UID(fields[3])
+		}
+		return c, nil
+	},
+}
+
 // ParseClaims parses the string form of a ClaimList. It refuses a line that is not two or four
 // fields, a worker ID that is not a non-negative integer, an empty token, and a worker ID named
 // twice: a malformed list fails to decode rather than lose a claim.
 func ParseClaims(text string) (ClaimList, error) {
-	if text == "" {
-		return nil, nil
-	}
-	lines := strings.Split(text, "\n")
-	out := make(ClaimList, 0, len(lines))
-	seen := make(map[int32]bool, len(lines))
-	for n, line := range lines {
-		fields := strings.Split(line, " ")
-		if len(fields) != 2 && len(fields) != 4 {
-			return nil, fmt.Errorf("claims line %d: %q: want \"<workerID> <token>\" or \"<workerID> <token> <podName> <podUID>\"", n+1, line)
-		}
-		id, err := strconv.ParseInt(fields[0], 10, 32)
-		if err != nil || id < 0 || fields[0] != strconv.FormatInt(id, 10) {
-			return nil, fmt.Errorf("claims line %d: worker ID %q is not a non-negative integer", n+1, fields[0])
-		}
-		if !ValidToken(fields[1]) {
-			return nil, fmt.Errorf("claims line %d: invalid token %q", n+1, fields[1])
-		}
-		if seen[int32(id)] {
-			return nil, fmt.Errorf("claims line %d: worker ID %d is claimed twice", n+1, id)
-		}
-		seen[int32(id)] = true
-		c := WorkerClaim{WorkerID: int32(id), Token: fields[1]}
-		if len(fields) == 4 {
-			if !plainField(fields[2]) || !plainField(fields[3]) {
-				return nil, fmt.Errorf("claims line %d: a bound claim needs its Pod's name and UID", n+1)
-			}
-			c.PodName, c.PodUID = fields[2], types.UID(fields[3])
-		}
-		out = append(out, c)
-	}
-	return out, nil
+	return parseLines(text, claimLines)
 }
 
 // UnmarshalJSON decodes a status, reading the list form earlier versions stored (claims) into

@@ -17,12 +17,10 @@ limitations under the License.
 package v1alpha1
 
 import (
-	"bytes"
 	"cmp"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"slices"
-	"strconv"
 	"strings"
 )
 
@@ -65,15 +63,7 @@ func (l HostList) MarshalJSON() ([]byte, error) {
 
 // String is the hosts as stored: one line per host, sorted by worker ID.
 func (l HostList) String() string {
-	sorted := slices.Clone(l)
-	slices.SortStableFunc(sorted, func(a, b HostFact) int { return cmp.Compare(a.WorkerID, b.WorkerID) })
-	var b strings.Builder
-	b.Grow(len(sorted) * 64)
-	for i, h := range sorted {
-		if i > 0 {
-			b.WriteByte('\n')
-		}
-		b.WriteString(strconv.FormatInt(int64(h.WorkerID), 10))
+	return formatLines(l, func(h HostFact) int32 { return h.WorkerID }, 64, func(b *strings.Builder, h HostFact) {
 		b.WriteByte(' ')
 		b.WriteString(cmp.Or(h.Node, NoDomain)) // never an empty field: the line must parse back
 		b.WriteByte(' ')
@@ -84,21 +74,12 @@ func (l HostList) String() string {
 		} else {
 			b.WriteString(hostNotReady)
 		}
-	}
-	return b.String()
+	})
 }
 
 // UnmarshalJSON decodes the string form.
 func (l *HostList) UnmarshalJSON(data []byte) error {
-	if bytes.Equal(bytes.TrimSpace(data), []byte("null")) {
-		*l = nil
-		return nil
-	}
-	var text string
-	if err := json.Unmarshal(data, &text); err != nil {
-		return fmt.Errorf("hosts: %w", err)
-	}
-	parsed, err := ParseHosts(text)
+	parsed, err := unmarshalLines(data, "hosts", ParseHosts)
 	if err != nil {
 		return err
 	}
@@ -106,41 +87,29 @@ func (l *HostList) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
-// ParseHosts parses the string form of a HostList. It refuses a line that is not four fields, a
-// worker ID that is not a non-negative integer, an empty node or domain, a readiness other than
-// Ready or NotReady, and a worker ID named twice.
-func ParseHosts(text string) (HostList, error) {
-	if text == "" {
-		return nil, nil
-	}
-	lines := strings.Split(text, "\n")
-	out := make(HostList, 0, len(lines))
-	seen := make(map[int32]bool, len(lines))
-	for n, line := range lines {
-		fields := strings.Split(line, " ")
-		if len(fields) != 4 {
-			return nil, fmt.Errorf("hosts line %d: %q: want \"<workerID> <node> <domain> Ready|NotReady\"", n+1, line)
-		}
-		id, err := strconv.ParseInt(fields[0], 10, 32)
-		if err != nil || id < 0 || fields[0] != strconv.FormatInt(id, 10) {
-			return nil, fmt.Errorf("hosts line %d: worker ID %q is not a non-negative integer", n+1, fields[0])
-		}
-		if seen[int32(id)] {
-			return nil, fmt.Errorf("hosts line %d: worker ID %d is named twice", n+1, id)
-		}
-		seen[int32(id)] = true
+// hostLines is the line format of a HostList.
+var hostLines = lineFormat[HostFact]{
+	what: "hosts", twice: "named twice",
+	fields: []int{4}, want: `"<workerID> <node> <domain> Ready|NotReady"`,
+	item: func(id int32, fields []string) (HostFact, error) {
 		if !plainField(fields[1]) || !plainField(fields[2]) {
-			return nil, fmt.Errorf("hosts line %d: a host needs its node and domain", n+1)
+			return HostFact{}, errors.New("a host needs its node and domain")
 		}
-		h := HostFact{WorkerID: int32(id), Node: fields[1], Domain: fields[2]}
+		h := HostFact{WorkerID: id, Node: fields[1], Domain: fields[2]}
 		switch fields[3] {
 		case hostReady:
 			h.Ready = true
 		case hostNotReady:
 		default:
-			return nil, fmt.Errorf("hosts line %d: readiness %q is not %s or %s", n+1, fields[3], hostReady, hostNotReady)
+			return HostFact{}, fmt.Errorf("readiness %q is not %s or %s", fields[3], hostReady, hostNotReady)
 		}
-		out = append(out, h)
-	}
-	return out, nil
+		return h, nil
+	},
+}
+
+// ParseHosts parses the string form of a HostList. It refuses a line that is not four fields, a
+// worker ID that is not a non-negative integer, an empty node or domain, a readiness other than
+// Ready or NotReady, and a worker ID named twice.
+func ParseHosts(text string) (HostList, error) {
+	return parseLines(text, hostLines)
 }
