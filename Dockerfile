@@ -16,7 +16,7 @@ COPY webhooks/ webhooks/
 COPY internal/ internal/
 
 # BuildKit sets TARGETOS and TARGETARCH from --platform; an empty GOARCH means the builder's own.
-RUN CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} go build -trimpath -ldflags="-s -w" -a -o manager cmd/main.go
+RUN CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} go build -trimpath -ldflags="-s -w" -o manager cmd/main.go
 
 # A minimal, non-root runtime image: https://github.com/GoogleContainerTools/distroless
 FROM gcr.io/distroless/static:nonroot

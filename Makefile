@@ -137,7 +137,7 @@ build-platforms: ## Build the manager exactly as the Dockerfile does, for each o
 	@for p in $$(echo "$(PLATFORMS)" | tr ',' ' '); do \
 		os=$${p%/*}; arch=$${p#*/}; \
 		echo "building dist/manager-$$os-$$arch"; \
-		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch go build -trimpath -ldflags="-s -w" -a -o dist/manager-$$os-$$arch cmd/main.go || exit 1; \
+		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch go build -trimpath -ldflags="-s -w" -o dist/manager-$$os-$$arch cmd/main.go || exit 1; \
 	done
 
 .PHONY: run
