@@ -24,6 +24,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	rayutils "github.com/ray-project/kuberay/ray-operator/controllers/ray/utils"
@@ -59,6 +60,12 @@ type podWebhook struct {
 	clusters client.Reader
 	// nodes lists the TPU Nodes, for a subslice's affinity (nil: none known).
 	nodes placement.NodeLister
+	// maxHosts bounds the hosts of a slice (topology.DefaultMaxSliceHosts when zero); it is checked
+	// before any work that grows with the hosts.
+	maxHosts int32
+	// timeout bounds a whole admission, every API call of it included (allocator.DefaultTimeout
+	// when zero), inside the webhook's 10 s timeout (docs/spec.md §5).
+	timeout time.Duration
 }
 
 var _ admission.Defaulter[*corev1.Pod] = &podWebhook{}
@@ -73,6 +80,11 @@ func IsTPUWorker(pod *corev1.Pod) bool {
 }
 
 // Default claims a worker ID for a TPU worker Pod being created and applies it to the Pod.
+//
+// Bounds come before work: the Pod's topology is parsed and its host count checked against
+// --max-slice-hosts before anything that grows with the hosts (stripping a copied identity,
+// placement, the claim, the environment) runs, and one deadline bounds the whole admission, every
+// API read and write included (docs/spec.md §5, §10).
 func (w *podWebhook) Default(ctx context.Context, pod *corev1.Pod) error {
 	req, err := admission.RequestFromContext(ctx)
 	if err != nil {
@@ -86,18 +98,62 @@ func (w *podWebhook) Default(ctx context.Context, pod *corev1.Pod) error {
 		metrics.Admissions.WithLabelValues(metrics.ResultNotTPUWorker).Inc()
 		return nil
 	}
-	reinvoked, err := w.forgetCopiedIdentity(ctx, req.Namespace, pod)
+	slice, err := w.bound(pod)
+	if err != nil {
+		metrics.Admissions.WithLabelValues(metrics.ResultDeniedPermanent).Inc()
+		return err
+	}
+	timeout := w.admissionTimeout()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	reinvoked, err := w.forgetCopiedIdentity(ctx, req.Namespace, pod, slice)
 	if err != nil {
 		metrics.Admissions.WithLabelValues(metrics.ResultDeniedTransient).Inc()
+		if ctx.Err() != nil {
+			return timedOut(timeout)
+		}
 		return denyTransient("checking the TPU identity the Pod already carries: %v", err)
 	}
 	if reinvoked {
 		metrics.Admissions.WithLabelValues(metrics.ResultAlreadyAssigned).Inc()
 		return nil
 	}
-	err = w.assign(ctx, req, pod)
+	err = w.assign(ctx, req, pod, slice)
+	if err != nil && ctx.Err() != nil && apierrors.IsTooManyRequests(err) {
+		// Whatever read or write the deadline cut, the user is told the same (docs/spec.md §5).
+		err = timedOut(timeout)
+	}
 	metrics.Admissions.WithLabelValues(admissionResult(err, ptr.Deref(req.DryRun, false))).Inc()
 	return err
+}
+
+// bound parses the Pod's slice and checks its host count against --max-slice-hosts: the first
+// thing an admission does, so that no work grows with a topology the operator refuses.
+// Parsing costs nothing per chip (topology.ParseTopology).
+func (w *podWebhook) bound(pod *corev1.Pod) (topology.Slice, error) {
+	cluster, group := pod.Labels[rayutils.RayClusterLabelKey], pod.Labels[rayutils.RayNodeGroupLabelKey]
+	slice, err := topology.FromPod(pod.Annotations, &pod.Spec)
+	if err != nil {
+		return topology.Slice{}, deny("TPU worker Pod of RayCluster %s group %s: %v", cluster, group, err)
+	}
+	maxHosts := cmp.Or(w.maxHosts, topology.DefaultMaxSliceHosts)
+	if slice.Hosts > maxHosts {
+		return topology.Slice{}, deny("TPU worker Pod of RayCluster %s group %s: topology %s gives a slice of %d hosts, more than this operator allows (--max-slice-hosts=%d)",
+			cluster, group, slice.Topology, slice.Hosts, maxHosts)
+	}
+	return slice, nil
+}
+
+func (w *podWebhook) admissionTimeout() time.Duration {
+	if w.timeout > 0 {
+		return w.timeout
+	}
+	return allocator.DefaultTimeout
+}
+
+// timedOut is the denial of an admission whose deadline passed, whichever API call it cut.
+func timedOut(timeout time.Duration) error {
+	return denyTransient("timed out after %s admitting the TPU worker Pod (API server slow or heavily contended)", timeout)
 }
 
 // forgetCopiedIdentity handles a Pod that arrives already carrying a TPU identity or a claim token.
@@ -106,7 +162,10 @@ func (w *podWebhook) Default(ctx context.Context, pod *corev1.Pod) error {
 // unchanged. Otherwise the Pod is a copy (a manifest copied from a running worker, a template, a
 // dry-run output): a token is not a claim, so the copied identity is stripped and the Pod is
 // admitted as a new one (docs/spec.md §8).
-func (w *podWebhook) forgetCopiedIdentity(ctx context.Context, namespace string, pod *corev1.Pod) (bool, error) {
+//
+// slice is the Pod's own slice, already bounded (bound): the identity stripped is at most that
+// large.
+func (w *podWebhook) forgetCopiedIdentity(ctx context.Context, namespace string, pod *corev1.Pod, slice topology.Slice) (bool, error) {
 	prev, hasIdentity := podidentity.FromPod(pod)
 	token := podidentity.Token(pod)
 	if !hasIdentity && token == "" {
@@ -124,12 +183,10 @@ func (w *podWebhook) forgetCopiedIdentity(ctx context.Context, namespace string,
 			GroupName: prev.Group, ReplicaIndex: prev.Replica, WorkerID: prev.WorkerID, Hosts: prev.Hosts,
 			Subdomain: pod.Spec.Subdomain, V7x: topology.IsV7x(pod.Spec.NodeSelector[constants.AcceleratorNodeSelectorKey]),
 			SliceName: prev.SliceName(), ClaimToken: token,
-		}
-		if shape, err := topology.FromPod(pod.Annotations, &pod.Spec); err == nil {
-			old.Topology, old.ChipsPerHost = shape.Topology.Dims, shape.ChipsPerPod
+			Topology: slice.Topology.Dims, ChipsPerHost: slice.ChipsPerPod,
 		}
 	}
-	tpuenv.Strip(pod, old, topology.TPUContainers(&pod.Spec))
+	tpuenv.Strip(pod, old, slice.TPUContainers)
 	ctrl.LoggerFrom(ctx).Info("TPU worker Pod carries a copied TPU identity; admitting it as a new Pod",
 		"namespace", namespace, "generateName", pod.GenerateName, "copiedSlice", old.SliceName, "copiedWorkerID", old.WorkerID)
 	return false, nil
@@ -150,8 +207,8 @@ func admissionResult(err error, dryRun bool) string {
 }
 
 // assign claims a worker ID for a TPU worker Pod and applies the identity to it.
-func (w *podWebhook) assign(ctx context.Context, req admission.Request, pod *corev1.Pod) error {
-	in, err := w.prepare(ctx, req.Namespace, pod)
+func (w *podWebhook) assign(ctx context.Context, req admission.Request, pod *corev1.Pod, slice topology.Slice) error {
+	in, err := w.prepare(ctx, req.Namespace, pod, slice)
 	if err != nil {
 		return err
 	}
@@ -186,13 +243,10 @@ type workerPod struct {
 	placed    placement.Decision
 }
 
-// prepare reads what a claim needs from pod and checks it; its errors are the Pod's denials.
-func (w *podWebhook) prepare(ctx context.Context, namespace string, pod *corev1.Pod) (workerPod, error) {
+// prepare reads what a claim needs from pod, whose slice (bounded) is slice, and checks it; its
+// errors are the Pod's denials.
+func (w *podWebhook) prepare(ctx context.Context, namespace string, pod *corev1.Pod, slice topology.Slice) (workerPod, error) {
 	cluster, group := pod.Labels[rayutils.RayClusterLabelKey], pod.Labels[rayutils.RayNodeGroupLabelKey]
-	slice, err := topology.FromPod(pod.Annotations, &pod.Spec)
-	if err != nil {
-		return workerPod{}, deny("TPU worker Pod of RayCluster %s group %s: %v", cluster, group, err)
-	}
 	subdomain := naming.HeadlessServiceName(cluster)
 	if slice.Hosts > 1 {
 		if problems := naming.ValidateSubdomain(subdomain); len(problems) > 0 {

@@ -22,6 +22,7 @@ package webhooks
 import (
 	"context"
 	"fmt"
+	"time"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -58,6 +59,12 @@ type Planner interface {
 
 // Options configure the webhooks.
 type Options struct {
+	// MaxSliceHosts bounds the hosts of a Pod's slice, checked before any work that grows with them
+	// (topology.DefaultMaxSliceHosts when zero).
+	MaxSliceHosts int32
+	// Timeout bounds one Pod admission, every API call of it included (allocator.DefaultTimeout
+	// when zero).
+	Timeout time.Duration
 	// RayCluster configures the RayCluster validation: the slice host limit and the TPU Nodes it
 	// warns about subsliced groups from (the manager's TPU Node cache when unset).
 	RayCluster validation.Options
@@ -79,7 +86,8 @@ func Setup(mgr ctrl.Manager, claimer Claimer, planner Planner, opts Options) err
 		opts.RayCluster.Nodes = tpuNodes
 	}
 	if err := ctrl.NewWebhookManagedBy(mgr, &corev1.Pod{}).
-		WithDefaulter(&podWebhook{planner: planner, claimer: claimer, clusters: mgr.GetClient(), nodes: tpuNodes}).
+		WithDefaulter(&podWebhook{planner: planner, claimer: claimer, clusters: mgr.GetClient(), nodes: tpuNodes,
+			maxHosts: opts.MaxSliceHosts, timeout: opts.Timeout}).
 		Complete(); err != nil {
 		return err
 	}

@@ -313,6 +313,7 @@ func (p *Parts) setupWebhooks(mgr manager.Manager, opts Options, graves *tombsto
 	if opts.Webhooks.RayCluster.MaxSliceHosts == 0 {
 		opts.Webhooks.RayCluster.MaxSliceHosts = maxHosts
 	}
+	opts.Webhooks.MaxSliceHosts, opts.Webhooks.Timeout = maxHosts, opts.ClaimTimeout
 	return webhooks.Setup(mgr, claimer, alloc, opts.Webhooks)
 }
 

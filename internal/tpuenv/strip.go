@@ -53,6 +53,7 @@ func Strip(pod *corev1.Pod, id Identity, tpuContainers []int) {
 		}
 		stripAffinity(pod, id.SliceName)
 	}
+	values := newSliceValues(id, len(tpuContainers))
 	for c, i := range tpuContainers {
 		container := &pod.Spec.Containers[i]
 		// What Apply adds to a container that has only the variables Apply reads.
@@ -60,7 +61,7 @@ func Strip(pod *corev1.Pod, id Identity, tpuContainers []int) {
 		if hasEnv(container.Env, constants.EnvMegascaleNumSlices) {
 			seed = []corev1.EnvVar{{Name: constants.EnvMegascaleNumSlices}}
 		}
-		applied := applyEnv(seed, id, c, len(tpuContainers))
+		applied := applyEnv(seed, values, c)
 		container.Env = slices.DeleteFunc(container.Env, func(e corev1.EnvVar) bool {
 			return e.Name != constants.EnvMegascaleNumSlices && slices.ContainsFunc(applied, func(a corev1.EnvVar) bool {
 				return equality.Semantic.DeepEqual(a, e)

@@ -116,12 +116,17 @@ func torchProcessesPerHost(id Identity) int64 {
 // addTorchEnv adds TORCH_TPU_TOPOLOGY and TORCH_TPU_SLICEBUILDER_ADDRESSES to env, each unless env
 // has an entry of that name. Neither is added when env already defines TORCH_TPU_TOPOLOGY (value or
 // valueFrom: the user configures torch_tpu), nor when id does not describe the slice's shape.
-func addTorchEnv(env []corev1.EnvVar, id Identity) []corev1.EnvVar {
+func addTorchEnv(env []corev1.EnvVar, values *sliceValues) []corev1.EnvVar {
+	id := values.id
 	if hasEnv(env, constants.EnvTorchTopology) || !torchAddressesFit(id) {
 		return env
 	}
-	topology, addresses := TorchTopology(id.Topology, id.V7x), TorchSlicebuilderAddresses(id)
-	if topology == "" || addresses == "" {
+	topology := TorchTopology(id.Topology, id.V7x)
+	if topology == "" {
+		return env
+	}
+	addresses := values.torchSlicebuilderAddresses()
+	if addresses == "" {
 		return env
 	}
 	env = addEnv(env, constants.EnvTorchTopology, topology)

@@ -114,10 +114,48 @@ func Apply(pod *corev1.Pod, id Identity, tpuContainers []int) {
 		pod.Spec.Subdomain = id.Subdomain
 		mergeAffinity(pod, id)
 	}
+	values := newSliceValues(id, len(tpuContainers))
 	for c, i := range tpuContainers {
 		container := &pod.Spec.Containers[i]
-		container.Env = applyEnv(container.Env, id, c, len(tpuContainers))
+		container.Env = applyEnv(container.Env, values, c)
 	}
+}
+
+// sliceValues are the values of id, written into each of n TPU containers, that grow with the
+// slice's hosts. Each is built at most once per Apply or Strip and shared by every container
+// (a string is immutable), so that the cost is O(hosts), not O(hosts × containers).
+type sliceValues struct {
+	id Identity
+	n  int
+
+	hostnames, processAddrs, torchAddrs *string
+}
+
+func newSliceValues(id Identity, n int) *sliceValues {
+	return &sliceValues{id: id, n: n}
+}
+
+// once returns *slot, building it with build the first time.
+func once(slot **string, build func() string) string {
+	if *slot == nil {
+		v := build()
+		*slot = &v
+	}
+	return **slot
+}
+
+func (v *sliceValues) workerHostnames() string {
+	return once(&v.hostnames, func() string {
+		return WorkerHostnames(v.id.GroupName, v.id.ReplicaIndex, v.id.Hosts, v.id.Subdomain)
+	})
+}
+
+func (v *sliceValues) processAddresses() string {
+	return once(&v.processAddrs, func() string { return processAddresses(v.id, v.n) })
+}
+
+func (v *sliceValues) torchSlicebuilderAddresses() string {
+	return once(&v.torchAddrs, func() string { return TorchSlicebuilderAddresses(v.id) })
 }
 
 func applyMetadata(pod *corev1.Pod, id Identity) {
@@ -133,8 +171,9 @@ func applyMetadata(pod *corev1.Pod, id Identity) {
 	pod.Annotations[tpuv1alpha1.ClaimTokenAnnotation] = id.ClaimToken
 }
 
-// applyEnv returns env with the variables of TPU container c of n applied.
-func applyEnv(env []corev1.EnvVar, id Identity, c, n int) []corev1.EnvVar {
+// applyEnv returns env with the variables of TPU container c of values.n applied.
+func applyEnv(env []corev1.EnvVar, values *sliceValues, c int) []corev1.EnvVar {
+	id, n := values.id, values.n
 	workerID := int(id.WorkerID)
 	if id.V7x {
 		workerID = workerID*n + c
@@ -144,8 +183,7 @@ func applyEnv(env []corev1.EnvVar, id Identity, c, n int) []corev1.EnvVar {
 	env = setEnv(env, constants.EnvWorkerID, strconv.Itoa(workerID))
 	env = setEnv(env, constants.EnvName, tpuName(id.GroupName, id.ReplicaIndex))
 	if id.multiHost() {
-		env = setEnv(env, constants.EnvWorkerHostnames,
-			WorkerHostnames(id.GroupName, id.ReplicaIndex, id.Hosts, id.Subdomain))
+		env = setEnv(env, constants.EnvWorkerHostnames, values.workerHostnames())
 	}
 
 	// Defaults: the user's entry wins.
@@ -153,10 +191,12 @@ func applyEnv(env []corev1.EnvVar, id Identity, c, n int) []corev1.EnvVar {
 	// these addresses: across hosts by DNS name, on one host by localhost; a single process alone
 	// on its host needs none.
 	if id.V7x && (id.multiHost() || n > 1) {
-		env = addEnv(env, constants.EnvProcessAddresses, processAddresses(id, n))
+		if !hasEnv(env, constants.EnvProcessAddresses) {
+			env = addEnv(env, constants.EnvProcessAddresses, values.processAddresses())
+		}
 		env = addEnv(env, constants.EnvProcessPort, strconv.Itoa(constants.ProcessPortBase+c))
 	}
-	env = addTorchEnv(env, id)
+	env = addTorchEnv(env, values)
 	if hasEnv(env, constants.EnvMegascaleNumSlices) {
 		port := constants.MegascalePortBase
 		if id.V7x {
