@@ -222,8 +222,11 @@ func (a *Allocator) Claim(ctx context.Context, req Request) (Assignment, error) 
 
 // Plan returns where req would go without writing anything (dry run). It plans on the cache only,
 // takes nothing over and adopts nothing, so it may deny a Pod that a real create would admit
-// after live reads, or show an ID that a concurrent create takes first.
+// after live reads, or show an ID that a concurrent create takes first. Its reads share one
+// deadline, Options.Timeout, as a claim's do.
 func (a *Allocator) Plan(ctx context.Context, req Request) (Assignment, error) {
+	ctx, cancel := context.WithTimeout(ctx, a.opts.Timeout)
+	defer cancel()
 	cluster, err := a.prepare(ctx, &req)
 	if err != nil {
 		return Assignment{}, err
@@ -260,6 +263,9 @@ func (a *Allocator) prepare(ctx context.Context, req *Request) (clusterInfo, err
 		return clusterInfo{}, err
 	}
 	req.ClusterUID = cluster.uid
+	if err := a.checkReplicaIndex(ctx, req, &cluster); err != nil {
+		return clusterInfo{}, err
+	}
 	return cluster, nil
 }
 

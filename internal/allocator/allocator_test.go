@@ -381,11 +381,16 @@ func TestClaim(t *testing.T) {
 					Claim(0, "y", "", "").Obj(),
 			},
 		},
-		"KubeRay's indexes place the Pod exactly, beyond the desired replicas too": {
-			desired:    1,
+		"KubeRay's indexes place the Pod exactly": {
+			desired:    2,
 			req:        indexed(request(4), 1, 3, "tpu-xk2p9"),
 			want:       Assignment{SliceName: sliceName(1), Replica: 1, WorkerID: 3},
 			wantSlices: []tpuv1alpha1.TPUSliceAssignment{createdSlice(1, "tpu-xk2p9", claim(3, newToken))},
+		},
+		"KubeRay's indexes beyond the desired replicas, which the live RayCluster confirms, are a permanent denial": {
+			desired: 1,
+			req:     indexed(request(4), 1, 3, "tpu-xk2p9"),
+			wantErr: &DeniedError{Message: claims.BeyondDesiredMessage(1, 1)},
 		},
 		"KubeRay's indexes join the slice of the same replica name": {
 			objs:    []client.Object{existingSlice(1, clusterUID).ReplicaName("tpu-xk2p9").Claim(0, "a", "", "").Obj()},
@@ -902,7 +907,7 @@ func TestPlan(t *testing.T) {
 			want:    Assignment{SliceName: sliceName(0), Replica: 0, WorkerID: 0},
 		},
 		"KubeRay's indexes would place the Pod exactly": {
-			desired: 1,
+			desired: 3,
 			req:     indexed(request(4), 2, 3, "tpu-xk2p9"),
 			want:    Assignment{SliceName: sliceName(2), Replica: 2, WorkerID: 3},
 		},

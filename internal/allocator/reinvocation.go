@@ -41,6 +41,10 @@ func (a *Allocator) Reinvoked(ctx context.Context, namespace, sliceName, token s
 	if token == "" || sliceName == "" {
 		return false, nil
 	}
+	// One deadline for both reads, as a claim has: a slow API server must not hold the admission
+	// past the webhook's timeout (docs/spec.md §5).
+	ctx, cancel := context.WithTimeout(ctx, a.opts.Timeout)
+	defer cancel()
 	slice, err := reads.CacheThenLive(ctx, a.client, a.reader, types.NamespacedName{Namespace: namespace, Name: sliceName},
 		func(s *tpuv1alpha1.TPUSliceAssignment) bool { return pendingOn(s, token, workerID) })
 	if err != nil || slice == nil || !pendingOn(slice, token, workerID) {

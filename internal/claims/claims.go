@@ -44,8 +44,9 @@ type Group struct {
 	ClusterUID types.UID
 	// Hosts is the number of hosts per slice, from the requests' topology.
 	Hosts int32
-	// DesiredReplicas bounds the replica indexes the operator may choose itself (clamp(replicas,
-	// min, max) of the group). Requests with KubeRay's index labels are not bound by it.
+	// DesiredReplicas bounds the replica indexes of the group's slices (clamp(replicas, min, max)
+	// of the group): the indexes the operator chooses itself and those KubeRay's index labels
+	// name (a label is a hint anyone can write, docs/spec.md §10).
 	DesiredReplicas int32
 }
 
@@ -85,10 +86,14 @@ const (
 	// ReasonOlderReplica means the request's KubeRay replica name is one its slice has already
 	// replaced: a create of an older generation of the replica, which KubeRay never goes back to.
 	ReasonOlderReplica Reason = "OlderReplica"
+	// ReasonBeyondDesired means KubeRay's labels name a replica index the group does not ask for
+	// (at or above its desired replicas). Transient: the caller's view of the RayCluster may
+	// predate a scale-up that KubeRay already acts on.
+	ReasonBeyondDesired Reason = "BeyondDesired"
 )
 
 // Transient reports whether a denial for reason may succeed when the Pod's creator retries as is.
-func (r Reason) Transient() bool { return r == ReasonFull }
+func (r Reason) Transient() bool { return r == ReasonFull || r == ReasonBeyondDesired }
 
 // Outcome is Plan's answer for one request: a placement, or a reason with a message.
 type Outcome struct {
@@ -349,6 +354,9 @@ func (p *planner) placeIndexed(req *Request) Outcome {
 		return Outcome{Reason: ReasonInvalid, Message: fmt.Sprintf(
 			"KubeRay labels place the Pod at replica %d, host %d, outside a slice of %d hosts", replica, id, p.group.Hosts)}
 	}
+	if replica >= p.group.DesiredReplicas {
+		return Outcome{Reason: ReasonBeyondDesired, Message: BeyondDesiredMessage(replica, p.group.DesiredReplicas)}
+	}
 	if out, done := p.newReplicaGeneration(replica, req.ReplicaName); done {
 		return out
 	}
@@ -397,6 +405,13 @@ func (p *planner) newReplicaGeneration(replica int32, name string) (Outcome, boo
 	}
 	st.usable, st.claims = false, nil
 	return Outcome{}, false
+}
+
+// BeyondDesiredMessage says that KubeRay's labels name replica, at or above the desired replicas
+// of the group: no slice is opened there.
+func BeyondDesiredMessage(replica, desired int32) string {
+	return fmt.Sprintf("KubeRay labels place the Pod at replica %d, but the worker group asks for %d replicas (replicas clamped by minReplicas and maxReplicas), so no slice is opened there",
+		replica, desired)
 }
 
 func describe(c *tpuv1alpha1.WorkerClaim) string {

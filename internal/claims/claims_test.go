@@ -101,6 +101,24 @@ func indexed(token string, replica, host int32, replicaName string) claims.Reque
 	return r
 }
 
+// forgedIndexes returns n single-host requests f0..f<n-1> whose KubeRay labels name replicas 0..n-1.
+func forgedIndexes(n int32) []claims.Request {
+	reqs := make([]claims.Request, 0, n)
+	for r := range n {
+		reqs = append(reqs, indexed(fmt.Sprintf("f%d", r), r, -1, ""))
+	}
+	return reqs
+}
+
+// beyondDesired returns the outcomes of requests for replicas from..to-1 of a group asking for desired.
+func beyondDesired(from, to, desired int32) []claims.Outcome {
+	out := make([]claims.Outcome, 0, to-from)
+	for r := from; r < to; r++ {
+		out = append(out, claims.Outcome{Reason: claims.ReasonBeyondDesired, Message: claims.BeyondDesiredMessage(r, desired)})
+	}
+	return out
+}
+
 // reclaimableTokens returns a Reclaimable that accepts the claims of tokens: the caller's live
 // check found their Pods gone (for a pending claim: seen, then gone).
 func reclaimableTokens(_ *testing.T, tokens ...string) claims.Reclaimable {
@@ -332,11 +350,26 @@ func TestPlanWithKubeRayIndexes(t *testing.T) {
 			wantOutcomes: []claims.Outcome{placed(3, 0)},
 			wantTouched:  map[int32][]tpuv1alpha1.WorkerClaim{3: {pending(0, "t1")}},
 		},
-		"a replica index beyond the desired replica count is honored": {
-			group:        group,
-			reqs:         []claims.Request{indexed("t1", 5, 1, "rs-f")},
-			wantOutcomes: []claims.Outcome{placed(5, 1)},
-			wantTouched:  map[int32][]tpuv1alpha1.WorkerClaim{5: {pending(1, "t1")}},
+		"a replica index at or beyond the desired replica count opens no slice (a forged or stray label)": {
+			group: group,
+			reqs:  []claims.Request{indexed("t1", 5, 1, "rs-f"), indexed("t2", 2, 0, "rs-c")},
+			wantOutcomes: []claims.Outcome{
+				{Reason: claims.ReasonBeyondDesired, Message: claims.BeyondDesiredMessage(5, 2)},
+				{Reason: claims.ReasonBeyondDesired, Message: claims.BeyondDesiredMessage(2, 2)},
+			},
+			wantTouched: map[int32][]tpuv1alpha1.WorkerClaim{},
+		},
+		"forty forged replica indexes against one desired replica: only replica 0 is placed": {
+			group:        claims.Group{ClusterUID: clusterUID, Hosts: 1, DesiredReplicas: 1},
+			reqs:         forgedIndexes(40),
+			wantOutcomes: append([]claims.Outcome{placed(0, 0)}, beyondDesired(1, 40, 1)...),
+			wantTouched:  map[int32][]tpuv1alpha1.WorkerClaim{0: {pending(0, "f0")}},
+		},
+		"a suspended group (no desired replicas) opens no indexed slice": {
+			group:        claims.Group{ClusterUID: clusterUID, Hosts: hosts, DesiredReplicas: 0},
+			reqs:         []claims.Request{indexed("t1", 0, 0, "rs-a")},
+			wantOutcomes: []claims.Outcome{{Reason: claims.ReasonBeyondDesired, Message: claims.BeyondDesiredMessage(0, 0)}},
+			wantTouched:  map[int32][]tpuv1alpha1.WorkerClaim{},
 		},
 		"a host index outside the slice is Invalid": {
 			group: group,
