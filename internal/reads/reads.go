@@ -29,7 +29,9 @@ import (
 // a cache error, or not good: an older generation, a claim the cache has not seen yet) it reads
 // key from live into a fresh object, because client-go decodes into the object it is given without
 // zeroing it, so a reused one would keep the fields the live object omits. It returns nil and no
-// error when the object does not exist live, and the live read's error otherwise.
+// error when the object does not exist live, and the live read's error otherwise. The live read
+// waits as long as ctx allows: on the admission path ctx carries the admission's deadline
+// (docs/spec.md §5), never the bare HTTP request's context.
 func CacheThenLive[T any, PT interface {
 	*T
 	client.Object
