@@ -101,22 +101,21 @@ func indexed(token string, replica, host int32, replicaName string) claims.Reque
 	return r
 }
 
-// forgedIndexes returns n single-host requests f0..f<n-1> whose KubeRay labels name replicas 0..n-1.
-func forgedIndexes(n int32) []claims.Request {
+// fortyForgedIndexes returns single-host requests f0..f39 whose KubeRay labels name replicas 0..39
+// and the outcomes of a group that asks for one replica: replica 0 is placed, no other.
+func fortyForgedIndexes() ([]claims.Request, []claims.Outcome) {
+	const n = 40
 	reqs := make([]claims.Request, 0, n)
-	for r := range n {
+	outcomes := make([]claims.Outcome, 0, n)
+	for r := range int32(n) {
 		reqs = append(reqs, indexed(fmt.Sprintf("f%d", r), r, -1, ""))
+		if r == 0 {
+			outcomes = append(outcomes, placed(0, 0))
+			continue
+		}
+		outcomes = append(outcomes, claims.Outcome{Reason: claims.ReasonBeyondDesired, Message: claims.BeyondDesiredMessage(r, 1)})
 	}
-	return reqs
-}
-
-// beyondDesired returns the outcomes of requests for replicas from..to-1 of a group asking for desired.
-func beyondDesired(from, to, desired int32) []claims.Outcome {
-	out := make([]claims.Outcome, 0, to-from)
-	for r := from; r < to; r++ {
-		out = append(out, claims.Outcome{Reason: claims.ReasonBeyondDesired, Message: claims.BeyondDesiredMessage(r, desired)})
-	}
-	return out
+	return reqs, outcomes
 }
 
 // reclaimableTokens returns a Reclaimable that accepts the claims of tokens: the caller's live
@@ -323,6 +322,7 @@ func TestPlanWithoutKubeRayIndexes(t *testing.T) {
 func TestPlanWithKubeRayIndexes(t *testing.T) {
 	const hosts = 4
 	group := claims.Group{ClusterUID: clusterUID, Hosts: hosts, DesiredReplicas: 2}
+	forgedReqs, forgedOutcomes := fortyForgedIndexes()
 	cases := map[string]struct {
 		group         claims.Group
 		current       claims.Slices
@@ -361,8 +361,8 @@ func TestPlanWithKubeRayIndexes(t *testing.T) {
 		},
 		"forty forged replica indexes against one desired replica: only replica 0 is placed": {
 			group:        claims.Group{ClusterUID: clusterUID, Hosts: 1, DesiredReplicas: 1},
-			reqs:         forgedIndexes(40),
-			wantOutcomes: append([]claims.Outcome{placed(0, 0)}, beyondDesired(1, 40, 1)...),
+			reqs:         forgedReqs,
+			wantOutcomes: forgedOutcomes,
 			wantTouched:  map[int32][]tpuv1alpha1.WorkerClaim{0: {pending(0, "f0")}},
 		},
 		"a suspended group (no desired replicas) opens no indexed slice": {
