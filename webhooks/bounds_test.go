@@ -47,6 +47,7 @@ import (
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
 	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
 	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
+	"github.com/ray-tpu/tpu-slice-operator/internal/topology"
 	"github.com/ray-tpu/tpu-slice-operator/internal/tpuenv"
 )
 
@@ -69,15 +70,9 @@ const (
 // copiedIdentity returns pod as copied from a running worker: it carries worker workerID of
 // replica 0 with its claim token, as the environment, labels and annotation the webhook gave it.
 func copiedIdentity(pod *corev1.Pod, hosts int32, v7x bool) *corev1.Pod {
-	tpu := []int{}
-	for i := range pod.Spec.Containers {
-		if len(pod.Spec.Containers[i].Resources.Limits) > 0 {
-			tpu = append(tpu, i)
-		}
-	}
 	id := tpuenv.Identity{GroupName: group, ReplicaIndex: 0, WorkerID: hosts - 1, Hosts: hosts, Subdomain: headless, V7x: v7x,
 		SliceName: slice0, ClaimToken: "copied-token"}
-	return applied(pod, id, tpu...)
+	return applied(pod, id, topology.TPUContainers(&pod.Spec)...)
 }
 
 // absurdPod is a worker Pod whose topology gives far more hosts than any slice, carrying a copied
