@@ -56,6 +56,9 @@ type liveView struct {
 	// gone holds the tokens of pending claims whose Pod, as its tombstone names it, the API server
 	// reports gone by name: NotFound, or that name now belongs to a Pod of another UID.
 	gone map[string]bool
+	// outside counts the live Pods read by name that the List by KubeRay's labels missed: their fate
+	// reaches no informer, so the slice is looked at again after a while.
+	outside int
 }
 
 // livePods reads from the API server the Pods that may hold the slice's worker IDs: the worker
@@ -103,6 +106,9 @@ func (r *TPUSliceAssignmentReconciler) livePods(ctx context.Context, slice *tpuv
 		if !listed[found[i].UID] {
 			present[found[i].UID] = true
 			v.pods = append(v.pods, found[i])
+			if lifecycle.PodLive(&found[i]) {
+				v.outside++
+			}
 		}
 	}
 	for token, t := range graves {

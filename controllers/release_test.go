@@ -84,18 +84,23 @@ func TestReleaseOnlyOnThePodsOwnFate(t *testing.T) {
 		wantBound     []tpuv1alpha1.WorkerClaim
 		wantErr       bool
 		wantLiveGetsN int32
+		// wantRequeue is set when a live Pod outside the label selector holds a claim: no informer
+		// event will tell of its fate, so the slice is looked at again after the pending TTL.
+		wantRequeue time.Duration
 	}{
 		"pending, its Pod's ray.io/group label removed: present by name, so bound, not released": {
 			slice: pending, cached: []*testutil.PodWrapper{q},
 			live:      []*testutil.PodWrapper{q, p.Clone().WithoutLabel(rayutils.RayNodeGroupLabelKey)},
 			tombstone: p.Obj(),
 			wantBound: []tpuv1alpha1.WorkerClaim{{WorkerID: 0, Token: "t-p", PodName: "p", PodUID: "uid-p"}}, wantLiveGetsN: 1,
+			wantRequeue: time.Minute,
 		},
 		"pending, its Pod's ray.io/cluster label removed: present by name, so bound, not released": {
 			slice: pending, cached: []*testutil.PodWrapper{q},
 			live:      []*testutil.PodWrapper{q, p.Clone().WithoutLabel(rayutils.RayClusterLabelKey)},
 			tombstone: p.Obj(),
 			wantBound: []tpuv1alpha1.WorkerClaim{{WorkerID: 0, Token: "t-p", PodName: "p", PodUID: "uid-p"}}, wantLiveGetsN: 1,
+			wantRequeue: time.Minute,
 		},
 		"pending, its Pod's ray.io/node-type label removed: still in the live List, bound": {
 			slice: pending, cached: []*testutil.PodWrapper{q},
@@ -113,6 +118,8 @@ func TestReleaseOnlyOnThePodsOwnFate(t *testing.T) {
 			live:         []*testutil.PodWrapper{q, releasePod("p", "", 3).UID("uid-other").WithoutLabel(rayutils.RayNodeGroupLabelKey)},
 			tombstone:    p.Obj(),
 			wantReleased: []lifecycle.Release{{Claim: pending.Obj().Status.Claims[0], Reason: lifecycle.ReasonPodGone}}, wantLiveGetsN: 1,
+
+			wantRequeue: time.Minute, // the other Pod holds ID 3 by its spec outside the selector: adopted
 		},
 		"pending, its Pod out of the selector and Failed: released as finished": {
 			slice: pending, cached: []*testutil.PodWrapper{q},
@@ -134,7 +141,7 @@ func TestReleaseOnlyOnThePodsOwnFate(t *testing.T) {
 		"bound, its Pod's ray.io/group label removed: present by name, kept": {
 			slice: bound, cached: []*testutil.PodWrapper{q},
 			live:      []*testutil.PodWrapper{q, p.Clone().WithoutLabel(rayutils.RayNodeGroupLabelKey)},
-			tombstone: p.Obj(), wantLiveGetsN: 1,
+			tombstone: p.Obj(), wantLiveGetsN: 1, wantRequeue: time.Minute,
 		},
 		"bound, its Pod deleted: released": {
 			slice: bound, cached: []*testutil.PodWrapper{q}, live: []*testutil.PodWrapper{q},
@@ -195,6 +202,9 @@ func TestReleaseOnlyOnThePodsOwnFate(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.wantBound, d.Bound); diff != "" {
 				t.Errorf("bound (-want +got):\n%s", diff)
+			}
+			if d.RequeueAfter != tc.wantRequeue {
+				t.Errorf("requeue after %v, want %v", d.RequeueAfter, tc.wantRequeue)
 			}
 			if got := gets.Load(); got != tc.wantLiveGetsN {
 				t.Errorf("live Pod reads by name = %d, want %d", got, tc.wantLiveGetsN)

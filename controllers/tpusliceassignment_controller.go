@@ -181,18 +181,31 @@ func (r *TPUSliceAssignmentReconciler) decide(ctx context.Context, slice *tpuv1a
 	}
 	gone := func(token string) bool { return lv.gone[token] }
 	d = lifecycle.Decide(r.view(live, lv.pods, gone), r.pendingTTL)
-	if !expires(d) {
-		return live, lv.pods, d, nil
+	outside := lv.outside
+	if expires(d) {
+		// A pending claim whose Pod was never seen is about to expire: its Pod may be running
+		// outside KubeRay's labels (isolated before this process saw it, or before a restart lost
+		// the tombstone). Only a scan of the namespace by spec identity can tell; it is made only
+		// here.
+		unlisted, err := r.unlistedPods(ctx, live, lv.pods)
+		if err != nil {
+			return nil, nil, lifecycle.Decision{}, err
+		}
+		if len(unlisted) > 0 {
+			lv.pods = append(lv.pods, unlisted...)
+			for i := range unlisted {
+				if lifecycle.PodLive(&unlisted[i]) {
+					outside++
+				}
+			}
+			d = lifecycle.Decide(r.view(live, lv.pods, gone), r.pendingTTL)
+		}
 	}
-	// A pending claim whose Pod was never seen is about to expire: its Pod may be running outside
-	// KubeRay's labels (isolated before this process saw it, or before a restart lost the
-	// tombstone). Only a scan of the namespace by spec identity can tell; it is made only here.
-	unlisted, err := r.unlistedPods(ctx, live, lv.pods)
-	if err != nil || len(unlisted) == 0 {
-		return live, lv.pods, d, err
+	if outside > 0 && (d.RequeueAfter == 0 || d.RequeueAfter > r.pendingTTL) {
+		// No informer event tells of the fate of a Pod outside the label selector: look again.
+		d.RequeueAfter = r.pendingTTL
 	}
-	pods = append(lv.pods, unlisted...)
-	return live, pods, lifecycle.Decide(r.view(live, pods, gone), r.pendingTTL), nil
+	return live, lv.pods, d, nil
 }
 
 // expires reports whether the decision releases a pending claim for its TTL.
