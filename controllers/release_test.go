@@ -55,7 +55,8 @@ func releasePod(name, token string, id int32) *testutil.PodWrapper {
 		Phase(corev1.PodRunning)
 }
 
-func releaseSliceWith() *testutil.SliceWrapper {
+// emptyReleaseSlice is replica 0 of group tpu of RayCluster rc, 4 hosts, no claims yet.
+func emptyReleaseSlice() *testutil.SliceWrapper {
 	return testutil.MakeSlice(releaseSlice, releaseNamespace, "rc", "uid-rc", "tpu", 0, 4)
 }
 
@@ -66,8 +67,8 @@ func releaseSliceWith() *testutil.SliceWrapper {
 // claim is bound to it, its bound claim kept. The informer's DELETED event for such a Pod left a
 // tombstone, which names the Pod a pending claim's read by name looks for.
 func TestReleaseOnlyOnThePodsOwnFate(t *testing.T) {
-	pending := releaseSliceWith().Claim(0, "t-p", "", "").Claim(1, "t-q", "q", "uid-q")
-	bound := releaseSliceWith().Claim(0, "t-p", "p", "uid-p").Claim(1, "t-q", "q", "uid-q")
+	pending := emptyReleaseSlice().Claim(0, "t-p", "", "").Claim(1, "t-q", "q", "uid-q")
+	bound := emptyReleaseSlice().Claim(0, "t-p", "p", "uid-p").Claim(1, "t-q", "q", "uid-q")
 	q := releasePod("q", "t-q", 1)
 	p := releasePod("p", "t-p", 0)
 	cases := map[string]struct {
