@@ -85,9 +85,10 @@ func onlyAddsClaims(oldObj, newObj client.Object) bool {
 }
 
 // podHandler enqueues the slices a Pod event concerns (podToSlices) and, for a deletion, records
-// the Pod's tombstone first, so that the reconcile it triggers releases the Pod's pending claim at
-// once (the informer's other handler that records tombstones for the webhook runs in no fixed
-// order with this one).
+// the Pod's tombstone first, so that the reconcile it triggers looks the Pod up by name at once and
+// releases its pending claim if it is gone (the informer's other handler that records tombstones
+// for the webhook runs in no fixed order with this one). A deletion here may only be the Pod
+// leaving the label selector.
 func (r *TPUSliceAssignmentReconciler) podHandler() handler.EventHandler {
 	return handler.Funcs{
 		CreateFunc: func(ctx context.Context, e event.CreateEvent, q queue) { r.add(q, podToSlices(ctx, e.Object), false) },

@@ -19,6 +19,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 
 	rayutils "github.com/ray-project/kuberay/ray-operator/controllers/ray/utils"
@@ -32,6 +33,7 @@ import (
 	"github.com/ray-tpu/tpu-slice-operator/internal/claims"
 	"github.com/ray-tpu/tpu-slice-operator/internal/identity"
 	"github.com/ray-tpu/tpu-slice-operator/internal/lifecycle"
+	"github.com/ray-tpu/tpu-slice-operator/internal/tombstones"
 	"github.com/ray-tpu/tpu-slice-operator/internal/topology"
 )
 
@@ -48,32 +50,105 @@ func (r *TPUSliceAssignmentReconciler) cachedPods(ctx context.Context, slice *tp
 	return pods.Items, nil
 }
 
+// liveView is what the API server shows of the Pods that may hold a slice's worker IDs.
+type liveView struct {
+	pods []corev1.Pod
+	// gone holds the tokens of pending claims whose Pod, as its tombstone names it, the API server
+	// reports gone by name: NotFound, or that name now belongs to a Pod of another UID.
+	gone map[string]bool
+	// outside counts the live Pods read by name that the List by KubeRay's labels missed: their fate
+	// reaches no informer, so the slice is looked at again after a while.
+	outside int
+}
+
 // livePods reads from the API server the Pods that may hold the slice's worker IDs: the worker
-// group's Pods (by KubeRay's labels), and every Pod a bound claim names that this List did not
-// return (its labels were edited), by name.
-func (r *TPUSliceAssignmentReconciler) livePods(ctx context.Context, slice *tpuv1alpha1.TPUSliceAssignment) ([]corev1.Pod, error) {
+// group's Pods (by KubeRay's labels), and, by name, every Pod a bound claim names and every Pod a
+// pending claim's tombstone names that this List did not return. A Pod missing from the List may
+// only have left the label selector (docs/spec.md §8): its claim is released only when the read by
+// name shows it gone, terminating or finished. These reads are made only on the live pass, which
+// runs only before a release, a repair or a deletion.
+func (r *TPUSliceAssignmentReconciler) livePods(ctx context.Context, slice *tpuv1alpha1.TPUSliceAssignment) (liveView, error) {
 	var list corev1.PodList
 	if err := r.reader.List(ctx, &list, client.InNamespace(slice.Namespace), client.MatchingLabels{
 		rayutils.RayClusterLabelKey:   slice.Spec.RayClusterName,
 		rayutils.RayNodeGroupLabelKey: slice.Spec.GroupName,
 	}); err != nil {
-		return nil, fmt.Errorf("listing Pods of slice %s: %w", slice.Name, err)
+		return liveView{}, fmt.Errorf("listing Pods of slice %s: %w", slice.Name, err)
 	}
 	listed := make(map[types.UID]bool, len(list.Items))
 	for i := range list.Items {
 		listed[list.Items[i].UID] = true
 	}
 	var missing []string
+	graves := map[string]tombstones.Pod{} // by the pending claim's token
 	for _, c := range slice.Status.Claims {
-		if c.PodUID != "" && !listed[c.PodUID] {
-			missing = append(missing, c.PodName)
+		switch {
+		case c.PodUID != "":
+			if !listed[c.PodUID] {
+				missing = append(missing, c.PodName)
+			}
+		default:
+			t, ok := r.tombstones.Lookup(slice.Namespace, c.Token)
+			if !ok || listed[t.UID] {
+				continue
+			}
+			graves[c.Token] = t
+			missing = append(missing, t.Name)
 		}
 	}
-	found, err := r.getPods(ctx, slice.Namespace, missing)
+	found, err := r.getPods(ctx, slice.Namespace, slices.Compact(slices.Sorted(slices.Values(missing))))
 	if err != nil {
-		return nil, err
+		return liveView{}, err
 	}
-	return append(list.Items, found...), nil
+	v := liveView{pods: list.Items, gone: map[string]bool{}}
+	present := map[types.UID]bool{}
+	for i := range found {
+		if !listed[found[i].UID] {
+			present[found[i].UID] = true
+			v.pods = append(v.pods, found[i])
+			if lifecycle.PodLive(&found[i]) {
+				v.outside++
+			}
+		}
+	}
+	for token, t := range graves {
+		if !present[t.UID] {
+			v.gone[token] = true
+		}
+	}
+	return v, nil
+}
+
+// scanPageSize bounds the Pods one page of a namespace scan holds in memory (TPU Pods can be large).
+const scanPageSize = 100
+
+// unlistedPods reads, a page at a time, the namespace's Pods from the API server and returns those
+// whose spec identity names the slice and that are not among have, whatever their labels. It is the
+// read before a pending claim expires (see decide): rare, and the only one that finds a Pod whose
+// KubeRay labels were removed before any informer saw it.
+func (r *TPUSliceAssignmentReconciler) unlistedPods(ctx context.Context, slice *tpuv1alpha1.TPUSliceAssignment, have []corev1.Pod) ([]corev1.Pod, error) {
+	known := make(map[types.UID]bool, len(have))
+	for i := range have {
+		known[have[i].UID] = true
+	}
+	var out []corev1.Pod
+	opts := []client.ListOption{client.InNamespace(slice.Namespace), client.Limit(scanPageSize)}
+	for {
+		var page corev1.PodList
+		if err := r.reader.List(ctx, &page, opts...); err != nil {
+			return nil, fmt.Errorf("scanning Pods of namespace %s for slice %s: %w", slice.Namespace, slice.Name, err)
+		}
+		for i := range page.Items {
+			p := &page.Items[i]
+			if id, ok := identity.FromPod(p); ok && id.SliceName() == slice.Name && !known[p.UID] {
+				out = append(out, *p)
+			}
+		}
+		if page.Continue == "" {
+			return out, nil
+		}
+		opts = []client.ListOption{client.InNamespace(slice.Namespace), client.Limit(scanPageSize), client.Continue(page.Continue)}
+	}
 }
 
 // getPods reads the named Pods from the API server, a few at a time; missing ones are left out.
@@ -103,7 +178,7 @@ func (r *TPUSliceAssignmentReconciler) getPods(ctx context.Context, namespace st
 	}
 	wg.Wait()
 	if len(errs) > 0 {
-		return nil, fmt.Errorf("reading Pods of bound claims: %w", errs[0])
+		return nil, fmt.Errorf("reading Pods of claims by name: %w", errs[0])
 	}
 	return found, nil
 }

@@ -49,8 +49,9 @@ type Options struct {
 	PendingTTL time.Duration
 	// MaxConcurrentReconciles is the number of slices reconciled at once.
 	MaxConcurrentReconciles int
-	// Tombstones are the claim tokens of Pods the operator saw deleted (shared with the webhook):
-	// their pending claims are released at once.
+	// Tombstones are the claim tokens of Pods the operator saw leave its label-selected view
+	// (shared with the webhook): their pending claims are released at once once a read by name
+	// confirms the Pod gone.
 	Tombstones *tombstones.Tombstones
 	// BindSettle is how long a slice must go without new claims (or, before its first, since its
 	// creation) before the reconciler binds them and writes its conditions and hosts, so that this

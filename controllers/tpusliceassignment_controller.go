@@ -19,6 +19,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
@@ -166,7 +167,7 @@ func (r *TPUSliceAssignmentReconciler) decide(ctx context.Context, slice *tpuv1a
 	if err != nil {
 		return nil, nil, lifecycle.Decision{}, err
 	}
-	d := lifecycle.Decide(r.view(slice, pods), r.pendingTTL)
+	d := lifecycle.Decide(r.view(slice, pods, r.tombstoned(slice.Namespace)), r.pendingTTL)
 	if !d.Destructive {
 		return slice, pods, d, nil
 	}
@@ -174,10 +175,52 @@ func (r *TPUSliceAssignmentReconciler) decide(ctx context.Context, slice *tpuv1a
 	if err := r.reader.Get(ctx, client.ObjectKeyFromObject(slice), live); err != nil {
 		return nil, nil, lifecycle.Decision{}, client.IgnoreNotFound(err)
 	}
-	if pods, err = r.livePods(ctx, live); err != nil {
+	lv, err := r.livePods(ctx, live)
+	if err != nil {
 		return nil, nil, lifecycle.Decision{}, err
 	}
-	return live, pods, lifecycle.Decide(r.view(live, pods), r.pendingTTL), nil
+	gone := func(token string) bool { return lv.gone[token] }
+	d = lifecycle.Decide(r.view(live, lv.pods, gone), r.pendingTTL)
+	outside := lv.outside
+	if expires(d) {
+		// A pending claim whose Pod was never seen is about to expire: its Pod may be running
+		// outside KubeRay's labels (isolated before this process saw it, or before a restart lost
+		// the tombstone). Only a scan of the namespace by spec identity can tell; it is made only
+		// here.
+		unlisted, err := r.unlistedPods(ctx, live, lv.pods)
+		if err != nil {
+			return nil, nil, lifecycle.Decision{}, err
+		}
+		if len(unlisted) > 0 {
+			lv.pods = append(lv.pods, unlisted...)
+			for i := range unlisted {
+				if lifecycle.PodLive(&unlisted[i]) {
+					outside++
+				}
+			}
+			d = lifecycle.Decide(r.view(live, lv.pods, gone), r.pendingTTL)
+		}
+	}
+	if outside > 0 && (d.RequeueAfter == 0 || d.RequeueAfter > r.pendingTTL) {
+		// No informer event tells of the fate of a Pod outside the label selector: look again.
+		d.RequeueAfter = r.pendingTTL
+	}
+	return live, lv.pods, d, nil
+}
+
+// expires reports whether the decision releases a pending claim for its TTL.
+func expires(d lifecycle.Decision) bool {
+	return slices.ContainsFunc(d.Released, func(rel lifecycle.Release) bool { return rel.Reason == lifecycle.ReasonPendingExpired })
+}
+
+// tombstoned reports whether the Pod informer saw the Pod carrying token leave: deleted, or only
+// out of the label selector. On the cached pass that is enough to look again live; the live pass
+// releases only what a read by name confirms (livePods).
+func (r *TPUSliceAssignmentReconciler) tombstoned(namespace string) func(token string) bool {
+	return func(token string) bool {
+		_, ok := r.tombstones.Lookup(namespace, token)
+		return ok
+	}
 }
 
 // labelCluster adds KubeRay's ray.io/cluster label to a slice created before the operator set it
@@ -200,18 +243,10 @@ func (r *TPUSliceAssignmentReconciler) labelCluster(ctx context.Context, slice *
 	return true, nil
 }
 
-func (r *TPUSliceAssignmentReconciler) view(slice *tpuv1alpha1.TPUSliceAssignment, pods []corev1.Pod) lifecycle.View {
+func (r *TPUSliceAssignmentReconciler) view(slice *tpuv1alpha1.TPUSliceAssignment, pods []corev1.Pod, gone func(token string) bool) lifecycle.View {
 	now := r.now()
 	pendingFor := r.seen.observe(client.ObjectKeyFromObject(slice), slice, now)
-	return lifecycle.View{
-		Slice: slice,
-		Pods:  pods,
-		Gone: func(token string) bool {
-			_, gone := r.tombstones.Lookup(slice.Namespace, token)
-			return gone
-		},
-		PendingFor: pendingFor,
-	}
+	return lifecycle.View{Slice: slice, Pods: pods, Gone: gone, PendingFor: pendingFor}
 }
 
 // write applies the decision and the slice's health (docs/spec.md §11) to its status in one

@@ -109,8 +109,10 @@ type View struct {
 	// Pods are every Pod that may hold one of the slice's worker IDs: those whose spec identity
 	// names the slice and those its bound claims name. Others are ignored.
 	Pods []corev1.Pod
-	// Gone reports whether the Pod that carried a claim token has been seen and then deleted.
-	// Nil means nothing is known.
+	// Gone reports whether the Pod that carried a claim token has been seen and is gone. A Pod
+	// that only left a label-selected view is not gone: a decision that releases anything must be
+	// made on a View whose Gone a read of the Pod by name confirmed (docs/spec.md §8). Nil means
+	// nothing is known.
 	Gone func(token string) bool
 	// PendingFor returns how long the observer has known a pending claim, on its own clock. Nil
 	// means every pending claim was seen just now.

@@ -15,13 +15,16 @@ limitations under the License.
 */
 
 // Package tombstones remembers, for a while, the claim tokens of TPU worker Pods that the operator's
-// Pod informer saw being deleted. A pending claim (one not yet bound to a Pod UID) whose Pod was seen
+// Pod informer saw leave its view. A pending claim (one not yet bound to a Pod UID) whose Pod was seen
 // and is gone can then be released at once (docs/spec.md §8, fast release) instead of waiting for the
 // pending TTL, which exists only for creates whose Pod was never seen.
 //
-// A tombstone is a fact the API server reported, not a guess, and it only speeds up a release: the
-// reconciler and the allocator still confirm with a live read that the Pod is gone before they act.
-// After a restart the tombstones are gone and the TTL applies, as before.
+// The informer selects worker Pods by KubeRay's labels, so its DELETED event means "left the view":
+// the Pod was deleted, or only lost one of those labels (a user isolating it) and runs on. A
+// tombstone is therefore a hint that names the Pod (name and UID) and never a proof: the reconciler
+// and the allocator read that Pod by name from the API server, UID checked, and release its claim
+// only when the read shows it gone, terminating or finished. After a restart the tombstones are gone
+// and the TTL applies, as before.
 package tombstones
 
 import (
@@ -42,7 +45,7 @@ const DefaultRetention = 10 * time.Minute
 // maxEntries bounds memory when Pods are deleted faster than tombstones expire.
 const maxEntries = 200_000
 
-// Pod is what a tombstone remembers of a deleted Pod.
+// Pod is what a tombstone remembers of a Pod that left the informer's view.
 type Pod struct {
 	Name string
 	UID  types.UID
@@ -77,7 +80,8 @@ func New(retention time.Duration) *Tombstones {
 	return &Tombstones{retention: retention, now: time.Now, entries: map[key]entry{}}
 }
 
-// Record remembers the deletion of pod, if it carries a claim token.
+// Record remembers that pod left the informer's view (deleted, or out of its label selector), if it
+// carries a claim token.
 func (t *Tombstones) Record(pod *corev1.Pod) {
 	token := identity.Token(pod)
 	if token == "" {
@@ -95,7 +99,8 @@ func (t *Tombstones) Record(pod *corev1.Pod) {
 	}
 }
 
-// Lookup returns the deleted Pod that carried token in namespace.
+// Lookup returns the Pod that carried token in namespace and left the informer's view: a Pod to read
+// by name before acting, not one known to be gone.
 func (t *Tombstones) Lookup(namespace, token string) (Pod, bool) {
 	if t == nil || token == "" {
 		return Pod{}, false
@@ -126,7 +131,7 @@ func (t *Tombstones) Len() int {
 	return len(t.entries)
 }
 
-// Handler returns the informer event handler that records deleted Pods.
+// Handler returns the informer event handler that records the Pods leaving its view.
 func (t *Tombstones) Handler() toolscache.ResourceEventHandler {
 	return toolscache.ResourceEventHandlerFuncs{
 		DeleteFunc: func(obj any) {

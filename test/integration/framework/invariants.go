@@ -118,15 +118,17 @@ func CheckAdmittedPods(ctx context.Context, c client.Reader, namespace string, k
 	return report, errors.Join(errs...)
 }
 
-// liveState lists the live TPU worker Pods (KubeRay's worker label or a RayCluster owner, and a TPU
-// container) that keep accepts, and the slices by name.
+// liveState lists the live TPU worker Pods (KubeRay's worker label, a RayCluster owner or a TPU
+// identity in the spec, and a TPU container) that keep accepts, and the slices by name. A Pod whose
+// KubeRay labels were removed (isolated for debugging) is still counted: it keeps its claim.
 func liveState(ctx context.Context, c client.Reader, namespace string, keep func(*corev1.Pod) bool) ([]corev1.Pod, map[string]*tpuv1alpha1.TPUSliceAssignment, error) {
 	var pods corev1.PodList
 	if err := c.List(ctx, &pods, client.InNamespace(namespace)); err != nil {
 		return nil, nil, err
 	}
 	pods.Items = slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool {
-		worker := p.Labels[rayutils.RayNodeTypeLabelKey] == "worker" || ownedByRayCluster(&p)
+		_, hasIdentity := identity.FromPod(&p)
+		worker := p.Labels[rayutils.RayNodeTypeLabelKey] == "worker" || ownedByRayCluster(&p) || hasIdentity
 		return !worker || topology.ChipsPerPod(&p.Spec) == 0 || !lifecycle.PodLive(&p) || (keep != nil && !keep(&p))
 	})
 	var list tpuv1alpha1.TPUSliceAssignmentList
