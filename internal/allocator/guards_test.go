@@ -125,7 +125,7 @@ func TestClaimTakesOverAPendingClaimWhosePodWasSeenGone(t *testing.T) {
 		Claim(2, "deleted-soon", "", "").
 		Claim(3, "in-flight", "", "").Obj()
 	graves := tombstones.New(time.Minute)
-	deleted := testutil.MakePod("quick", testNS).UID("uid-quick").Annotation(tpuv1alpha1.ClaimTokenAnnotation, "deleted-soon").Obj()
+	deleted := identityPod("quick", 0, 2).Annotation(tpuv1alpha1.ClaimTokenAnnotation, "deleted-soon").Obj()
 	graves.Record(deleted)
 	c := newClient(t, interceptor.Funcs{}, full, livePod(0, 0).Obj(), livePod(0, 1).Obj())
 	a := New(c, c, Options{Timeout: timeout, Tombstones: graves, Metrics: metrics.NewClaimMetrics()})
@@ -151,8 +151,7 @@ func TestClaimDoesNotTakeOverAPendingClaimWhoseSeenPodLives(t *testing.T) {
 	full := existingSlice(0, clusterUID).
 		Claim(0, "t-w-0-0", "w-0-0", "uid-w-0-0").Claim(1, "t-w-0-1", "w-0-1", "uid-w-0-1").
 		Claim(2, "t-w-0-2", "w-0-2", "uid-w-0-2").Claim(3, "relabelled", "", "").Obj()
-	relabelled := testutil.MakePod("relabelled", testNS).UID("uid-relabelled").Phase(corev1.PodRunning).
-		Annotation(tpuv1alpha1.ClaimTokenAnnotation, "relabelled").Obj()
+	relabelled := identityPod("relabelled", 0, 3).Annotation(tpuv1alpha1.ClaimTokenAnnotation, "relabelled").Obj()
 	graves := tombstones.New(time.Minute)
 	graves.Record(relabelled)
 	live := newClient(t, interceptor.Funcs{}, append(livePods(0), full, relabelled)...)
@@ -162,6 +161,54 @@ func TestClaimDoesNotTakeOverAPendingClaimWhoseSeenPodLives(t *testing.T) {
 	var denied *DeniedError
 	if !errors.As(err, &denied) || !denied.Transient {
 		t.Errorf("Claim() error = %v, want a transient denial: the Pod is live", err)
+	}
+}
+
+// TestClaimDoesNotTakeOverAPendingClaimThroughACopiedToken: docs/spec.md §8, I7. A claim-token
+// annotation proves nothing: a Pod that carries a pending claim's token but whose spec names another
+// place (a copied manifest, an edited annotation) does not stand for the claim, whether it lives,
+// finished or was deleted. Found by the model-based test (controllers/model_test.go): the claim's
+// own Pod, its annotation removed, ran on while its ID was handed out again.
+func TestClaimDoesNotTakeOverAPendingClaimThroughACopiedToken(t *testing.T) {
+	full := existingSlice(0, clusterUID).
+		Claim(0, "t-w-0-0", "w-0-0", "uid-w-0-0").Claim(1, "t-w-0-1", "w-0-1", "uid-w-0-1").
+		Claim(2, "t-w-0-2", "w-0-2", "uid-w-0-2").Claim(3, "t-own", "", "").Obj()
+	// The claim's own Pod runs, its annotation removed by a user: the token finds it no more.
+	own := identityPod("own", 0, 3).Obj()
+	tests := map[string]struct {
+		objs   []client.Object
+		graves func(*tombstones.Tombstones)
+	}{
+		"a finished copy in another slice carries the token": {
+			objs: []client.Object{identityPod("copy", 1, 0).Annotation(tpuv1alpha1.ClaimTokenAnnotation, "t-own").Phase(corev1.PodFailed).Obj()},
+		},
+		"a finished Pod with the token and no identity": {
+			objs: []client.Object{testutil.MakePod("bare", testNS).UID("uid-bare").Phase(corev1.PodSucceeded).
+				Annotation(tpuv1alpha1.ClaimTokenAnnotation, "t-own").Obj()},
+		},
+		"a deleted copy of another ID left a tombstone": {
+			graves: func(g *tombstones.Tombstones) {
+				g.Record(identityPod("copy", 0, 1).Annotation(tpuv1alpha1.ClaimTokenAnnotation, "t-own").Obj())
+			},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			graves := tombstones.New(time.Minute)
+			if tc.graves != nil {
+				tc.graves(graves)
+			}
+			c := newClient(t, interceptor.Funcs{}, append(append(livePods(0, 3), full, own), tc.objs...)...)
+			a := New(c, c, Options{Timeout: timeout, Tombstones: graves, Metrics: metrics.NewClaimMetrics()})
+			_, err := a.Claim(t.Context(), request(4))
+			var denied *DeniedError
+			if !errors.As(err, &denied) || !denied.Transient {
+				t.Errorf("Claim() error = %v, want a transient denial: ID 3's Pod is live", err)
+			}
+			if diff := cmp.Diff([]tpuv1alpha1.TPUSliceAssignment{*full}, storedSlices(t, c), cmpSlices); diff != "" {
+				t.Errorf("stored slices (-want,+got):\n%s", diff)
+			}
+		})
 	}
 }
 

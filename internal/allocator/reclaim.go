@@ -28,6 +28,7 @@ import (
 	"github.com/ray-tpu/tpu-slice-operator/internal/claims"
 	"github.com/ray-tpu/tpu-slice-operator/internal/identity"
 	"github.com/ray-tpu/tpu-slice-operator/internal/lifecycle"
+	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
 )
 
 // maxLiveChecks bounds the live Pod reads one plan makes to confirm claims gone. Past it, claims
@@ -45,11 +46,11 @@ const maxLiveChecks = 64
 func (a *Allocator) reclaimable(ctx context.Context, req Request) claims.Reclaimable {
 	budget := maxLiveChecks
 	answers := map[string]bool{} // by token: Plan may ask about one claim more than once.
-	return func(_ int32, claim *tpuv1alpha1.WorkerClaim) bool {
+	return func(replica int32, claim *tpuv1alpha1.WorkerClaim) bool {
 		if gone, asked := answers[claim.Token]; asked {
 			return gone
 		}
-		pod, ok := a.claimPod(ctx, req.Namespace, claim)
+		pod, ok := a.claimPod(ctx, req.Namespace, naming.SliceName(req.ClusterName, req.GroupName, replica), claim)
 		gone := false
 		if ok && !pod.live && budget > 0 {
 			budget--
@@ -68,8 +69,11 @@ type seenPod struct {
 	live bool
 }
 
-// claimPod returns the Pod a claim belongs to and whether one is known.
-func (a *Allocator) claimPod(ctx context.Context, namespace string, claim *tpuv1alpha1.WorkerClaim) (seenPod, bool) {
+// claimPod returns the Pod a claim of slice belongs to and whether one is known. A pending claim's
+// Pod is one that carries its token and whose spec names the claim's slice and worker ID: the token
+// annotation alone can be copied onto, or edited into, any Pod (docs/spec.md §8), and a copy that
+// is gone says nothing of the claim's own Pod.
+func (a *Allocator) claimPod(ctx context.Context, namespace, slice string, claim *tpuv1alpha1.WorkerClaim) (seenPod, bool) {
 	if claim.PodUID != "" {
 		var cached corev1.Pod
 		err := a.client.Get(ctx, types.NamespacedName{Namespace: namespace, Name: claim.PodName}, &cached)
@@ -80,6 +84,9 @@ func (a *Allocator) claimPod(ctx context.Context, namespace string, claim *tpuv1
 		var seen *corev1.Pod
 		for i := range carriers.Items {
 			p := &carriers.Items[i]
+			if !names(p, slice, claim.WorkerID) {
+				continue
+			}
 			if lifecycle.PodLive(p) {
 				return seenPod{name: p.Name, uid: p.UID, live: true}, true
 			}
@@ -89,10 +96,16 @@ func (a *Allocator) claimPod(ctx context.Context, namespace string, claim *tpuv1
 			return seenPod{name: seen.Name, uid: seen.UID}, true
 		}
 	}
-	if t, ok := a.opts.Tombstones.Lookup(namespace, claim.Token); ok {
+	if t, ok := a.opts.Tombstones.Lookup(namespace, claim.Token); ok && t.Slice == slice && t.WorkerID == claim.WorkerID {
 		return seenPod{name: t.Name, uid: t.UID}, true
 	}
 	return seenPod{}, false
+}
+
+// names reports whether pod's spec names worker ID id of slice.
+func names(pod *corev1.Pod, slice string, id int32) bool {
+	got, ok := identity.FromPod(pod)
+	return ok && got.SliceName() == slice && got.WorkerID == id
 }
 
 // goneLive reports whether the API server confirms that the Pod name with UID uid is gone,

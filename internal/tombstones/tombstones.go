@@ -49,6 +49,11 @@ const maxEntries = 200_000
 type Pod struct {
 	Name string
 	UID  types.UID
+	// Slice and WorkerID are the place its spec names (identity.FromPod), Slice "" when it names
+	// none. The token annotation can be copied or edited; only a Pod whose spec names a claim's
+	// slice and worker ID can stand for that claim (docs/spec.md §8).
+	Slice    string
+	WorkerID int32
 }
 
 type key struct{ namespace, token string }
@@ -95,7 +100,11 @@ func (t *Tombstones) Record(pod *corev1.Pod) {
 		t.expire(now)
 	}
 	if len(t.entries) < maxEntries {
-		t.entries[key{pod.Namespace, token}] = entry{pod: Pod{Name: pod.Name, UID: pod.UID}, at: now}
+		gone := Pod{Name: pod.Name, UID: pod.UID}
+		if id, ok := identity.FromPod(pod); ok {
+			gone.Slice, gone.WorkerID = id.SliceName(), id.WorkerID
+		}
+		t.entries[key{pod.Namespace, token}] = entry{pod: gone, at: now}
 	}
 }
 
