@@ -218,7 +218,7 @@ func (m *model) checkAdmission(t *rapid.T, p *admittedPod) {
 	}
 	slice := &tpuv1alpha1.TPUSliceAssignment{}
 	if err := m.w.base.Get(m.ctx, types.NamespacedName{Namespace: modelNS, Name: p.a.SliceName}, slice); err == nil && slice.Spec.Hosts != p.hosts {
-		m.fail(t, "I2: Pod %s with %d hosts was given an ID in slice %s of %d hosts", p, p.hosts, p.a.SliceName, slice.Spec.Hosts)
+		m.fail(t, "I2: Pod %s with %d hosts was given an ID in slice %s of %d hosts", p, p.hosts, shortSlice(p.a.SliceName), slice.Spec.Hosts)
 	}
 }
 
@@ -302,7 +302,7 @@ func (m *model) burst(t *rapid.T) {
 	m.w.mu.Unlock()
 	close(gate)
 	wg.Wait()
-	var lines []string
+	lines := make([]string, 0, n)
 	for i, ans := range answers {
 		if ans.err != nil {
 			lines = append(lines, fmt.Sprintf("%s denied: %v", topologies[i], ans.err))

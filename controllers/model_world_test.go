@@ -27,9 +27,11 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
@@ -191,7 +193,7 @@ func (w *world) checkPodDelete(ctx context.Context, pod *corev1.Pod, opts []clie
 		return err
 	}
 	if do.Preconditions != nil && do.Preconditions.UID != nil && *do.Preconditions.UID != victim.UID {
-		return apierrors.NewConflict(schema.GroupResource{Resource: "pods"}, pod.Name, fmt.Errorf("UID precondition failed"))
+		return apierrors.NewConflict(schema.GroupResource{Resource: "pods"}, pod.Name, errors.New("UID precondition failed"))
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -254,13 +256,13 @@ func (w *world) cacheClient() client.WithWatch {
 			lo.ApplyOptions(opts)
 			w.mu.Lock()
 			defer w.mu.Unlock()
-			var matched []client.Object
+			matched := make([]client.Object, 0, len(v.objs))
 			for _, obj := range v.objs {
 				if listMatches(&lo, obj) {
 					matched = append(matched, obj)
 				}
 			}
-			slices.SortFunc(matched, func(a, b client.Object) int { return compareNames(a.GetName(), b.GetName()) })
+			slices.SortFunc(matched, func(a, b client.Object) int { return strings.Compare(a.GetName(), b.GetName()) })
 			switch l := list.(type) {
 			case *corev1.PodList:
 				l.Items = nil
@@ -276,16 +278,6 @@ func (w *world) cacheClient() client.WithWatch {
 			return nil
 		},
 	})
-}
-
-func compareNames(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func copyInto(from, to client.Object) error {
