@@ -83,7 +83,7 @@ CHAOS_DURATION ?= 2m
 FUZZTIME ?= 30s
 # MODEL_CHECKS is the model-based test's budget under `make fuzz` (TestModel in controllers; `make
 # test` runs it with its small default).
-MODEL_CHECKS ?= 20000
+MODEL_CHECKS ?= 5000
 
 .PHONY: test
 test: test-unit test-integration test-e2e ## Run every test layer: unit, integration, end-to-end, then a CHAOS_DURATION (2m) chaos run.
@@ -112,7 +112,7 @@ KUBEBUILDER_ASSETS="$(KUBEBUILDER_ASSETS)" go test ./test/chaos -count=1 -timeou
 endef
 
 .PHONY: fuzz
-fuzz: ## Run every fuzz target of the repository (func Fuzz... in a _test.go file), each for FUZZTIME (default 30s), then the model-based test for MODEL_CHECKS (default 20000) histories.
+fuzz: ## Run every fuzz target of the repository (func Fuzz... in a _test.go file), each for FUZZTIME (default 30s), then the model-based test for MODEL_CHECKS (default 5000) histories.
 	@targets=$$(git grep -o -E '^func Fuzz[A-Za-z0-9_]+' -- '*_test.go' | sed 's/:func /:/'); \
 	[ -n "$$targets" ] || { echo "no fuzz targets found" >&2; exit 1; }; \
 	for t in $$targets; do \

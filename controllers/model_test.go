@@ -95,6 +95,15 @@ const (
 	createCutoff = 34 * time.Second
 )
 
+// The failures, one per invariant (details go to the log).
+const (
+	invI1     = "I1 broken: two live Pods of one slice run with one TPU_WORKER_ID"
+	invI2     = "I2 broken: a Pod was given an ID outside its host count, or in a slice of another host count"
+	invI3Live = "I3 broken: the claim of a live admitted Pod was released"
+	invI3     = "I3 broken: after the quiesce the claims differ from the live Pods"
+	invI6     = "I6 broken: the operator deleted a live Pod whose ID no other live Pod holds"
+)
+
 // modelTopologies maps a Pod's topology to its host count (v6e, 4 chips per host).
 var modelTopologies = map[string]int32{"4x4": 4, "2x4": 2}
 
@@ -129,6 +138,7 @@ type model struct {
 	// answered are the admissions of the current step, checked once it is logged.
 	answered []*admittedPod
 	next     int
+	tokens   int
 	history  []string
 	ctx      context.Context
 }
@@ -166,17 +176,27 @@ func (m *model) logf(format string, args ...any) {
 	m.history = append(m.history, fmt.Sprintf("%3d. ", len(m.history)+1)+fmt.Sprintf(format, args...))
 }
 
-func (m *model) fail(t *rapid.T, format string, args ...any) {
+// fail reports a broken invariant: the details, the history and the state in the log, and as the
+// failure only which invariant broke. rapid keeps a smaller history only while it fails with the
+// same message, and a shorter history names other Pods and IDs.
+func (m *model) fail(t *rapid.T, invariant, format string, args ...any) {
 	t.Helper()
-	t.Fatalf("%s\n\nhistory (clock starts at 0):\n%s\n\nstate:\n%s", fmt.Sprintf(format, args...),
+	t.Logf("%s\n\nhistory (clock starts at 0):\n%s\n\nstate:\n%s", fmt.Sprintf(format, args...),
 		strings.Join(m.history, "\n"), m.describe())
+	t.Fatal(invariant)
 }
 
+// request is an admission's claim request. Its token is the model's, as a webhook may pass one,
+// so that a replayed history is the same history and prints the same: rapid shrinks a failure only
+// while its message stays the same.
 func (m *model) request(topology string) allocator.Request {
-	return allocator.Request{
+	m.tokens++
+	req := allocator.Request{
 		Namespace: modelNS, ClusterName: modelCluster, ClusterUID: modelUID, GroupName: modelGroup,
 		Hosts: modelTopologies[topology], Topology: topology, Accelerator: modelAccel,
 	}
+	req.Claim.Token = "t" + strconv.Itoa(m.tokens)
+	return req
 }
 
 func (m *model) drawTopology(t *rapid.T) string {
@@ -214,11 +234,11 @@ func (m *model) checkAnswered(t *rapid.T) {
 // of that host count.
 func (m *model) checkAdmission(t *rapid.T, p *admittedPod) {
 	if p.a.WorkerID < 0 || p.a.WorkerID >= p.hosts {
-		m.fail(t, "I2: Pod %s with %d hosts was given worker ID %d", p, p.hosts, p.a.WorkerID)
+		m.fail(t, invI2, "I2: Pod %s with %d hosts was given worker ID %d", p, p.hosts, p.a.WorkerID)
 	}
 	slice := &tpuv1alpha1.TPUSliceAssignment{}
 	if err := m.w.base.Get(m.ctx, types.NamespacedName{Namespace: modelNS, Name: p.a.SliceName}, slice); err == nil && slice.Spec.Hosts != p.hosts {
-		m.fail(t, "I2: Pod %s with %d hosts was given an ID in slice %s of %d hosts", p, p.hosts, shortSlice(p.a.SliceName), slice.Spec.Hosts)
+		m.fail(t, invI2, "I2: Pod %s with %d hosts was given an ID in slice %s of %d hosts", p, p.hosts, shortSlice(p.a.SliceName), slice.Spec.Hosts)
 	}
 }
 
@@ -230,7 +250,7 @@ func (m *model) create(t *rapid.T, p *admittedPod) {
 		Claim(modelGroup+"-"+replica, p.a.SliceName, strconv.Itoa(int(p.a.WorkerID)), p.a.Token).
 		Created(time.Now()).Phase(corev1.PodRunning).Obj()
 	if err := m.user.Create(m.ctx, pod); err != nil {
-		m.fail(t, "creating Pod %s: %v", p, err)
+		m.fail(t, "creating a Pod failed", "creating Pod %s: %v", p, err)
 	}
 	m.pods[p.name] = p
 }
@@ -290,9 +310,13 @@ func (m *model) burst(t *rapid.T) {
 	}
 	answers := make([]answer, n)
 	var wg sync.WaitGroup
+	reqs := make([]allocator.Request, n)
+	for i := range n {
+		reqs[i] = m.request(topologies[i])
+	}
 	for i := range n {
 		wg.Go(func() {
-			a, err := m.op.alloc.Claim(m.ctx, m.request(topologies[i]))
+			a, err := m.op.alloc.Claim(m.ctx, reqs[i])
 			answers[i] = answer{a, err}
 		})
 		synctest.Wait()
@@ -420,7 +444,8 @@ func (m *model) editToken(t *rapid.T) {
 		delete(pod.Annotations, tpuv1alpha1.ClaimTokenAnnotation)
 		what = "removed"
 	case 1:
-		pod.Annotations[tpuv1alpha1.ClaimTokenAnnotation] = allocator.NewToken()
+		m.tokens++
+		pod.Annotations[tpuv1alpha1.ClaimTokenAnnotation] = "fresh" + strconv.Itoa(m.tokens)
 		what = "set to a fresh token " + short(pod.Annotations[tpuv1alpha1.ClaimTokenAnnotation])
 	default:
 		other := rapid.SampledFrom(slices.Sorted(maps.Keys(m.pods))).Draw(t, "token of")
@@ -469,7 +494,7 @@ func (m *model) editLabels(t *rapid.T) {
 // deletions) and I3's part that needs no quiet: the claim of a live admitted Pod is never released.
 func (m *model) check(t *rapid.T) {
 	if v := m.w.takeViolations(); len(v) > 0 {
-		m.fail(t, "%s", strings.Join(v, "\n"))
+		m.fail(t, invI6, "%s", strings.Join(v, "\n"))
 	}
 	pods := m.truePods(t)
 	holder := map[string]string{}
@@ -481,7 +506,7 @@ func (m *model) check(t *rapid.T) {
 		}
 		key := fmt.Sprintf("%s ID %d", shortSlice(id.SliceName()), id.WorkerID)
 		if other, dup := holder[key]; dup {
-			m.fail(t, "I1: live Pods %s and %s both run with %s", other, p.Name, key)
+			m.fail(t, invI1, "I1: live Pods %s and %s both run with %s", other, p.Name, key)
 		}
 		holder[key] = p.Name
 	}
@@ -492,7 +517,7 @@ func (m *model) check(t *rapid.T) {
 			continue
 		}
 		if !m.holdsClaim(ap) {
-			m.fail(t, "I3: the claim of live Pod %s was released; stored %s", ap, m.claimsOf(ap.a.SliceName))
+			m.fail(t, invI3Live, "I3: the claim of live Pod %s was released; stored %s", ap, m.claimsOf(ap.a.SliceName))
 		}
 	}
 }
@@ -563,7 +588,7 @@ func (m *model) quiesce(t *rapid.T) {
 		slices.Sort(want[name])
 		slices.Sort(got[name])
 		if !slices.Equal(want[name], got[name]) {
-			m.fail(t, "I3 after quiesce: slice %s claims %v (ID:Pod UID), its live Pods are %v", shortSlice(name), got[name], want[name])
+			m.fail(t, invI3, "I3 after quiesce: slice %s claims %v (ID:Pod UID), its live Pods are %v", shortSlice(name), got[name], want[name])
 		}
 	}
 }
