@@ -81,6 +81,9 @@ TEST_TIMEOUT ?= 45m
 # The chaos run of `make test`; `make test-chaos` runs longer (DURATION, default 20m).
 CHAOS_DURATION ?= 2m
 FUZZTIME ?= 30s
+# MODEL_CHECKS is the model-based test's budget under `make fuzz` (TestModel in controllers; `make
+# test` runs it with its small default).
+MODEL_CHECKS ?= 5000
 
 .PHONY: test
 test: test-unit test-integration test-e2e ## Run every test layer: unit, integration, end-to-end, then a CHAOS_DURATION (2m) chaos run.
@@ -109,14 +112,16 @@ KUBEBUILDER_ASSETS="$(KUBEBUILDER_ASSETS)" go test ./test/chaos -count=1 -timeou
 endef
 
 .PHONY: fuzz
-fuzz: ## Run every fuzz target of the repository (func Fuzz... in a _test.go file), each for FUZZTIME (default 30s).
+fuzz: ## Run every fuzz target of the repository (func Fuzz... in a _test.go file), each for FUZZTIME (default 30s), then the model-based test for MODEL_CHECKS (default 5000) histories.
 	@targets=$$(git grep -o -E '^func Fuzz[A-Za-z0-9_]+' -- '*_test.go' | sed 's/:func /:/'); \
 	[ -n "$$targets" ] || { echo "no fuzz targets found" >&2; exit 1; }; \
 	for t in $$targets; do \
 		pkg=./$$(dirname "$${t%%:*}"); target=$${t##*:}; \
 		echo "fuzzing $$target in $$pkg for $(FUZZTIME)"; \
-		go test "$$pkg" -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME); \
-	done
+		go test "$$pkg" -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) || exit 1; \
+	done; \
+	echo "model-based test TestModel in ./controllers for $(MODEL_CHECKS) histories"; \
+	go test ./controllers -run '^TestModel$$' -count=1 -timeout $(TEST_TIMEOUT) -rapid.checks=$(MODEL_CHECKS)
 
 .PHONY: bench
 bench: envtest ## Benchmark Pod admission against a same-run no-webhook baseline (S1-S5; plot and CSV in bin/bench; BENCH_ARGS=-scenarios=S1,S5, -probe-representations); see docs/performance.md.

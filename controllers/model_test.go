@@ -1,0 +1,685 @@
+/*
+Copyright 2026 The tpu-slice-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controllers
+
+// The model-based test layer (docs/development.md): a rapid state machine drives the real allocator
+// (the Pod webhook's claims), the real reconciler and the tombstones against the fake API server of
+// model_world_test.go, whose cached views lag, drop events and filter Pods by label, and checks
+// docs/spec.md §9's I1, I2, I3 and I6 after every step. The whole run is inside a synctest bubble:
+// time.Now is a fake clock that the model advances, so the pending TTL and the bind settle are the
+// operator's defaults and every wait is instant.
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/go-logr/logr"
+	rayutils "github.com/ray-project/kuberay/ray-operator/controllers/ray/utils"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"pgregory.net/rapid"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
+	"github.com/ray-tpu/tpu-slice-operator/internal/allocator"
+	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
+	"github.com/ray-tpu/tpu-slice-operator/internal/identity"
+	"github.com/ray-tpu/tpu-slice-operator/internal/lifecycle"
+	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
+	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
+	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
+	"github.com/ray-tpu/tpu-slice-operator/internal/tombstones"
+)
+
+// Histories that reproduce defects of issue #20 not fixed on every branch yet. Each is off by
+// default until its fix is merged; the merger flips the constant (or passes the flag) then.
+const (
+	// labelExitsFixed: defect 2, a Pod that left the label-selected cache is not a deleted Pod
+	// (the reconciler releases a claim only after reading its Pod by name).
+	labelExitsFixed = false
+	// mixedHostsFixed: defect 3, group commit plans each request with its own host count.
+	mixedHostsFixed = false
+	// copiedTokensFixed: found by this test (see docs/development.md): the allocator takes over a
+	// pending claim when a Pod that merely carries its token in the annotation (a copied manifest,
+	// an edit) is finished or gone, without asking whether a live Pod holds the ID by its spec.
+	copiedTokensFixed = false
+)
+
+var (
+	modelLabelExits = flag.Bool("model.label-exits", labelExitsFixed,
+		"model test: edit KubeRay's selector labels (ray.io/group, ray.io/node-type) so that Pods leave and re-enter the operator's Pod cache")
+	modelMixedHosts = flag.Bool("model.mixed-hosts", mixedHostsFixed,
+		"model test: admit 2-host Pods (topology 2x4) into the 4-host group, alone and in concurrent bursts")
+	modelCopiedTokens = flag.Bool("model.copied-tokens", copiedTokensFixed,
+		"model test: set a Pod's claim-token annotation to another Pod's token")
+)
+
+// defaultModelChecks is the model test's budget in `make test` when -rapid.checks is not given.
+const defaultModelChecks = 150
+
+const (
+	modelNS      = "team-m"
+	modelCluster = "rc"
+	modelGroup   = "tpu"
+	modelUID     = types.UID("rc-uid")
+	modelAccel   = "tpu-v6e-slice"
+	// modelReplicas is the group's desired replica count: 4-host slices rc-tpu-0 and rc-tpu-1.
+	modelReplicas = 2
+	// createCutoff is how long after its admission a Pod's create can still commit (the API
+	// server's 34 s cut-off, docs/spec.md §8): a parked create older than that has failed.
+	createCutoff = 34 * time.Second
+)
+
+// The failures, one per invariant (details go to the log).
+const (
+	invI1     = "I1 broken: two live Pods of one slice run with one TPU_WORKER_ID"
+	invI2     = "I2 broken: a Pod was given an ID outside its host count, or in a slice of another host count"
+	invI3Live = "I3 broken: the claim of a live admitted Pod was released"
+	invI3     = "I3 broken: after the quiesce the claims differ from the live Pods"
+	invI6     = "I6 broken: the operator deleted a live Pod whose ID no other live Pod holds"
+)
+
+// modelTopologies maps a Pod's topology to its host count (v6e, 4 chips per host).
+var modelTopologies = map[string]int32{"4x4": 4, "2x4": 2}
+
+// admittedPod is a Pod the webhook admitted, as the model knows it.
+type admittedPod struct {
+	name     string
+	uid      types.UID
+	topology string
+	hosts    int32
+	a        allocator.Assignment
+	at       time.Time
+}
+
+func (p *admittedPod) String() string {
+	return fmt.Sprintf("%s (%s, %s ID %d, token %s)", p.name, p.topology, shortSlice(p.a.SliceName), p.a.WorkerID, short(p.a.Token))
+}
+
+// operatorProcess is one incarnation of the operator: its allocator, reconciler and tombstones.
+type operatorProcess struct {
+	alloc  *allocator.Allocator
+	rec    *TPUSliceAssignmentReconciler
+	graves *tombstones.Tombstones
+}
+
+type model struct {
+	w    *world
+	user client.Client // KubeRay and users: writes to the truth, logged, unchecked
+	op   operatorProcess
+	// pods are the Pods created, by name; parked the admitted Pods whose create has not committed.
+	pods   map[string]*admittedPod
+	parked []*admittedPod
+	// answered are the admissions of the current step, checked once it is logged.
+	answered []*admittedPod
+	next     int
+	tokens   int
+	history  []string
+	ctx      context.Context
+}
+
+func newModel(ctx context.Context) *model {
+	rc := testutil.MakeRayCluster(modelCluster, modelNS).UID(modelUID).
+		TPUGroup(modelGroup, modelAccel, "4x4", 4, 4, modelReplicas).Obj()
+	w := newWorld(rc)
+	m := &model{w: w, user: w.writer(false), pods: map[string]*admittedPod{}, ctx: ctx}
+	m.start()
+	return m
+}
+
+// start runs a fresh operator process: empty memory, caches listed anew.
+func (m *model) start() {
+	graves := tombstones.New(0)
+	cache, live := m.w.cacheClient(), m.w.writer(true)
+	m.w.mu.Lock()
+	m.w.graves = graves
+	m.w.mu.Unlock()
+	m.w.relist()
+	m.op = operatorProcess{
+		graves: graves,
+		alloc: allocator.New(cache, live, allocator.Options{
+			Timeout: allocator.DefaultTimeout, Tombstones: graves, Metrics: metrics.NewClaimMetrics(),
+		}),
+		rec: &TPUSliceAssignmentReconciler{
+			client: cache, reader: live, recorder: &events.FakeRecorder{}, tombstones: graves,
+			pendingTTL: DefaultPendingTTL, bindSettleTime: DefaultBindSettle, now: time.Now, seen: newObservations(),
+		},
+	}
+}
+
+func (m *model) logf(format string, args ...any) {
+	m.history = append(m.history, fmt.Sprintf("%3d. ", len(m.history)+1)+fmt.Sprintf(format, args...))
+}
+
+// fail reports a broken invariant: the details, the history and the state in the log, and as the
+// failure only which invariant broke. rapid keeps a smaller history only while it fails with the
+// same message, and a shorter history names other Pods and IDs.
+func (m *model) fail(t *rapid.T, invariant, format string, args ...any) {
+	t.Helper()
+	t.Logf("%s\n\nhistory (clock starts at 0):\n%s\n\nstate:\n%s", fmt.Sprintf(format, args...),
+		strings.Join(m.history, "\n"), m.describe())
+	t.Fatal(invariant)
+}
+
+// request is an admission's claim request. Its token is the model's, as a webhook may pass one,
+// so that a replayed history is the same history and prints the same: rapid shrinks a failure only
+// while its message stays the same.
+func (m *model) request(topology string) allocator.Request {
+	m.tokens++
+	req := allocator.Request{
+		Namespace: modelNS, ClusterName: modelCluster, ClusterUID: modelUID, GroupName: modelGroup,
+		Hosts: modelTopologies[topology], Topology: topology, Accelerator: modelAccel,
+	}
+	req.Claim.Token = "t" + strconv.Itoa(m.tokens)
+	return req
+}
+
+func (m *model) drawTopology(t *rapid.T) string {
+	if *modelMixedHosts && rapid.IntRange(0, 3).Draw(t, "odd host count") == 0 {
+		return "2x4"
+	}
+	return "4x4"
+}
+
+// admitted turns a committed claim into a Pod: created now, or parked (a create still in flight
+// that commits later, or never).
+func (m *model) admitted(t *rapid.T, topology string, a allocator.Assignment, park bool) string {
+	m.next++
+	p := &admittedPod{name: fmt.Sprintf("w%d", m.next), topology: topology, hosts: modelTopologies[topology], a: a, at: time.Now()}
+	p.uid = types.UID("uid-" + p.name)
+	m.answered = append(m.answered, p)
+	if park {
+		m.parked = append(m.parked, p)
+		return p.String() + ", create in flight"
+	}
+	m.create(t, p)
+	return p.String() + ", created"
+}
+
+// checkAnswered checks the admissions of the step that just ran, once it is in the history.
+func (m *model) checkAnswered(t *rapid.T) {
+	answered := m.answered
+	m.answered = nil
+	for _, p := range answered {
+		m.checkAdmission(t, p)
+	}
+}
+
+// checkAdmission checks I2 on an answer: an ID in [0, H) of the Pod's own host count, in a slice
+// of that host count.
+func (m *model) checkAdmission(t *rapid.T, p *admittedPod) {
+	if p.a.WorkerID < 0 || p.a.WorkerID >= p.hosts {
+		m.fail(t, invI2, "I2: Pod %s with %d hosts was given worker ID %d", p, p.hosts, p.a.WorkerID)
+	}
+	slice := &tpuv1alpha1.TPUSliceAssignment{}
+	if err := m.w.base.Get(m.ctx, types.NamespacedName{Namespace: modelNS, Name: p.a.SliceName}, slice); err == nil && slice.Spec.Hosts != p.hosts {
+		m.fail(t, invI2, "I2: Pod %s with %d hosts was given an ID in slice %s of %d hosts", p, p.hosts, shortSlice(p.a.SliceName), slice.Spec.Hosts)
+	}
+}
+
+// create commits a Pod's create with the env and labels the webhook gave it.
+func (m *model) create(t *rapid.T, p *admittedPod) {
+	replica := strconv.Itoa(int(p.a.Replica))
+	pod := testutil.MakeWorkerPod(modelNS, modelCluster, modelUID, modelGroup).Named(p.name).UID(p.uid).
+		TPU(4).Topology(modelAccel, p.topology).TPUIdentity(modelGroup, p.a.Replica, p.a.WorkerID).
+		Claim(modelGroup+"-"+replica, p.a.SliceName, strconv.Itoa(int(p.a.WorkerID)), p.a.Token).
+		Created(time.Now()).Phase(corev1.PodRunning).Obj()
+	if err := m.user.Create(m.ctx, pod); err != nil {
+		m.fail(t, "creating a Pod failed", "creating Pod %s: %v", p, err)
+	}
+	m.pods[p.name] = p
+}
+
+// actions are the steps of the state machine; "" checks the invariants after each.
+func (m *model) actions() map[string]func(*rapid.T) {
+	return map[string]func(*rapid.T){
+		"":              m.check,
+		"admit":         m.admit,
+		"burst":         m.burst,
+		"commitParked":  m.commitParked,
+		"deliverPods":   func(t *rapid.T) { m.deliver(t, "Pod", m.w.pods) },
+		"deliverSlices": func(t *rapid.T) { m.deliver(t, "slice", m.w.slices) },
+		"reconcile":     m.reconcile,
+		"advance":       m.advance,
+		"deletePod":     m.deletePod,
+		"finishPod":     m.finishPod,
+		"editToken":     m.editToken,
+		"editLabels":    m.editLabels,
+		"restart": func(*rapid.T) {
+			m.start()
+			m.logf("restart: a fresh operator (no tombstones, no memory), caches listed anew")
+		},
+	}
+}
+
+func (m *model) admit(t *rapid.T) {
+	topology := m.drawTopology(t)
+	park := rapid.IntRange(0, 4).Draw(t, "park") == 0
+	a, err := m.op.alloc.Claim(m.ctx, m.request(topology))
+	if err != nil {
+		m.logf("admit %s: denied: %v", topology, err)
+		return
+	}
+	m.logf("admit %s", m.admitted(t, topology, a, park))
+	m.checkAnswered(t)
+}
+
+// burst admits 2-4 Pods at once. Their claims are made deterministic in order: the first one's
+// commit is held at its slice read until every other call has queued behind it, so the rest are
+// committed as one batch (group commit), in the order drawn.
+func (m *model) burst(t *rapid.T) {
+	n := rapid.IntRange(2, 4).Draw(t, "burst size")
+	topologies := make([]string, n)
+	parks := make([]bool, n)
+	for i := range n {
+		topologies[i] = m.drawTopology(t)
+		parks[i] = rapid.IntRange(0, 4).Draw(t, "park") == 0
+	}
+	gate := make(chan struct{})
+	m.w.mu.Lock()
+	m.w.gate = gate
+	m.w.mu.Unlock()
+	type answer struct {
+		a   allocator.Assignment
+		err error
+	}
+	answers := make([]answer, n)
+	var wg sync.WaitGroup
+	reqs := make([]allocator.Request, n)
+	for i := range n {
+		reqs[i] = m.request(topologies[i])
+	}
+	for i := range n {
+		wg.Go(func() {
+			a, err := m.op.alloc.Claim(m.ctx, reqs[i])
+			answers[i] = answer{a, err}
+		})
+		synctest.Wait()
+	}
+	m.w.mu.Lock()
+	m.w.gate = nil
+	m.w.mu.Unlock()
+	close(gate)
+	wg.Wait()
+	lines := make([]string, 0, n)
+	for i, ans := range answers {
+		if ans.err != nil {
+			lines = append(lines, fmt.Sprintf("%s denied: %v", topologies[i], ans.err))
+			continue
+		}
+		lines = append(lines, m.admitted(t, topologies[i], ans.a, parks[i]))
+	}
+	m.logf("burst of %d concurrent admissions (the first alone, then the rest as one batch):\n       %s", n, strings.Join(lines, "\n       "))
+	m.checkAnswered(t)
+}
+
+func (m *model) commitParked(t *rapid.T) {
+	if len(m.parked) == 0 {
+		t.Skip("nothing in flight")
+	}
+	i := rapid.IntRange(0, len(m.parked)-1).Draw(t, "parked")
+	p := m.parked[i]
+	m.parked = slices.Delete(m.parked, i, i+1)
+	m.create(t, p)
+	m.logf("late create commits: %s, %s after its admission", p, time.Since(p.at))
+}
+
+func (m *model) deliver(t *rapid.T, kind string, v *view) {
+	mode := rapid.SampledFrom([]string{"one", "all", "drop"}).Draw(t, "delivery")
+	switch mode {
+	case "one":
+		m.logf("cache: %d %s event delivered", m.w.deliver(v, 1), kind)
+	case "all":
+		m.logf("cache: %d %s events delivered one by one", m.w.deliver(v, -1), kind)
+	default:
+		m.logf("cache: %d %s events dropped, the view relisted", m.w.drop(v), kind)
+	}
+}
+
+func (m *model) reconcile(t *rapid.T) {
+	replica := rapid.Int32Range(0, modelReplicas-1).Draw(t, "replica")
+	name := naming.SliceName(modelCluster, modelGroup, replica)
+	res, err := m.op.rec.Reconcile(m.ctx, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: modelNS, Name: name}})
+	outcome := "done"
+	switch {
+	case err != nil:
+		outcome = "error: " + err.Error()
+	case res.RequeueAfter > 0:
+		outcome = "requeue after " + res.RequeueAfter.String()
+	}
+	if deleted := m.w.takeDeletions(); len(deleted) > 0 {
+		outcome += ", deleted Pods " + strings.Join(deleted, ", ")
+	}
+	m.logf("reconcile %s: %s; stored %s", shortSlice(name), outcome, m.claimsOf(name))
+}
+
+func (m *model) advance(t *rapid.T) {
+	d := rapid.SampledFrom([]time.Duration{200 * time.Millisecond, time.Second, 5 * time.Second, 20 * time.Second, 61 * time.Second}).Draw(t, "advance")
+	time.Sleep(d)
+	m.logf("clock +%s", d)
+	m.expireParked()
+}
+
+// expireParked drops the parked creates past the API server's cut-off: they failed.
+func (m *model) expireParked() {
+	m.parked = slices.DeleteFunc(m.parked, func(p *admittedPod) bool {
+		if time.Since(p.at) < createCutoff {
+			return false
+		}
+		m.logf("create of %s failed (past the API server's cut-off)", p)
+		return true
+	})
+}
+
+// livePod draws a Pod the model created that exists in the truth.
+func (m *model) livePod(t *rapid.T) *corev1.Pod {
+	var pods corev1.PodList
+	if err := m.w.base.List(m.ctx, &pods, client.InNamespace(modelNS)); err != nil {
+		t.Fatalf("listing Pods: %v", err)
+	}
+	pods.Items = slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool { return !lifecycle.PodLive(&p) })
+	if len(pods.Items) == 0 {
+		t.Skip("no live Pod")
+	}
+	i := rapid.IntRange(0, len(pods.Items)-1).Draw(t, "pod")
+	return &pods.Items[i]
+}
+
+func (m *model) deletePod(t *rapid.T) {
+	pod := m.livePod(t)
+	if err := m.user.Delete(m.ctx, pod); err != nil {
+		t.Fatalf("deleting Pod %s: %v", pod.Name, err)
+	}
+	m.logf("delete Pod %s (KubeRay or a user)", pod.Name)
+}
+
+func (m *model) finishPod(t *rapid.T) {
+	pod := m.livePod(t)
+	pod.Status.Phase = rapid.SampledFrom([]corev1.PodPhase{corev1.PodFailed, corev1.PodSucceeded}).Draw(t, "phase")
+	if err := m.user.Status().Update(m.ctx, pod); err != nil {
+		t.Fatalf("finishing Pod %s: %v", pod.Name, err)
+	}
+	m.logf("Pod %s is %s", pod.Name, pod.Status.Phase)
+}
+
+// editToken edits a live Pod's claim-token annotation: removed, a fresh token, or (with
+// -model.copied-tokens) another Pod's.
+func (m *model) editToken(t *rapid.T) {
+	pod := m.livePod(t)
+	if pod.Annotations == nil {
+		pod.Annotations = map[string]string{}
+	}
+	edits := 2
+	if *modelCopiedTokens {
+		edits = 3
+	}
+	var what string
+	switch rapid.IntRange(0, edits-1).Draw(t, "token edit") {
+	case 0:
+		delete(pod.Annotations, tpuv1alpha1.ClaimTokenAnnotation)
+		what = "removed"
+	case 1:
+		m.tokens++
+		pod.Annotations[tpuv1alpha1.ClaimTokenAnnotation] = "fresh" + strconv.Itoa(m.tokens)
+		what = "set to a fresh token " + short(pod.Annotations[tpuv1alpha1.ClaimTokenAnnotation])
+	default:
+		other := rapid.SampledFrom(slices.Sorted(maps.Keys(m.pods))).Draw(t, "token of")
+		pod.Annotations[tpuv1alpha1.ClaimTokenAnnotation] = m.pods[other].a.Token
+		what = "set to " + other + "'s token " + short(m.pods[other].a.Token)
+	}
+	if err := m.user.Update(m.ctx, pod); err != nil {
+		t.Fatalf("editing Pod %s: %v", pod.Name, err)
+	}
+	m.logf("Pod %s: claim token %s", pod.Name, what)
+}
+
+// editLabels edits a live Pod's labels. Labels outside the cache's selector are always edited; the
+// selector's own (defect 2's history) only with -model.label-exits.
+func (m *model) editLabels(t *rapid.T) {
+	pod := m.livePod(t)
+	keys := []string{tpuv1alpha1.SliceLabel, tpuv1alpha1.WorkerIDLabel, constants.ReplicaIndexLabel, rayutils.RayNodeLabelKey}
+	if *modelLabelExits {
+		keys = append(keys, rayutils.RayNodeGroupLabelKey, rayutils.RayNodeTypeLabelKey)
+	}
+	key := rapid.SampledFrom(keys).Draw(t, "label")
+	// A restored label gets a plausible value: KubeRay's own, or another slice's hint.
+	want := map[string]string{
+		tpuv1alpha1.SliceLabel: naming.SliceName(modelCluster, modelGroup, 1), tpuv1alpha1.WorkerIDLabel: "0",
+		constants.ReplicaIndexLabel: modelGroup + "-0", rayutils.RayNodeLabelKey: "yes",
+		rayutils.RayNodeTypeLabelKey: "worker", rayutils.RayNodeGroupLabelKey: modelGroup,
+	}[key]
+	what := "removed"
+	if pod.Labels == nil {
+		pod.Labels = map[string]string{}
+	}
+	if _, has := pod.Labels[key]; has {
+		delete(pod.Labels, key)
+	} else {
+		pod.Labels[key] = want
+		what = "restored to " + strconv.Quote(want)
+	}
+	if err := m.user.Update(m.ctx, pod); err != nil {
+		t.Fatalf("editing Pod %s: %v", pod.Name, err)
+	}
+	m.logf("Pod %s: label %s %s", pod.Name, key, what)
+}
+
+// check checks, after every step, the invariants of docs/spec.md §9 that hold at every instant:
+// I1 (no two live Pods of one slice with one TPU_WORKER_ID), I6 (seen inside the operator's Pod
+// deletions) and I3's part that needs no quiet: the claim of a live admitted Pod is never released.
+func (m *model) check(t *rapid.T) {
+	if v := m.w.takeViolations(); len(v) > 0 {
+		m.fail(t, invI6, "%s", strings.Join(v, "\n"))
+	}
+	pods := m.truePods(t)
+	holder := map[string]string{}
+	for i := range pods {
+		p := &pods[i]
+		id, ok := identity.FromPod(p)
+		if !ok || !lifecycle.PodLive(p) {
+			continue
+		}
+		key := fmt.Sprintf("%s ID %d", shortSlice(id.SliceName()), id.WorkerID)
+		if other, dup := holder[key]; dup {
+			m.fail(t, invI1, "I1: live Pods %s and %s both run with %s", other, p.Name, key)
+		}
+		holder[key] = p.Name
+	}
+	for i := range pods {
+		p := &pods[i]
+		ap := m.pods[p.Name]
+		if ap == nil || !lifecycle.PodLive(p) {
+			continue
+		}
+		if !m.holdsClaim(ap) {
+			m.fail(t, invI3Live, "I3: the claim of live Pod %s was released; stored %s", ap, m.claimsOf(ap.a.SliceName))
+		}
+	}
+}
+
+// holdsClaim reports whether the Pod's slice holds its worker ID for it: pending with its token, or
+// bound to its UID.
+func (m *model) holdsClaim(p *admittedPod) bool {
+	slice := &tpuv1alpha1.TPUSliceAssignment{}
+	if err := m.w.base.Get(m.ctx, types.NamespacedName{Namespace: modelNS, Name: p.a.SliceName}, slice); err != nil {
+		return false
+	}
+	for _, c := range slice.Status.Claims {
+		if c.WorkerID == p.a.WorkerID && (c.PodUID == p.uid || (c.PodUID == "" && c.Token == p.a.Token)) {
+			return true
+		}
+	}
+	return false
+}
+
+func (m *model) truePods(t *rapid.T) []corev1.Pod {
+	var pods corev1.PodList
+	if err := m.w.base.List(m.ctx, &pods, client.InNamespace(modelNS)); err != nil {
+		t.Fatalf("listing Pods: %v", err)
+	}
+	return pods.Items
+}
+
+// quiesce ends the history: no more admissions, every parked create fails, the caches catch up,
+// the clock passes twice the pending TTL while every slice is reconciled; then the claims must equal
+// the live Pods (I3): every live Pod's ID bound to it, nothing else claimed.
+func (m *model) quiesce(t *rapid.T) {
+	for _, p := range m.parked {
+		m.logf("create of %s failed (quiesce)", p)
+	}
+	m.parked = nil
+	m.logf("quiesce: caches catch up, the clock passes 2 × the pending TTL, every slice is reconciled")
+	for round := range 8 {
+		m.w.deliver(m.w.pods, -1)
+		m.w.deliver(m.w.slices, -1)
+		for replica := range int32(modelReplicas) {
+			name := naming.SliceName(modelCluster, modelGroup, replica)
+			_, _ = m.op.rec.Reconcile(m.ctx, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: modelNS, Name: name}})
+		}
+		m.check(t)
+		if round%2 == 0 {
+			time.Sleep(DefaultPendingTTL/2 + time.Second)
+		} else {
+			time.Sleep(2 * DefaultBindSettle)
+		}
+	}
+	want := map[string][]string{}
+	for _, p := range m.truePods(t) {
+		if id, ok := identity.FromPod(&p); ok && lifecycle.PodLive(&p) {
+			want[id.SliceName()] = append(want[id.SliceName()], fmt.Sprintf("%d:%s", id.WorkerID, p.UID))
+		}
+	}
+	var list tpuv1alpha1.TPUSliceAssignmentList
+	if err := m.w.base.List(m.ctx, &list, client.InNamespace(modelNS)); err != nil {
+		t.Fatalf("listing slices: %v", err)
+	}
+	got := map[string][]string{}
+	for _, s := range list.Items {
+		for _, c := range s.Status.Claims {
+			got[s.Name] = append(got[s.Name], fmt.Sprintf("%d:%s", c.WorkerID, c.PodUID))
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(mergeKeys(want, got))) {
+		slices.Sort(want[name])
+		slices.Sort(got[name])
+		if !slices.Equal(want[name], got[name]) {
+			m.fail(t, invI3, "I3 after quiesce: slice %s claims %v (ID:Pod UID), its live Pods are %v", shortSlice(name), got[name], want[name])
+		}
+	}
+}
+
+func mergeKeys(a, b map[string][]string) map[string]bool {
+	out := map[string]bool{}
+	for k := range a {
+		out[k] = true
+	}
+	for k := range b {
+		out[k] = true
+	}
+	return out
+}
+
+// claimsOf describes a slice's stored claims: ID, token, and the Pod bound (or "pending").
+func (m *model) claimsOf(name string) string {
+	slice := &tpuv1alpha1.TPUSliceAssignment{}
+	if err := m.w.base.Get(m.ctx, types.NamespacedName{Namespace: modelNS, Name: name}, slice); err != nil {
+		return "no slice"
+	}
+	parts := make([]string, 0, len(slice.Status.Claims))
+	for _, c := range slice.Status.Claims {
+		holder := "pending"
+		if c.PodUID != "" {
+			holder = c.PodName
+		}
+		parts = append(parts, fmt.Sprintf("%d:%s(%s)", c.WorkerID, short(c.Token), holder))
+	}
+	return fmt.Sprintf("%d hosts [%s]", slice.Spec.Hosts, strings.Join(parts, " "))
+}
+
+// describe is the final state: the live Pods, the slices, and how far the caches lag.
+func (m *model) describe() string {
+	var b strings.Builder
+	for _, p := range m.truePodsNoFail() {
+		id, _ := identity.FromPod(&p)
+		fmt.Fprintf(&b, "  Pod %s: %s ID %d, phase %s, token %s, labels group=%q node-type=%q\n", p.Name, shortSlice(id.SliceName()),
+			id.WorkerID, p.Status.Phase, short(identity.Token(&p)), p.Labels[rayutils.RayNodeGroupLabelKey], p.Labels[rayutils.RayNodeTypeLabelKey])
+	}
+	for replica := range int32(modelReplicas) {
+		name := naming.SliceName(modelCluster, modelGroup, replica)
+		fmt.Fprintf(&b, "  slice %s: %s\n", shortSlice(name), m.claimsOf(name))
+	}
+	podLag, sliceLag := m.w.lag()
+	fmt.Fprintf(&b, "  cache behind by %d Pod and %d slice events", podLag, sliceLag)
+	return b.String()
+}
+
+func (m *model) truePodsNoFail() []corev1.Pod {
+	var pods corev1.PodList
+	_ = m.w.base.List(m.ctx, &pods, client.InNamespace(modelNS))
+	return pods.Items
+}
+
+// shortSlice names a slice of the model's group by its replica: rc-tpu-<replica>.
+func shortSlice(name string) string {
+	for replica := range int32(modelReplicas) {
+		if naming.SliceName(modelCluster, modelGroup, replica) == name {
+			return fmt.Sprintf("%s-%s-%d", modelCluster, modelGroup, replica)
+		}
+	}
+	return name
+}
+
+func short(token string) string {
+	if len(token) > 6 {
+		return token[:6]
+	}
+	return token
+}
+
+// TestModel is the model-based test (docs/development.md, "Model-based"). Rerun a failure with the
+// -rapid.seed (or -rapid.failfile) it prints; -rapid.checks and -rapid.steps set the budget.
+func TestModel(t *testing.T) {
+	if f := flag.Lookup("rapid.checks"); f != nil && !flagSet("rapid.checks") {
+		_ = f.Value.Set(strconv.Itoa(defaultModelChecks))
+		t.Cleanup(func() { _ = f.Value.Set(f.DefValue) })
+	}
+	rapid.Check(t, func(t *rapid.T) {
+		rapid.SyncTest(t, func(t *rapid.T) {
+			ctx := ctrl.LoggerInto(context.Background(), logr.Discard())
+			m := newModel(ctx)
+			t.Repeat(m.actions())
+			m.quiesce(t)
+		})
+	})
+}
+
+func flagSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
