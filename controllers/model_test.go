@@ -61,13 +61,13 @@ import (
 const (
 	// labelExitsFixed: defect 2, a Pod that left the label-selected cache is not a deleted Pod
 	// (the reconciler releases a claim only after reading its Pod by name).
-	labelExitsFixed = false
+	labelExitsFixed = true
 	// mixedHostsFixed: defect 3, group commit plans each request with its own host count.
 	mixedHostsFixed = false
 	// copiedTokensFixed: found by this test (see docs/development.md): the allocator takes over a
 	// pending claim when a Pod that merely carries its token in the annotation (a copied manifest,
 	// an edit) is finished or gone, without asking whether a live Pod holds the ID by its spec.
-	copiedTokensFixed = false
+	copiedTokensFixed = true
 )
 
 var (

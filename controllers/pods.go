@@ -88,8 +88,10 @@ func (r *TPUSliceAssignmentReconciler) livePods(ctx context.Context, slice *tpuv
 				missing = append(missing, c.PodName)
 			}
 		default:
+			// A tombstone stands for the claim only when its Pod's spec named the claim's place: a
+			// copy of the token annotation on another Pod says nothing of the claim's own Pod.
 			t, ok := r.tombstones.Lookup(slice.Namespace, c.Token)
-			if !ok || listed[t.UID] {
+			if !ok || listed[t.UID] || t.Slice != slice.Name || t.WorkerID != c.WorkerID {
 				continue
 			}
 			graves[c.Token] = t
