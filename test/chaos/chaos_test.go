@@ -105,8 +105,10 @@ type runner struct {
 	// bound is the claim each live Pod was last seen bound to (docs/spec.md §8: it follows the
 	// Pod until the Pod is gone, whatever happens to its labels or other requests).
 	bound map[types.UID]boundClaim
-	// forgedClaims are the claims forged AdmissionReviews made, with when they were posted.
+	// forgedClaims are the claims forged AdmissionReviews made, with when they were posted
+	// (forgedMu guards appends from concurrent posts).
 	forgedClaims []forgedClaim
+	forgedMu     sync.Mutex
 	// forged counts the AdmissionReviews posted straight to an instance.
 	forged int
 	// replaceTimes are how long each replacement of a Pod deleted right after its create took.
@@ -115,6 +117,11 @@ type runner struct {
 	// and repairsBefore the auditor's counts.
 	adoptedBefore                float64
 	deletedBefore, repairsBefore int
+
+	// What hostile_test.go's operations did and saw (issue 20).
+	hostile hostileStats
+	// stored checks every stored version of the run's slices (stored.go).
+	stored *storedWatch
 }
 
 func run(seed, stream uint64, gate bool, d time.Duration) {
@@ -139,6 +146,8 @@ func run(seed, stream uint64, gate bool, d time.Duration) {
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	DeferCleanup(stopWatch)
 	Expect(audit.watchNamespace(watchCtx, watchClient, r.ns)).To(Succeed())
+	r.stored, err = watchStored(watchCtx, watchClient, r.ns)
+	Expect(err).NotTo(HaveOccurred())
 	r.adoptedBefore = adoptions()
 	r.deletedBefore, r.repairsBefore = audit.counts()
 	for i := range instances {
@@ -165,6 +174,7 @@ func run(seed, stream uint64, gate bool, d time.Duration) {
 
 	start := time.Now()
 	for time.Since(start) < d {
+		r.tendUnlabeled()
 		r.step()
 		r.ops++
 		time.Sleep(time.Duration(100+r.rng.IntN(500)) * time.Millisecond)
@@ -183,10 +193,19 @@ func run(seed, stream uint64, gate bool, d time.Duration) {
 	adopted := int64(adoptions() - r.adoptedBefore)
 	podsDeleted, repairs := audit.counts()
 	gateName := map[bool]string{false: "off", true: "on"}[gate]
+	found, versions := r.stored.take()
+	for _, v := range found {
+		r.violationf("%s", v)
+	}
+	h := r.hostile
 	line := fmt.Sprintf("CHAOS seed=%d duration=%.0f gate=%s ops=%d admitted=%d denials=%d retries=%d violations=%d forwarded=%d fallbacks=%d"+
-		" adopted=%d max_replace_s=%.2f forged=%d pods_deleted=%d",
+		" adopted=%d max_replace_s=%.2f forged=%d pods_deleted=%d"+
+		" unlabeled=%d mixed_denials=%d max_mixed_denial_s=%.2f malformed_tokens=%d stored_versions=%d"+
+		" absurd_denials=%d max_absurd_s=%.2f absurd_heap_mib=%d forged_indexes=%d",
 		seed, d.Seconds(), gateName, r.ops, admitted, denials, max(attempts-admitted-denials, 0), len(r.errs), forwarded, fallbacks,
-		adopted, slices.Max(append(r.replaceTimes, 0)).Seconds(), r.forged, podsDeleted-r.deletedBefore)
+		adopted, slices.Max(append(r.replaceTimes, 0)).Seconds(), r.forged, podsDeleted-r.deletedBefore,
+		h.unlabeled, h.mixedDenials, h.maxMixedDenial.Seconds(), h.malformed, versions,
+		h.absurdDenials, h.maxAbsurd.Seconds(), h.absurdHeap>>20, h.forgedIndexes)
 	fmt.Fprintln(os.Stdout, line)
 	GinkgoWriter.Println(line, "faults_injected:", r.faults.injected.Load())
 	fmt.Fprintf(os.Stdout, "CHAOS-OPS gate=%s %v judged_repairs=%d\n", gateName, r.opCounts, repairs-r.repairsBefore)
@@ -227,11 +246,11 @@ type operation struct {
 }
 
 // operations are the kinds of step. Steps are dealt from a shuffled deck that holds each kind
-// weight times (100 cards; a fresh deck when it runs out), so that each kind runs about weight times
-// every 100 steps: `make test`'s two minutes (80 to 100 steps per gate setting) see each kind
+// weight times (120 cards; a fresh deck when it runs out), so that each kind runs about weight times
+// every 120 steps: `make test`'s two minutes (80 to 100 steps per gate setting) see most kinds
 // several times, and the kinds' order depends on the seed alone.
 var operations = []operation{
-	{"delete", 18, (*runner).deleteRandomPod},
+	{"delete", 17, (*runner).deleteRandomPod},
 	{"replicas", 12, (*runner).changeReplicas},
 	{"recreate", 6, func(r *runner) { r.recreate(r.rng.IntN(len(r.clusters))) }},
 	{"restart", 5, func(r *runner) { r.restartInstance(r.rng.IntN(len(r.instances))) }},
@@ -244,6 +263,12 @@ var operations = []operation{
 	{"stale-uid", 5, (*runner).createStaleUID},
 	{"forged", 6, (*runner).postForged},
 	{"health", 5, (*runner).healthStep}, // health_test.go: schedule and ready Pods, move hosts, flap Nodes
+	// hostile_test.go (issue 20): what no label, token, topology or index may do.
+	{"unlabel-burst", 6, (*runner).unlabelDuringBurst},
+	{"mixed-hosts", 5, (*runner).mixedHostCounts},
+	{"malformed-token", 4, (*runner).createMalformedToken},
+	{"absurd-topology", 2, (*runner).createAbsurdTopology},
+	{"forged-index", 3, (*runner).postForgedIndexes},
 	// Let KubeRay and the operator run undisturbed for this step.
 	{"idle", 1, func(*runner) {}},
 }
@@ -319,19 +344,53 @@ func (r *runner) recreate(i int) {
 // burst creates, all at once, the Pods cluster i (one KubeRay leaves alone) is missing, then checks
 // I1 and I2 at once, before the reconciler could clean anything up.
 func (r *runner) burst(i int) {
+	_, _ = r.createMissing(i, nil)
+	r.check(false)
+}
+
+// createMissing creates, all at once, the Pods cluster i (one KubeRay leaves alone) is missing and
+// returns those admitted and the refusals. after, when not nil, runs in the creating goroutine right
+// after each create returned, while the claims of the burst are still pending.
+func (r *runner) createMissing(i int, after func(*corev1.Pod)) ([]*corev1.Pod, []error) {
 	rc := r.clusters[i]
 	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(rc), rc); err != nil {
-		return
+		return nil, nil
 	}
-	uid := rc.UID
-	missing := int(rayutils.GetWorkerGroupDesiredReplicas(rc.Spec.WorkerGroupSpecs[0])) -
-		len(r.workerPods(func(p *corev1.Pod) bool { return metav1.GetControllerOfNoCopy(p).UID == uid }))
-	var wg sync.WaitGroup
-	for range missing {
-		wg.Go(func() { _ = k8sClient.Create(ctx, testutil.WorkerPodFor(rc, "tpu").Obj()) })
+	return createAll(rc, r.missing(i), after)
+}
+
+// missing is how many Pods cluster i lacks of those its RayCluster asks for.
+func (r *runner) missing(i int) int {
+	return int(rayutils.GetWorkerGroupDesiredReplicas(r.clusters[i].Spec.WorkerGroupSpecs[0])) - len(r.podsOf(i))
+}
+
+// createAll creates n worker Pods of rc at once; see createMissing.
+func createAll(rc *rayv1.RayCluster, n int, after func(*corev1.Pod)) ([]*corev1.Pod, []error) {
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		created []*corev1.Pod
+		errs    []error
+	)
+	for range n {
+		wg.Go(func() {
+			p := testutil.WorkerPodFor(rc, group).Obj()
+			if err := k8sClient.Create(ctx, p); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+				return
+			}
+			if after != nil {
+				after(p)
+			}
+			mu.Lock()
+			created = append(created, p)
+			mu.Unlock()
+		})
 	}
 	wg.Wait()
-	r.check(false)
+	return created, errs
 }
 
 // restartInstance stops one webhook instance and starts a fresh one in its place. Half the time the
@@ -381,15 +440,18 @@ func (r *runner) current(p *corev1.Pod) bool {
 
 // collectGarbage deletes the worker Pods whose RayCluster generation is gone, as the garbage
 // collector envtest lacks would (the ownerReference points at a deleted UID). A re-create that
-// races KubeRay can leave such a Pod behind after recreate's own clean-up.
+// races KubeRay can leave such a Pod behind after recreate's own clean-up, and so does one of a Pod
+// whose ray.io/cluster label was removed (recreate deletes by that label).
 func (r *runner) collectGarbage() {
 	r.finishTerminating() // health_test.go: the kubelets' part for bound Pods
 	var pods corev1.PodList
-	if err := k8sClient.List(ctx, &pods, client.InNamespace(r.ns), client.MatchingLabels{rayutils.RayNodeTypeLabelKey: "worker"}); err != nil {
+	if err := k8sClient.List(ctx, &pods, client.InNamespace(r.ns)); err != nil {
 		return
 	}
 	for i := range pods.Items {
-		if p := &pods.Items[i]; !r.current(p) {
+		p := &pods.Items[i]
+		worker := p.Labels[rayutils.RayNodeTypeLabelKey] == "worker" || metav1.GetControllerOfNoCopy(p) != nil
+		if worker && !r.current(p) {
 			_ = client.IgnoreNotFound(k8sClient.Delete(ctx, p))
 		}
 	}
@@ -408,6 +470,7 @@ func (r *runner) check(final bool) {
 	}
 	r.checkClaimsFollowPods()
 	r.checkForgedClaims()
+	r.checkHostile() // hostile_test.go
 	if final {
 		var last error
 		deadline := time.Now().Add(2*pendingTTL + 30*time.Second)
@@ -425,6 +488,8 @@ func (r *runner) check(final bool) {
 // settle waits until KubeRay has the Pods every RayCluster asks for, for at most two minutes
 // (KubeRay may be backing off after refused creates).
 func (r *runner) settle() {
+	// Pods whose KubeRay labels are still removed get them back: KubeRay counts its Pods by them.
+	r.restoreUnlabeled(true)
 	// The burst and pre clusters have no KubeRay to replace their deleted Pods: refill them once.
 	r.burst(burstCluster)
 	r.burst(preCluster)
