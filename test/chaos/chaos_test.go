@@ -34,6 +34,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -538,13 +539,17 @@ func (r *runner) nudgeKubeRay() {
 
 // checkDryRun verifies I4 while nothing else runs: a dry-run create changes no slice.
 func (r *runner) checkDryRun() {
-	before := r.sliceVersions()
+	before, err := r.sliceVersions()
+	if err != nil {
+		r.errs = append(r.errs, fmt.Errorf("I4: listing the TPUSliceAssignments: %w", err))
+		return
+	}
 	pod := testutil.WorkerPodFor(r.clusters[0], "tpu").Obj()
 	if err := k8sClient.Create(ctx, pod, client.DryRunAll); err != nil && !strings.Contains(err.Error(), "transient") {
 		r.errs = append(r.errs, fmt.Errorf("I4: dry run refused: %w", err))
 	}
-	if after := r.sliceVersions(); fmt.Sprint(after) != fmt.Sprint(before) {
-		r.errs = append(r.errs, fmt.Errorf("I4: a dry run changed TPUSliceAssignments: %v -> %v", before, after))
+	if after, err := r.sliceVersions(); err != nil || fmt.Sprint(after) != fmt.Sprint(before) {
+		r.errs = append(r.errs, fmt.Errorf("I4: a dry run changed TPUSliceAssignments: %v -> %v (%v)", before, after, err))
 	}
 }
 
@@ -554,14 +559,19 @@ func (r *runner) listSlices() (*tpuv1alpha1.TPUSliceAssignmentList, error) {
 	return list, k8sClient.List(ctx, list, client.InNamespace(r.ns))
 }
 
-func (r *runner) sliceVersions() map[string]string {
-	var list tpuv1alpha1.TPUSliceAssignmentList
-	Expect(k8sClient.List(ctx, &list, client.InNamespace(r.ns))).To(Succeed())
+// sliceVersions returns the resourceVersion of each of the run's slices, read as stored (a typed
+// List fails on a malformed stored line, which stored.go reports).
+func (r *runner) sliceVersions() (map[string]string, error) {
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(sliceListGVK)
+	if err := k8sClient.List(ctx, list, client.InNamespace(r.ns)); err != nil {
+		return nil, err
+	}
 	out := map[string]string{}
 	for _, s := range list.Items {
-		out[s.Name] = s.ResourceVersion
+		out[s.GetName()] = s.GetResourceVersion()
 	}
-	return out
+	return out, nil
 }
 
 // dumpState writes what a failed settle needs for diagnosis: per RayCluster the Pods it asks for and
