@@ -345,19 +345,19 @@ func (r *runner) recreate(i int) {
 // burst creates, all at once, the Pods cluster i (one KubeRay leaves alone) is missing, then checks
 // I1 and I2 at once, before the reconciler could clean anything up.
 func (r *runner) burst(i int) {
-	_, _ = r.createMissing(i, nil)
+	r.createMissing(i, nil)
 	r.check(false)
 }
 
-// createMissing creates, all at once, the Pods cluster i (one KubeRay leaves alone) is missing and
-// returns those admitted and the refusals. after, when not nil, runs in the creating goroutine right
-// after each create returned, while the claims of the burst are still pending.
-func (r *runner) createMissing(i int, after func(*corev1.Pod)) ([]*corev1.Pod, []error) {
+// createMissing creates, all at once, the Pods cluster i (one KubeRay leaves alone) is missing.
+// after, when not nil, runs in the creating goroutine right after each admitted create returned,
+// while the claims of the burst are still pending.
+func (r *runner) createMissing(i int, after func(*corev1.Pod)) {
 	rc := r.clusters[i]
 	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(rc), rc); err != nil {
-		return nil, nil
+		return
 	}
-	return createAll(rc, r.missing(i), after)
+	createAll(rc, r.missing(i), after)
 }
 
 // missing is how many Pods cluster i lacks of those its RayCluster asks for.
@@ -365,13 +365,12 @@ func (r *runner) missing(i int) int {
 	return int(rayutils.GetWorkerGroupDesiredReplicas(r.clusters[i].Spec.WorkerGroupSpecs[0])) - len(r.podsOf(i))
 }
 
-// createAll creates n worker Pods of rc at once; see createMissing.
-func createAll(rc *rayv1.RayCluster, n int, after func(*corev1.Pod)) ([]*corev1.Pod, []error) {
+// createAll creates n worker Pods of rc at once (see createMissing) and returns the refusals.
+func createAll(rc *rayv1.RayCluster, n int, after func(*corev1.Pod)) []error {
 	var (
-		wg      sync.WaitGroup
-		mu      sync.Mutex
-		created []*corev1.Pod
-		errs    []error
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
 	)
 	for range n {
 		wg.Go(func() {
@@ -385,13 +384,10 @@ func createAll(rc *rayv1.RayCluster, n int, after func(*corev1.Pod)) ([]*corev1.
 			if after != nil {
 				after(p)
 			}
-			mu.Lock()
-			created = append(created, p)
-			mu.Unlock()
 		})
 	}
 	wg.Wait()
-	return created, errs
+	return errs
 }
 
 // restartInstance stops one webhook instance and starts a fresh one in its place. Half the time the

@@ -88,8 +88,10 @@ type unlabeledPod struct {
 	id    identity.Identity
 	// removed are the labels removed, with their values.
 	removed map[string]string
-	// after is how long after its create returned the labels were gone.
-	after time.Duration
+	// after is how long after its create returned the labels were gone, pending whether its claim
+	// was still pending then.
+	after   time.Duration
+	pending bool
 	// restoreAt is the step after which the labels are put back (-1: at the end of the run).
 	restoreAt          int
 	restored, reported bool
@@ -145,15 +147,15 @@ func (r *runner) unlabelDuringBurst() {
 		once   sync.Once
 		edited *unlabeledPod
 	)
-	_, _ = r.createMissing(i, func(p *corev1.Pod) { once.Do(func() { edited = removeLabels(p, remove) }) })
+	r.createMissing(i, func(p *corev1.Pod) { once.Do(func() { edited = removeLabels(p, remove) }) })
 	if edited == nil {
 		return
 	}
 	edited.restoreAt = restoreAt
 	r.hostile.unlabeled++
 	r.hostile.unlabeledPods = append(r.hostile.unlabeledPods, edited)
-	GinkgoWriter.Printf("unlabel-burst: Pod %s (worker ID %d of slice %s) lost labels %v %v after its create; restored after op %d\n",
-		edited.name, edited.id.WorkerID, edited.id.SliceName(), remove, edited.after.Round(time.Millisecond), restoreAt)
+	GinkgoWriter.Printf("unlabel-burst: Pod %s (worker ID %d of slice %s) lost labels %v %v after its create (claim pending: %t); restored after op %d\n",
+		edited.name, edited.id.WorkerID, edited.id.SliceName(), remove, edited.after.Round(time.Millisecond), edited.pending, restoreAt)
 	r.check(false)
 }
 
@@ -177,6 +179,13 @@ func removeLabels(p *corev1.Pod, keys []string) *unlabeledPod {
 		return nil
 	}
 	e.after = time.Since(created)
+	if stored, err := listStored(ctx, k8sClient, p.Namespace); err == nil {
+		e.pending = slices.ContainsFunc(stored, func(s storedSlice) bool {
+			return s.name == id.SliceName() && slices.ContainsFunc(s.claims, func(c tpuv1alpha1.WorkerClaim) bool {
+				return c.WorkerID == id.WorkerID && c.Token == e.token && c.PodUID == ""
+			})
+		})
+	}
 	return e
 }
 
@@ -331,7 +340,7 @@ func (r *runner) mixedHostCounts() {
 		ownErrs []error
 	)
 	n := r.missing(i)
-	wg.Go(func() { _, ownErrs = createAll(rc, n, nil) })
+	wg.Go(func() { ownErrs = createAll(rc, n, nil) })
 	for k, t := range tries {
 		wg.Go(func() {
 			cctx, cancel := context.WithTimeout(ctx, denialBound+2*time.Second)
