@@ -374,8 +374,12 @@ func createAll(rc *rayv1.RayCluster, n int, after func(*corev1.Pod)) []error {
 	)
 	for range n {
 		wg.Go(func() {
+			// Bounded: client-go retries a transient refusal ten times, each up to the webhook's
+			// timeout, and an operator whose cache froze would hold the run for minutes.
+			cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
 			p := testutil.WorkerPodFor(rc, group).Obj()
-			if err := k8sClient.Create(ctx, p); err != nil {
+			if err := k8sClient.Create(cctx, p); err != nil {
 				mu.Lock()
 				errs = append(errs, err)
 				mu.Unlock()
