@@ -548,8 +548,11 @@ func (r *runner) checkDryRun() {
 	if err := k8sClient.Create(ctx, pod, client.DryRunAll); err != nil && !strings.Contains(err.Error(), "transient") {
 		r.errs = append(r.errs, fmt.Errorf("I4: dry run refused: %w", err))
 	}
-	if after, err := r.sliceVersions(); err != nil || fmt.Sprint(after) != fmt.Sprint(before) {
-		r.errs = append(r.errs, fmt.Errorf("I4: a dry run changed TPUSliceAssignments: %v -> %v (%v)", before, after, err))
+	switch after, err := r.sliceVersions(); {
+	case err != nil:
+		r.errs = append(r.errs, fmt.Errorf("I4: listing the TPUSliceAssignments after a dry run: %w", err))
+	case fmt.Sprint(after) != fmt.Sprint(before):
+		r.errs = append(r.errs, fmt.Errorf("I4: a dry run changed TPUSliceAssignments: %v -> %v", before, after))
 	}
 }
 

@@ -19,6 +19,7 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"regexp"
 	"runtime"
@@ -207,9 +208,7 @@ func (r *runner) restoreUnlabeled(all bool) {
 		if p.Labels == nil {
 			p.Labels = map[string]string{}
 		}
-		for k, v := range e.removed {
-			p.Labels[k] = v
-		}
+		maps.Copy(p.Labels, e.removed)
 		if err := k8sClient.Patch(ctx, p, patch); err != nil {
 			GinkgoWriter.Printf("unlabel-burst: restoring labels of Pod %s: %v\n", e.name, err)
 		}

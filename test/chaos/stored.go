@@ -162,19 +162,19 @@ func (sw *storedWatch) check(s storedSlice) {
 	defer sw.mu.Unlock()
 	sw.versions++
 	if s.parseErr != nil {
-		sw.report("parse/"+s.name+"/"+s.parseErr.Error(), "stored lines: TPUSliceAssignment %s holds a status.workers that does not parse (%v): %q",
+		sw.reportf("parse/"+s.name+"/"+s.parseErr.Error(), "stored lines: TPUSliceAssignment %s holds a status.workers that does not parse (%v): %q",
 			s.name, s.parseErr, s.workers)
 	}
 	for _, c := range s.claims {
 		if payload, ok := sw.injected[c.Token]; ok {
-			sw.report(fmt.Sprintf("inject/%s/%d/%s", s.name, c.WorkerID, c.Token),
+			sw.reportf(fmt.Sprintf("inject/%s/%d/%s", s.name, c.WorkerID, c.Token),
 				"stored lines: TPUSliceAssignment %s holds a claim on worker ID %d with token %q, a fragment of the claim-token annotation %q a Pod carried (an injected claim)",
 				s.name, c.WorkerID, c.Token, payload)
 		}
 	}
 }
 
-func (sw *storedWatch) report(key, format string, args ...any) {
+func (sw *storedWatch) reportf(key, format string, args ...any) {
 	if sw.reported[key] {
 		return
 	}
