@@ -86,6 +86,9 @@ type auditor struct {
 	operatorDeleted int
 	// judged counts the operator deletions judged and found to be true repairs.
 	judged int
+	// liveDeleted are the Pods (by UID) an operator instance sent a deletion for while they were
+	// live, repairs included.
+	liveDeleted map[types.UID]bool
 }
 
 type deletion struct {
@@ -109,7 +112,7 @@ type gonePod struct {
 }
 
 func newAuditor(reader client.Reader) *auditor {
-	return &auditor{reader: reader, single: map[string][]deletion{}}
+	return &auditor{reader: reader, single: map[string][]deletion{}, liveDeleted: map[types.UID]bool{}}
 }
 
 // wrap returns cfg with every request of actor going through the audit transport.
@@ -212,6 +215,9 @@ func (a *auditor) judge(ctx context.Context, ns, name string, uid types.UID) {
 	if !lifecycle.PodLive(pod) {
 		return
 	}
+	a.mu.Lock()
+	a.liveDeleted[pod.UID] = true
+	a.mu.Unlock()
 	id, ok := identity.FromPod(pod)
 	if !ok {
 		a.violatef("I6: the operator deleted live Pod %s, which carries no TPU identity", name)
@@ -275,6 +281,14 @@ func (a *auditor) counts() (deleted, judged int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.operatorDeleted, a.judged
+}
+
+// operatorDeletedLive reports whether an operator instance sent a deletion of the Pod with this UID
+// while it was live, whether or not the deletion was judged a repair.
+func (a *auditor) operatorDeletedLive(uid types.UID) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.liveDeleted[uid]
 }
 
 // attribute finds the recorded deletion of a Pod whose DELETED event the watch saw.

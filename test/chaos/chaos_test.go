@@ -34,6 +34,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -105,8 +106,10 @@ type runner struct {
 	// bound is the claim each live Pod was last seen bound to (docs/spec.md §8: it follows the
 	// Pod until the Pod is gone, whatever happens to its labels or other requests).
 	bound map[types.UID]boundClaim
-	// forgedClaims are the claims forged AdmissionReviews made, with when they were posted.
+	// forgedClaims are the claims forged AdmissionReviews made, with when they were posted
+	// (forgedMu guards appends from concurrent posts).
 	forgedClaims []forgedClaim
+	forgedMu     sync.Mutex
 	// forged counts the AdmissionReviews posted straight to an instance.
 	forged int
 	// replaceTimes are how long each replacement of a Pod deleted right after its create took.
@@ -115,6 +118,11 @@ type runner struct {
 	// and repairsBefore the auditor's counts.
 	adoptedBefore                float64
 	deletedBefore, repairsBefore int
+
+	// What hostile_test.go's operations did and saw (issue 20).
+	hostile hostileStats
+	// stored checks every stored version of the run's slices (stored.go).
+	stored *storedWatch
 }
 
 func run(seed, stream uint64, gate bool, d time.Duration) {
@@ -139,6 +147,8 @@ func run(seed, stream uint64, gate bool, d time.Duration) {
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	DeferCleanup(stopWatch)
 	Expect(audit.watchNamespace(watchCtx, watchClient, r.ns)).To(Succeed())
+	r.stored, err = watchStored(watchCtx, watchClient, r.ns)
+	Expect(err).NotTo(HaveOccurred())
 	r.adoptedBefore = adoptions()
 	r.deletedBefore, r.repairsBefore = audit.counts()
 	for i := range instances {
@@ -165,6 +175,7 @@ func run(seed, stream uint64, gate bool, d time.Duration) {
 
 	start := time.Now()
 	for time.Since(start) < d {
+		r.tendUnlabeled()
 		r.step()
 		r.ops++
 		time.Sleep(time.Duration(100+r.rng.IntN(500)) * time.Millisecond)
@@ -183,10 +194,19 @@ func run(seed, stream uint64, gate bool, d time.Duration) {
 	adopted := int64(adoptions() - r.adoptedBefore)
 	podsDeleted, repairs := audit.counts()
 	gateName := map[bool]string{false: "off", true: "on"}[gate]
+	found, versions := r.stored.take()
+	for _, v := range found {
+		r.violationf("%s", v)
+	}
+	h := r.hostile
 	line := fmt.Sprintf("CHAOS seed=%d duration=%.0f gate=%s ops=%d admitted=%d denials=%d retries=%d violations=%d forwarded=%d fallbacks=%d"+
-		" adopted=%d max_replace_s=%.2f forged=%d pods_deleted=%d",
+		" adopted=%d max_replace_s=%.2f forged=%d pods_deleted=%d"+
+		" unlabeled=%d mixed_denials=%d max_mixed_denial_s=%.2f malformed_tokens=%d stored_versions=%d"+
+		" absurd_denials=%d max_absurd_s=%.2f absurd_heap_mib=%d forged_indexes=%d",
 		seed, d.Seconds(), gateName, r.ops, admitted, denials, max(attempts-admitted-denials, 0), len(r.errs), forwarded, fallbacks,
-		adopted, slices.Max(append(r.replaceTimes, 0)).Seconds(), r.forged, podsDeleted-r.deletedBefore)
+		adopted, slices.Max(append(r.replaceTimes, 0)).Seconds(), r.forged, podsDeleted-r.deletedBefore,
+		h.unlabeled, h.mixedDenials, h.maxMixedDenial.Seconds(), h.malformed, versions,
+		h.absurdDenials, h.maxAbsurd.Seconds(), h.absurdHeap>>20, h.forgedIndexes)
 	fmt.Fprintln(os.Stdout, line)
 	GinkgoWriter.Println(line, "faults_injected:", r.faults.injected.Load())
 	fmt.Fprintf(os.Stdout, "CHAOS-OPS gate=%s %v judged_repairs=%d\n", gateName, r.opCounts, repairs-r.repairsBefore)
@@ -227,11 +247,11 @@ type operation struct {
 }
 
 // operations are the kinds of step. Steps are dealt from a shuffled deck that holds each kind
-// weight times (100 cards; a fresh deck when it runs out), so that each kind runs about weight times
-// every 100 steps: `make test`'s two minutes (80 to 100 steps per gate setting) see each kind
+// weight times (120 cards; a fresh deck when it runs out), so that each kind runs about weight times
+// every 120 steps: `make test`'s two minutes (80 to 100 steps per gate setting) see most kinds
 // several times, and the kinds' order depends on the seed alone.
 var operations = []operation{
-	{"delete", 18, (*runner).deleteRandomPod},
+	{"delete", 17, (*runner).deleteRandomPod},
 	{"replicas", 12, (*runner).changeReplicas},
 	{"recreate", 6, func(r *runner) { r.recreate(r.rng.IntN(len(r.clusters))) }},
 	{"restart", 5, func(r *runner) { r.restartInstance(r.rng.IntN(len(r.instances))) }},
@@ -244,6 +264,12 @@ var operations = []operation{
 	{"stale-uid", 5, (*runner).createStaleUID},
 	{"forged", 6, (*runner).postForged},
 	{"health", 5, (*runner).healthStep}, // health_test.go: schedule and ready Pods, move hosts, flap Nodes
+	// hostile_test.go (issue 20): what no label, token, topology or index may do.
+	{"unlabel-burst", 6, (*runner).unlabelDuringBurst},
+	{"mixed-hosts", 5, (*runner).mixedHostCounts},
+	{"malformed-token", 4, (*runner).createMalformedToken},
+	{"absurd-topology", 2, (*runner).createAbsurdTopology},
+	{"forged-index", 3, (*runner).postForgedIndexes},
 	// Let KubeRay and the operator run undisturbed for this step.
 	{"idle", 1, func(*runner) {}},
 }
@@ -319,19 +345,53 @@ func (r *runner) recreate(i int) {
 // burst creates, all at once, the Pods cluster i (one KubeRay leaves alone) is missing, then checks
 // I1 and I2 at once, before the reconciler could clean anything up.
 func (r *runner) burst(i int) {
+	r.createMissing(i, nil)
+	r.check(false)
+}
+
+// createMissing creates, all at once, the Pods cluster i (one KubeRay leaves alone) is missing.
+// after, when not nil, runs in the creating goroutine right after each admitted create returned,
+// while the claims of the burst are still pending.
+func (r *runner) createMissing(i int, after func(*corev1.Pod)) {
 	rc := r.clusters[i]
 	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(rc), rc); err != nil {
 		return
 	}
-	uid := rc.UID
-	missing := int(rayutils.GetWorkerGroupDesiredReplicas(rc.Spec.WorkerGroupSpecs[0])) -
-		len(r.workerPods(func(p *corev1.Pod) bool { return metav1.GetControllerOfNoCopy(p).UID == uid }))
-	var wg sync.WaitGroup
-	for range missing {
-		wg.Go(func() { _ = k8sClient.Create(ctx, testutil.WorkerPodFor(rc, "tpu").Obj()) })
+	createAll(rc, r.missing(i), after)
+}
+
+// missing is how many Pods cluster i lacks of those its RayCluster asks for.
+func (r *runner) missing(i int) int {
+	return int(rayutils.GetWorkerGroupDesiredReplicas(r.clusters[i].Spec.WorkerGroupSpecs[0])) - len(r.podsOf(i))
+}
+
+// createAll creates n worker Pods of rc at once (see createMissing) and returns the refusals.
+func createAll(rc *rayv1.RayCluster, n int, after func(*corev1.Pod)) []error {
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	for range n {
+		wg.Go(func() {
+			// Bounded: client-go retries a transient refusal ten times, each up to the webhook's
+			// timeout, and an operator whose cache froze would hold the run for minutes.
+			cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			p := testutil.WorkerPodFor(rc, group).Obj()
+			if err := k8sClient.Create(cctx, p); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+				return
+			}
+			if after != nil {
+				after(p)
+			}
+		})
 	}
 	wg.Wait()
-	r.check(false)
+	return errs
 }
 
 // restartInstance stops one webhook instance and starts a fresh one in its place. Half the time the
@@ -381,15 +441,18 @@ func (r *runner) current(p *corev1.Pod) bool {
 
 // collectGarbage deletes the worker Pods whose RayCluster generation is gone, as the garbage
 // collector envtest lacks would (the ownerReference points at a deleted UID). A re-create that
-// races KubeRay can leave such a Pod behind after recreate's own clean-up.
+// races KubeRay can leave such a Pod behind after recreate's own clean-up, and so does one of a Pod
+// whose ray.io/cluster label was removed (recreate deletes by that label).
 func (r *runner) collectGarbage() {
 	r.finishTerminating() // health_test.go: the kubelets' part for bound Pods
 	var pods corev1.PodList
-	if err := k8sClient.List(ctx, &pods, client.InNamespace(r.ns), client.MatchingLabels{rayutils.RayNodeTypeLabelKey: "worker"}); err != nil {
+	if err := k8sClient.List(ctx, &pods, client.InNamespace(r.ns)); err != nil {
 		return
 	}
 	for i := range pods.Items {
-		if p := &pods.Items[i]; !r.current(p) {
+		p := &pods.Items[i]
+		worker := p.Labels[rayutils.RayNodeTypeLabelKey] == "worker" || metav1.GetControllerOfNoCopy(p) != nil
+		if worker && !r.current(p) {
 			_ = client.IgnoreNotFound(k8sClient.Delete(ctx, p))
 		}
 	}
@@ -408,6 +471,7 @@ func (r *runner) check(final bool) {
 	}
 	r.checkClaimsFollowPods()
 	r.checkForgedClaims()
+	r.checkHostile() // hostile_test.go
 	if final {
 		var last error
 		deadline := time.Now().Add(2*pendingTTL + 30*time.Second)
@@ -425,6 +489,8 @@ func (r *runner) check(final bool) {
 // settle waits until KubeRay has the Pods every RayCluster asks for, for at most two minutes
 // (KubeRay may be backing off after refused creates).
 func (r *runner) settle() {
+	// Pods whose KubeRay labels are still removed get them back: KubeRay counts its Pods by them.
+	r.restoreUnlabeled(true)
 	// The burst and pre clusters have no KubeRay to replace their deleted Pods: refill them once.
 	r.burst(burstCluster)
 	r.burst(preCluster)
@@ -473,12 +539,19 @@ func (r *runner) nudgeKubeRay() {
 
 // checkDryRun verifies I4 while nothing else runs: a dry-run create changes no slice.
 func (r *runner) checkDryRun() {
-	before := r.sliceVersions()
+	before, err := r.sliceVersions()
+	if err != nil {
+		r.errs = append(r.errs, fmt.Errorf("I4: listing the TPUSliceAssignments: %w", err))
+		return
+	}
 	pod := testutil.WorkerPodFor(r.clusters[0], "tpu").Obj()
 	if err := k8sClient.Create(ctx, pod, client.DryRunAll); err != nil && !strings.Contains(err.Error(), "transient") {
 		r.errs = append(r.errs, fmt.Errorf("I4: dry run refused: %w", err))
 	}
-	if after := r.sliceVersions(); fmt.Sprint(after) != fmt.Sprint(before) {
+	switch after, err := r.sliceVersions(); {
+	case err != nil:
+		r.errs = append(r.errs, fmt.Errorf("I4: listing the TPUSliceAssignments after a dry run: %w", err))
+	case fmt.Sprint(after) != fmt.Sprint(before):
 		r.errs = append(r.errs, fmt.Errorf("I4: a dry run changed TPUSliceAssignments: %v -> %v", before, after))
 	}
 }
@@ -489,14 +562,19 @@ func (r *runner) listSlices() (*tpuv1alpha1.TPUSliceAssignmentList, error) {
 	return list, k8sClient.List(ctx, list, client.InNamespace(r.ns))
 }
 
-func (r *runner) sliceVersions() map[string]string {
-	var list tpuv1alpha1.TPUSliceAssignmentList
-	Expect(k8sClient.List(ctx, &list, client.InNamespace(r.ns))).To(Succeed())
+// sliceVersions returns the resourceVersion of each of the run's slices, read as stored (a typed
+// List fails on a malformed stored line, which stored.go reports).
+func (r *runner) sliceVersions() (map[string]string, error) {
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(sliceListGVK)
+	if err := k8sClient.List(ctx, list, client.InNamespace(r.ns)); err != nil {
+		return nil, err
+	}
 	out := map[string]string{}
 	for _, s := range list.Items {
-		out[s.Name] = s.ResourceVersion
+		out[s.GetName()] = s.GetResourceVersion()
 	}
-	return out
+	return out, nil
 }
 
 // dumpState writes what a failed settle needs for diagnosis: per RayCluster the Pods it asks for and

@@ -39,6 +39,7 @@ import (
 	"github.com/ray-tpu/tpu-slice-operator/internal/claims"
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
 	"github.com/ray-tpu/tpu-slice-operator/internal/identity"
+	"github.com/ray-tpu/tpu-slice-operator/internal/lifecycle"
 	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
 	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
 	"github.com/ray-tpu/tpu-slice-operator/internal/topology"
@@ -174,7 +175,9 @@ func set(m map[string]string, k string, v *string) {
 // carry the source's claim token. Copies of a KubeRay-managed group are extra Pods KubeRay scales
 // down again; copies into a full group are refused as transient.
 func (r *runner) createCopies() {
-	pods := r.workerPods(func(p *corev1.Pod) bool { _, ok := identity.FromPod(p); return ok })
+	// A Pod whose ray.io/group or ray.io/cluster is removed (hostile_test.go) is no TPU worker to
+	// the webhook, and neither is its copy, which would run with its identity.
+	pods := r.workerPods(func(p *corev1.Pod) bool { _, ok := identity.FromPod(p); return ok && !r.hostile.unlabeledNow(p.UID) })
 	if len(pods) == 0 {
 		return
 	}
@@ -295,21 +298,27 @@ func (r *runner) freeSpots(i int) []spot {
 // identity the reference webhook gives it: TPU_WORKER_ID, TPU_NAME, TPU_WORKER_HOSTNAMES,
 // hostname, subdomain and the replicaIndex label, and none of this operator's labels.
 func (r *runner) createByHand(spots []spot) []*corev1.Pod {
-	rc := r.clusters[preCluster]
-	hosts := rc.Spec.WorkerGroupSpecs[0].NumOfHosts
-	subdomain := naming.HeadlessServiceName(rc.Name)
 	var out []*corev1.Pod
 	for _, s := range spots {
-		p := testutil.WorkerPodFor(rc, group).TPUIdentity(group, s.replica, s.id).
-			Env(0, constants.EnvWorkerHostnames, tpuenv.WorkerHostnames(group, s.replica, hosts, subdomain)).
-			Label(constants.ReplicaIndexLabel, naming.ReplicaIndexValue(group, s.replica)).
-			Label(framework.BypassLabel, "true").Obj()
-		p.Spec.Hostname, p.Spec.Subdomain = naming.Hostname(group, s.replica, s.id), subdomain
+		p := handMadePod(r.clusters[preCluster], s).Obj()
 		if err := k8sClient.Create(ctx, p); err == nil {
 			out = append(out, p)
 		}
 	}
 	return out
+}
+
+// handMadePod is a worker Pod of rc with the identity of spot s as the reference webhook gives it,
+// labeled to pass the registered webhook endpoint unchanged.
+func handMadePod(rc *rayv1.RayCluster, s spot) *testutil.PodWrapper {
+	hosts := rc.Spec.WorkerGroupSpecs[0].NumOfHosts
+	subdomain := naming.HeadlessServiceName(rc.Name)
+	p := testutil.WorkerPodFor(rc, group).TPUIdentity(group, s.replica, s.id).
+		Env(0, constants.EnvWorkerHostnames, tpuenv.WorkerHostnames(group, s.replica, hosts, subdomain)).
+		Label(constants.ReplicaIndexLabel, naming.ReplicaIndexValue(group, s.replica)).
+		Label(framework.BypassLabel, "true")
+	p.Spec.Hostname, p.Spec.Subdomain = naming.Hostname(group, s.replica, s.id), subdomain
+	return p
 }
 
 // expectAdopted waits until each of pods that is still live holds a claim bound to it.
@@ -460,19 +469,36 @@ func (r *runner) liveGroup() (int, bool) {
 // oddTopologyPod returns a worker Pod of rc's group whose topology nodeSelector gives another host
 // count than the group's, and that count.
 func oddTopologyPod(rc *rayv1.RayCluster) (*corev1.Pod, int32, bool) {
+	pods := oddTopologyPods(rc)
+	if len(pods) == 0 {
+		return nil, 0, false
+	}
+	return pods[0].pod, pods[0].hosts, true
+}
+
+// oddPod is a worker Pod whose topology gives another host count than its group's.
+type oddPod struct {
+	pod   *corev1.Pod
+	hosts int32
+}
+
+// oddTopologyPods returns a worker Pod of rc's group for each topology that gives another host
+// count than the group's.
+func oddTopologyPods(rc *rayv1.RayCluster) []oddPod {
 	g := rc.Spec.WorkerGroupSpecs[0]
 	accelerator := g.Template.Spec.NodeSelector[constants.AcceleratorNodeSelectorKey]
 	candidates := []string{"2x2", "2x4", "4x4"}
 	if strings.Count(g.Template.Spec.NodeSelector[constants.TopologyNodeSelectorKey], "x") == 2 {
 		candidates = []string{"2x2x1", "2x2x2", "2x2x4"}
 	}
+	var out []oddPod
 	for _, topo := range candidates {
 		pod := testutil.WorkerPodFor(rc, group).Topology(accelerator, topo).Obj()
 		if shape, err := topology.FromPod(pod.Annotations, &pod.Spec); err == nil && shape.Hosts != g.NumOfHosts {
-			return pod, shape.Hosts, true
+			out = append(out, oddPod{pod: pod, hosts: shape.Hosts})
 		}
 	}
-	return nil, 0, false
+	return out
 }
 
 // --- stale generations (docs/spec.md §10: a deleted generation's create is denied) ---
@@ -614,10 +640,34 @@ func (r *runner) clusterOf(p *corev1.Pod) int {
 	return -1
 }
 
-// podsOf returns the live worker Pods of cluster i's current generation.
+// podsOf returns the live TPU worker Pods of cluster i's current generation, by their controller
+// ownerReference: a Pod whose KubeRay labels were removed is still one of them.
 func (r *runner) podsOf(i int) []corev1.Pod {
 	uid := r.clusters[i].UID
-	return r.workerPods(func(p *corev1.Pod) bool { return metav1.GetControllerOfNoCopy(p).UID == uid })
+	var pods corev1.PodList
+	if err := k8sClient.List(ctx, &pods, client.InNamespace(r.ns)); err != nil {
+		return nil
+	}
+	var out []corev1.Pod
+	for j := range pods.Items {
+		p := &pods.Items[j]
+		if ref := metav1.GetControllerOfNoCopy(p); ref != nil && ref.UID == uid && lifecycle.PodLive(p) && topology.ChipsPerPod(&p.Spec) > 0 {
+			out = append(out, *p)
+		}
+	}
+	return out
+}
+
+// deleteAndWait deletes a Pod as a user would, finishes it as its kubelet would when it was bound,
+// and waits until the deletion is visible.
+func (r *runner) deleteAndWait(p *corev1.Pod) bool {
+	if client.IgnoreNotFound(k8sClient.Delete(ctx, p)) != nil {
+		return false
+	}
+	if p.Spec.NodeName != "" {
+		r.finishTerminating()
+	}
+	return r.waitGone(p)
 }
 
 // createSettled creates pod, retrying transient refusals (and a webhook instance that is not

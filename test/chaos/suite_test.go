@@ -19,18 +19,27 @@ limitations under the License.
 // operator instances, together with what users and other requests do to running slices: label and
 // claim-token edits, Pods created from copied manifests, Pods with a hand-set TPU identity created
 // with the webhook out of the way, deletes right after creates, Pods of another host count or of a
-// deleted RayCluster generation, and AdmissionReviews forged straight to a webhook instance. It
-// checks docs/spec.md §9 after every step (I6 on every Pod deletion, see audit.go). Each gate
-// setting ends with one line:
+// deleted RayCluster generation, and AdmissionReviews forged straight to a webhook instance; and
+// what issue 20 found nothing a Pod carries or a label hides may do (hostile_test.go): KubeRay
+// labels removed from Pods during bursts, other host counts in one batch, malformed claim tokens,
+// absurd topologies and forged replica indexes. It checks docs/spec.md §9 after every step (I6 on
+// every Pod deletion, see audit.go; every stored slice version, see stored.go). Each gate setting
+// ends with one line:
 //
-//	CHAOS seed=<n> duration=<s> gate=<on|off> ops=<n> admitted=<n> denials=<n> retries=<n> violations=<n> forwarded=<n> fallbacks=<n> adopted=<n> max_replace_s=<x> forged=<n> pods_deleted=<n>
+//	CHAOS seed=<n> duration=<s> gate=<on|off> ops=<n> admitted=<n> denials=<n> retries=<n> violations=<n> forwarded=<n> fallbacks=<n> adopted=<n> max_replace_s=<x> forged=<n> pods_deleted=<n> unlabeled=<n> mixed_denials=<n> max_mixed_denial_s=<x> malformed_tokens=<n> stored_versions=<n> absurd_denials=<n> max_absurd_s=<x> absurd_heap_mib=<n> forged_indexes=<n>
 //
 // adopted counts the claims recorded for Pods that carried an identity but no claim (by the
 // allocators at admission and by the reconcilers), max_replace_s is the slowest admission of a
 // replacement of a Pod deleted right after its create (from the deletion being visible), forged
 // the AdmissionReviews posted straight to an instance, pods_deleted the Pods the operator deleted
-// (each one judged a true docs/spec.md §8 repair, or the run fails). A CHAOS-OPS line follows with
-// the count of each operation and of the operator deletions judged repairs.
+// (each one judged a true docs/spec.md §8 repair, or the run fails); unlabeled the Pods whose
+// KubeRay labels were removed right after their create, mixed_denials and max_mixed_denial_s the
+// denials of other host counts in one batch and the slowest, malformed_tokens the Pods created with
+// a malformed claim token, stored_versions the stored slice versions checked, absurd_denials,
+// max_absurd_s and absurd_heap_mib the absurd topologies denied, the slowest denial and the
+// largest heap growth meanwhile, forged_indexes the reviews with forged replica indexes. A
+// CHAOS-OPS line follows with the count of each operation and of the operator deletions judged
+// repairs.
 //
 // `make test` runs it for about two minutes; `make test-chaos SEED=... DURATION=...` runs longer.
 package chaos
