@@ -29,6 +29,8 @@ const (
 
 	noteTPUClaimRepaired = "TPU worker ID %d of slice %s claimed again: the Pod was created after its pending claim was released"
 
+	noteTPUSliceMalformed = "Slice %s held stored claim or host lines that do not parse: %s"
+
 	noteTPUWorkerAdopted = "TPU worker ID %d of slice %s recorded for this Pod, which carried it in its spec before the operator claimed it"
 
 	// The notes of slice health (health.go): the slice, its replica index, the condition's message.
