@@ -16,6 +16,8 @@ limitations under the License.
 
 package controllers
 
+import "strings"
+
 // The notes of the operator's Events, next to their reasons (api/v1alpha1/events.go). Every Event
 // the operator emits has its note here.
 const (
@@ -45,3 +47,15 @@ const (
 
 	noteTPUIdentityConflict = "This Pod carries TPU worker ID %d of slice %s, which the slice cannot record: %s; the operator leaves it running, delete the Pod that should go"
 )
+
+// maxNoteBytes is the longest note an events.k8s.io Event may carry (the API server refuses more
+// than 1 kB).
+const maxNoteBytes = 1024
+
+// boundedNote cuts a note that may be longer than an Event allows (it quotes stored lines).
+func boundedNote(note string) string {
+	if len(note) <= maxNoteBytes {
+		return note
+	}
+	return strings.ToValidUTF8(note[:maxNoteBytes-3], "") + "..."
+}

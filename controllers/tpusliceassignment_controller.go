@@ -287,7 +287,7 @@ func (r *TPUSliceAssignmentReconciler) recordChanges(rc *rayv1.RayCluster, slice
 	}
 	if len(d.MalformedLines) > 0 {
 		r.recorder.Eventf(rc, slice, corev1.EventTypeWarning, tpuv1alpha1.ReasonTPUSliceMalformed, "Repair",
-			noteTPUSliceMalformed, slice.Name, d.Malformed.Message)
+			"%s", boundedNote(fmt.Sprintf(noteTPUSliceMalformed, slice.Name, d.Malformed.Message)))
 	}
 	for _, c := range d.Bound {
 		r.recorder.Eventf(podOf(c), slice, corev1.EventTypeNormal, tpuv1alpha1.ReasonTPUWorkerIDAssigned, "Bind",

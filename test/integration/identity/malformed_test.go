@@ -18,6 +18,8 @@ package identity
 
 import (
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 
@@ -111,8 +113,12 @@ var _ = Describe("A slice whose stored lines do not parse", Serial, func() {
 		restarted := false
 		restart := func() {
 			inst, err := env.StartInstance(ctx, framework.InstanceOptions{Operator: operator.Options{}, Forward: true})
-			Expect(err).NotTo(HaveOccurred(), "a new operator instance becomes ready next to the malformed slice")
+			Expect(err).NotTo(HaveOccurred())
 			instances[0], restarted = inst, true
+			// The readiness check the operator serves on /readyz (cmd/main.go): every informer synced.
+			ready := operator.CachesSynced(inst.Manager.GetCache())
+			Eventually(func() error { return ready(httptest.NewRequest(http.MethodGet, "/readyz", nil)) },
+				testutil.Timeout, testutil.Interval).Should(Succeed(), "a new operator instance becomes ready next to the malformed slice")
 			env.ServeWebhooksFrom(instances...)
 			Expect(framework.WaitForPeers(ctx, instances...)).To(Succeed())
 		}
@@ -238,9 +244,9 @@ func watchNamespace(ns string) *nsWatch {
 	w := &nsWatch{live: map[types.UID]identity.Identity{}}
 	pods, err := wc.Watch(ctx, &corev1.PodList{}, client.InNamespace(ns))
 	Expect(err).NotTo(HaveOccurred())
-	slices, err := wc.Watch(ctx, &tpuv1alpha1.TPUSliceAssignmentList{}, client.InNamespace(ns))
+	sliceWatch, err := wc.Watch(ctx, &tpuv1alpha1.TPUSliceAssignmentList{}, client.InNamespace(ns))
 	Expect(err).NotTo(HaveOccurred())
-	w.stops = []func(){pods.Stop, slices.Stop}
+	w.stops = []func(){pods.Stop, sliceWatch.Stop}
 	w.done.Go(func() {
 		for ev := range pods.ResultChan() {
 			if p, ok := ev.Object.(*corev1.Pod); ok {
@@ -249,7 +255,7 @@ func watchNamespace(ns string) *nsWatch {
 		}
 	})
 	w.done.Go(func() {
-		for ev := range slices.ResultChan() {
+		for ev := range sliceWatch.ResultChan() {
 			if s, ok := ev.Object.(*tpuv1alpha1.TPUSliceAssignment); ok && ev.Type != watch.Deleted {
 				w.slice(s)
 			}
