@@ -16,6 +16,8 @@ limitations under the License.
 
 package controllers
 
+import "strings"
+
 // The notes of the operator's Events, next to their reasons (api/v1alpha1/events.go). Every Event
 // the operator emits has its note here.
 const (
@@ -28,6 +30,8 @@ const (
 	noteTPUWorkerIDTaken = "Deleting this Pod: its TPU worker ID %d of slice %s is held by Pod %s (this Pod's claim was released before its create committed, or it carries another Pod's claim token); its owner recreates it with a fresh ID"
 
 	noteTPUClaimRepaired = "TPU worker ID %d of slice %s claimed again: the Pod was created after its pending claim was released"
+
+	noteTPUSliceMalformed = "Slice %s held stored claim or host lines that do not parse: %s"
 
 	noteTPUWorkerAdopted = "TPU worker ID %d of slice %s recorded for this Pod, which carried it in its spec before the operator claimed it"
 
@@ -43,3 +47,15 @@ const (
 
 	noteTPUIdentityConflict = "This Pod carries TPU worker ID %d of slice %s, which the slice cannot record: %s; the operator leaves it running, delete the Pod that should go"
 )
+
+// maxNoteBytes is the longest note an events.k8s.io Event may carry (the API server refuses more
+// than 1 kB).
+const maxNoteBytes = 1024
+
+// boundedNote cuts a note that may be longer than an Event allows (it quotes stored lines).
+func boundedNote(note string) string {
+	if len(note) <= maxNoteBytes {
+		return note
+	}
+	return strings.ToValidUTF8(note[:maxNoteBytes-3], "") + "..."
+}

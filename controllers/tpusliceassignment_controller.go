@@ -134,8 +134,12 @@ func (r *TPUSliceAssignmentReconciler) Reconcile(ctx context.Context, req ctrl.R
 	if rc == nil || rc.UID != slice.Spec.RayClusterUID {
 		return ctrl.Result{}, r.deleteSlice(ctx, slice, rc, "its RayCluster generation "+string(slice.Spec.RayClusterUID)+" no longer exists")
 	}
-	if labeled, err := r.labelCluster(ctx, slice); labeled || err != nil {
-		return ctrl.Result{}, err // the label's update event reconciles the slice again
+	// A slice with malformed lines cannot be encoded for the label's patch: it is repaired first,
+	// and the repair's update event labels it.
+	if len(slice.Status.MalformedLines) == 0 {
+		if labeled, err := r.labelCluster(ctx, slice); labeled || err != nil {
+			return ctrl.Result{}, err // the label's update event reconciles the slice again
+		}
 	}
 	slice, pods, d, err := r.decide(ctx, slice)
 	if err != nil || slice == nil {
@@ -269,6 +273,10 @@ func (r *TPUSliceAssignmentReconciler) write(ctx context.Context, rc *rayv1.RayC
 		}
 		return nil, 0, fmt.Errorf("updating claims of slice %s: %w", slice.Name, err)
 	}
+	if len(d.MalformedLines) > 0 {
+		ctrl.LoggerFrom(ctx).Info("Dropped stored lines of slice that do not parse and rebuilt its claims from the live Pods",
+			"slice", klog.KObj(slice), "lines", d.MalformedLines)
+	}
 	r.recordChanges(rc, slice, d)
 	r.recordHealth(ctx, rc, slice, updated)
 	return updated, 0, nil
@@ -311,6 +319,10 @@ func (r *TPUSliceAssignmentReconciler) recordChanges(rc *rayv1.RayCluster, slice
 		pod := &corev1.Pod{}
 		pod.Name, pod.Namespace, pod.UID = c.PodName, slice.Namespace, c.PodUID
 		return pod
+	}
+	if len(d.MalformedLines) > 0 {
+		r.recorder.Eventf(rc, slice, corev1.EventTypeWarning, tpuv1alpha1.ReasonTPUSliceMalformed, "Repair",
+			"%s", boundedNote(fmt.Sprintf(noteTPUSliceMalformed, slice.Name, d.Malformed.Message)))
 	}
 	for _, c := range d.Bound {
 		r.recorder.Eventf(podOf(c), slice, corev1.EventTypeNormal, tpuv1alpha1.ReasonTPUWorkerIDAssigned, "Bind",

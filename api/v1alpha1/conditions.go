@@ -86,4 +86,16 @@ const (
 	ReasonPodNotReady = "PodNotReady"
 	// ReasonHostsHealthy: nothing above applies.
 	ReasonHostsHealthy = "HostsHealthy"
+
+	// ConditionMalformed is present once the slice's stored status held lines that do not parse
+	// (status.workers or status.hosts written by hand, by an older version, or by a bug; see
+	// TPUSliceAssignmentStatus.MalformedLines). The reconciler drops them in the write that
+	// rebuilds the claims from the live Pods, and that write sets this condition False with
+	// reason MalformedLinesDropped, its message naming the lines: the slice holds none now, and
+	// the condition says which were dropped and when (lastTransitionTime). Slices that never held
+	// one have no such condition.
+	ConditionMalformed = "Malformed"
+	// ReasonMalformedLinesDropped: stored lines that did not parse were dropped and the claims
+	// rebuilt from the live Pods (the message names the lines).
+	ReasonMalformedLinesDropped = "MalformedLinesDropped"
 )

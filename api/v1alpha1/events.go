@@ -49,6 +49,11 @@ const (
 	// record (its worker ID is held by another live Pod, or is outside the slice) and which the
 	// operator did not admit: it is reported, never deleted.
 	ReasonTPUIdentityConflict = "TPUIdentityConflict"
+
+	// ReasonTPUSliceMalformed is recorded (Warning) on the RayCluster when the reconciler drops
+	// stored lines of a slice that do not parse and rebuilds its claims from the live Pods; the
+	// note names the lines (condition Malformed).
+	ReasonTPUSliceMalformed = "TPUSliceMalformed"
 )
 
 // Event reasons of slice health, recorded on the RayCluster when a condition of the slice changes

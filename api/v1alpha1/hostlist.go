@@ -56,25 +56,57 @@ type HostFact struct {
 // it; the allocator's writes carry it over unchanged.
 type HostList []HostFact
 
-// MarshalJSON encodes the hosts as one string, one line per host, sorted by worker ID.
+// MarshalJSON encodes the hosts as one string, one line per host, sorted by worker ID. It refuses
+// a list that would not parse back (Format).
 func (l HostList) MarshalJSON() ([]byte, error) {
-	return json.Marshal(l.String())
+	text, err := l.Format()
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(text)
 }
 
-// String is the hosts as stored: one line per host, sorted by worker ID.
+// Format returns the hosts as stored: one line per host, sorted by worker ID, an empty node or
+// domain written as NoDomain. It refuses, with an error naming the host, a list that ParseHosts
+// would not read back: a worker ID named twice or negative, or a node or domain that is not 1 to
+// 253 printable ASCII characters without a space.
+func (l HostList) Format() (string, error) {
+	return formatLines(l, hostLines.what, hostLines.twice, func(h HostFact) int32 { return h.WorkerID }, HostFact.validate,
+		64, func(b *strings.Builder, h HostFact) {
+			b.WriteByte(' ')
+			b.WriteString(cmp.Or(h.Node, NoDomain)) // never an empty field: the line must parse back
+			b.WriteByte(' ')
+			b.WriteString(cmp.Or(h.Domain, NoDomain))
+			b.WriteByte(' ')
+			b.WriteString(h.readiness())
+		})
+}
+
+// String is the hosts as stored (Format), for logs and comparisons; a list that cannot be stored
+// is shown quoted, with why.
 func (l HostList) String() string {
-	return formatLines(l, func(h HostFact) int32 { return h.WorkerID }, 64, func(b *strings.Builder, h HostFact) {
-		b.WriteByte(' ')
-		b.WriteString(cmp.Or(h.Node, NoDomain)) // never an empty field: the line must parse back
-		b.WriteByte(' ')
-		b.WriteString(cmp.Or(h.Domain, NoDomain))
-		b.WriteByte(' ')
-		if h.Ready {
-			b.WriteString(hostReady)
-		} else {
-			b.WriteString(hostNotReady)
-		}
-	})
+	text, err := l.Format()
+	if err != nil {
+		return displayInvalid(l, err, func(h HostFact) string {
+			return fmt.Sprintf("%d %s %s %s", h.WorkerID, h.Node, h.Domain, h.readiness())
+		})
+	}
+	return text
+}
+
+func (h HostFact) readiness() string {
+	if h.Ready {
+		return hostReady
+	}
+	return hostNotReady
+}
+
+// validate reports why the host cannot be stored, nil when it can.
+func (h HostFact) validate() error {
+	if !plainField(cmp.Or(h.Node, NoDomain)) || !plainField(cmp.Or(h.Domain, NoDomain)) {
+		return fmt.Errorf("node %q or domain %q is not 1 to 253 printable characters without a space", h.Node, h.Domain)
+	}
+	return nil
 }
 
 // UnmarshalJSON decodes the string form.

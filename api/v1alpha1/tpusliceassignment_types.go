@@ -157,6 +157,16 @@ type TPUSliceAssignmentStatus struct {
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// MalformedLines are the stored lines of workers and hosts (or entries of the legacy claims)
+	// that did not parse when the object was decoded, each an error naming the line. Such lines
+	// are never stored by this operator's encoder; they come from a hand-written status, an older
+	// version or a bug. The object still decodes with every line that parses, so that one bad
+	// object never stops the operator's list and watch; the reconciler reports the lines
+	// (condition Malformed, Event TPUSliceMalformed) and repairs the slice from its live Pods. A
+	// status that holds them cannot be encoded (MarshalJSON), so no write drops them silently;
+	// the allocator claims nothing in the slice's group until the repair. Never serialized.
+	MalformedLines []string `json:"-"`
 }
 
 // LegacyWorkerClaim is a claim as versions before the workers string stored it.

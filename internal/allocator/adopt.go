@@ -150,7 +150,7 @@ func adoption(slice *tpuv1alpha1.TPUSliceAssignment, pods []*corev1.Pod) (claims
 	var adopted []int32
 	for _, p := range pods {
 		id, _ := identity.FromPod(p)
-		if held[id.WorkerID] || bound[p.UID] {
+		if held[id.WorkerID] || bound[p.UID] || !tpuv1alpha1.ValidPodName(p.Name) || !tpuv1alpha1.ValidPodUID(string(p.UID)) {
 			continue
 		}
 		held[id.WorkerID] = true
@@ -164,8 +164,9 @@ func adoption(slice *tpuv1alpha1.TPUSliceAssignment, pods []*corev1.Pod) (claims
 	return w, adopted
 }
 
-// adoptedToken is the token of an adopted Pod's claim: its own claim token when it carries one
-// (a late Pod of this operator), else its UID, which is unique and never a token the webhook makes.
+// adoptedToken is the token of an adopted Pod's claim: its own claim token when it carries a valid
+// one (a late Pod of this operator; identity.Token ignores any other), else its UID, which is
+// unique and never a token the webhook makes.
 func adoptedToken(p *corev1.Pod) string {
 	if t := identity.Token(p); t != "" {
 		return t

@@ -167,7 +167,13 @@ func (a *Allocator) apply(ctx context.Context, q *queue, req Request, pending []
 		placed := p.placedIn(replica)
 		written, over, err := a.writeSlice(ctx, req, replica, p.current[replica], w)
 		if err != nil {
+			var denied *DeniedError
 			switch {
+			case errors.As(err, &denied):
+				for _, i := range placed {
+					pending[i].finish(result{err: denied})
+				}
+				continue
 			case isConflict(err):
 				a.lostWrite(q, pending, placed)
 			case isPermanent(err):

@@ -203,6 +203,9 @@ func (a *Allocator) readSlice(ctx context.Context, req Request, replica int32) (
 		}
 		return nil, client.IgnoreNotFound(err)
 	}
+	if err := a.refuseMalformed(slice); err != nil {
+		return nil, err
+	}
 	if !claims.IsSliceOf(slice, req.ClusterName, req.GroupName, replica) {
 		return nil, a.deny(false,
 			"TPUSliceAssignment %s/%s, the name of replica %d of RayCluster %s group %s, is taken by replica %d of RayCluster %s group %s; rename the worker group or the RayCluster",
@@ -226,8 +229,22 @@ func (a *Allocator) readSlices(ctx context.Context, req Request) (claims.Slices,
 	out := claims.Slices{}
 	for i := range list.Items {
 		if s := &list.Items[i]; claims.IsSliceOf(s, req.ClusterName, req.GroupName, s.Spec.ReplicaIndex) {
+			if err := a.refuseMalformed(s); err != nil {
+				return nil, err
+			}
 			out[s.Spec.ReplicaIndex] = s
 		}
 	}
 	return out, nil
+}
+
+// refuseMalformed denies, as transient, a claim in a group one of whose slices holds stored lines
+// that do not parse (tpuv1alpha1.TPUSliceAssignmentStatus.MalformedLines): a worker ID named only
+// by such a line may be held, so nothing is planned in the group, and no write drops the lines,
+// until the reconciler has repaired the slice from its live Pods.
+func (a *Allocator) refuseMalformed(slice *tpuv1alpha1.TPUSliceAssignment) error {
+	if len(slice.Status.MalformedLines) == 0 {
+		return nil
+	}
+	return a.deny(true, "slice %s has malformed claims being repaired by the operator (%s)", slice.Name, slice.Status.MalformedLines[0])
 }

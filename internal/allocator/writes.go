@@ -34,6 +34,9 @@ import (
 // none), which a cache may still show.
 func (a *Allocator) writeSlice(ctx context.Context, req Request, replica int32,
 	current *tpuv1alpha1.TPUSliceAssignment, w claims.Write) (*tpuv1alpha1.TPUSliceAssignment, []string, error) {
+	if err := a.storable(current, w); err != nil {
+		return nil, nil, err
+	}
 	slice := current
 	var over []string
 	if slice != nil {
@@ -79,6 +82,21 @@ func sliceSpec(req Request, replica int32, w claims.Write) tpuv1alpha1.TPUSliceA
 		Accelerator:          req.Accelerator,
 		AffinityTopologyKey:  req.AffinityTopologyKey,
 	}
+}
+
+// storable refuses, before anything is written, a write the status encoder would refuse, as a
+// denial rather than a retry until the deadline: lines that do not parse would be dropped (refuseMalformed denies those before any
+// plan), or a claim line could not be parsed back (a value the doors let through: a bug).
+func (a *Allocator) storable(current *tpuv1alpha1.TPUSliceAssignment, w claims.Write) error {
+	if current != nil {
+		if err := a.refuseMalformed(current); err != nil {
+			return err
+		}
+	}
+	if _, err := tpuv1alpha1.ClaimList(w.Claims).Format(); err != nil {
+		return a.deny(false, "the claims cannot be stored: %v", err)
+	}
+	return nil
 }
 
 func (a *Allocator) countWrite() {

@@ -319,6 +319,8 @@ func TestServeHTTPRefusesBadClaims(t *testing.T) {
 		{name: "no group", method: http.MethodPost, body: `{"request":{"Namespace":"ns","ClusterName":"rc","ClusterUID":"u","Hosts":4,"Claim":{"Token":"t"}},"timeoutMillis":100}`, want: http.StatusBadRequest},
 		{name: "no hosts", method: http.MethodPost, body: `{"request":{"Namespace":"ns","ClusterName":"rc","ClusterUID":"u","GroupName":"g","Claim":{"Token":"t"}},"timeoutMillis":100}`, want: http.StatusBadRequest},
 		{name: "no token", method: http.MethodPost, body: `{"request":{"Namespace":"ns","ClusterName":"rc","ClusterUID":"u","GroupName":"g","Hosts":4},"timeoutMillis":100}`, want: http.StatusBadRequest},
+		{name: "a token that would inject claims", method: http.MethodPost, body: `{"request":{"Namespace":"ns","ClusterName":"rc","ClusterUID":"u","GroupName":"g","Hosts":4,"Claim":{"Token":"x\n1 y\n2 z"}},"timeoutMillis":100}`, want: http.StatusBadRequest},
+		{name: "a token that is not ASCII", method: http.MethodPost, body: `{"request":{"Namespace":"ns","ClusterName":"rc","ClusterUID":"u","GroupName":"g","Hosts":4,"Claim":{"Token":"jeton-\u00e9"}},"timeoutMillis":100}`, want: http.StatusBadRequest},
 		{name: "no timeout", method: http.MethodPost, body: `{"request":{"Namespace":"ns","ClusterName":"rc","ClusterUID":"u","GroupName":"g","Hosts":4,"Claim":{"Token":"t"}}}`, want: http.StatusBadRequest},
 		{name: "too large", method: http.MethodPost, body: `{"request":{"Namespace":"` + strings.Repeat("n", maxBody) + `"}}`, want: http.StatusBadRequest},
 		{name: "valid", method: http.MethodPost, body: `{"request":{"Namespace":"ns","ClusterName":"rc","ClusterUID":"u","GroupName":"g","Hosts":4,"Claim":{"Token":"t"}},"timeoutMillis":100}`, want: http.StatusOK},

@@ -130,9 +130,15 @@ func ParseTPUName(name string) (group string, replica int32, ok bool) {
 }
 
 // Token returns the Pod's claim-token annotation, "" without one. It is a hint: it says which
-// claim the webhook made for the Pod, but a user or a copied manifest can set or remove it.
+// claim the webhook made for the Pod, but a user or a copied manifest can set, edit or remove it.
+// A value that cannot name a claim (tpuv1alpha1.ValidToken: empty, too long, a space or line
+// break, which would split or inject stored claim lines) counts as none: such a Pod is matched,
+// adopted and checked for conflicts by its spec identity alone, as one without the annotation.
 func Token(pod *corev1.Pod) string {
-	return pod.Annotations[tpuv1alpha1.ClaimTokenAnnotation]
+	if t := pod.Annotations[tpuv1alpha1.ClaimTokenAnnotation]; tpuv1alpha1.ValidToken(t) {
+		return t
+	}
+	return ""
 }
 
 func literalEnv(env []corev1.EnvVar, name string) (string, bool) {

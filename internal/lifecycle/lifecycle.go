@@ -101,6 +101,12 @@ type Decision struct {
 	RequeueAfter time.Duration
 	// Claimed and Conflict are the slice's conditions of those types (docs/spec.md §7).
 	Claimed, Conflict metav1.Condition
+	// MalformedLines are the slice's stored lines that did not parse (its status's
+	// MalformedLines). The decision drops them: Claims is the slice's valid claims with the live
+	// Pods its spec identity places in the slice, as any repair. Malformed is then the condition
+	// that names them (Type "" when there are none).
+	MalformedLines []string
+	Malformed      metav1.Condition
 }
 
 // View is what Decide decides on.
@@ -148,6 +154,12 @@ type decider struct {
 func Decide(v View, ttl time.Duration) Decision {
 	dc := &decider{View: v, ttl: ttl, byUID: make(map[types.UID]*corev1.Pod, len(v.Pods)), holders: map[types.UID]bool{}}
 	dc.index()
+	if lines := v.Slice.Status.MalformedLines; len(lines) > 0 {
+		// Only this write may drop them (the status refuses to encode otherwise): made on a live
+		// read, conditional on its resourceVersion, never delayed.
+		dc.d.MalformedLines = slices.Clone(lines)
+		dc.d.Changed, dc.d.Destructive = true, true
+	}
 	for _, c := range v.Slice.Status.Claims {
 		if c.PodUID != "" {
 			dc.bound(c)
@@ -163,6 +175,9 @@ func Decide(v View, ttl time.Duration) Decision {
 	slices.SortFunc(d.Claims, func(a, b tpuv1alpha1.WorkerClaim) int { return cmp.Compare(a.WorkerID, b.WorkerID) })
 	d.Claimed = claimedCondition(v.Slice, d.Claims)
 	d.Conflict = conflictCondition(v.Slice, d.Conflicts)
+	if len(d.MalformedLines) > 0 {
+		d.Malformed = malformedCondition(v.Slice, d.MalformedLines)
+	}
 	return *d
 }
 
@@ -174,7 +189,9 @@ func (dc *decider) index() {
 		p := &dc.Pods[i]
 		dc.byUID[p.UID] = p
 		id, ok := identity.FromPod(p)
-		if !ok || id.Cluster != s.Spec.RayClusterName || id.Group != s.Spec.GroupName || id.Replica != s.Spec.ReplicaIndex {
+		// A Pod whose name or UID cannot be stored in a claim line cannot hold a claim (the API
+		// server never makes one; a fake or forged object could).
+		if !ok || !tpuv1alpha1.ValidPodName(p.Name) || !tpuv1alpha1.ValidPodUID(string(p.UID)) || id.Cluster != s.Spec.RayClusterName || id.Group != s.Spec.GroupName || id.Replica != s.Spec.ReplicaIndex {
 			continue
 		}
 		// A Pod of a deleted RayCluster generation (same names, another owner UID) awaits the
@@ -371,17 +388,47 @@ func conflictCondition(slice *tpuv1alpha1.TPUSliceAssignment, conflicts []Confli
 	return cond
 }
 
+// maxMalformedNamed and maxMalformedChars bound the lines a Malformed condition's message names,
+// and the characters it shows of each.
+const (
+	maxMalformedNamed = 5
+	maxMalformedChars = 200
+)
+
+// malformedCondition names the malformed lines the decision drops.
+func malformedCondition(slice *tpuv1alpha1.TPUSliceAssignment, lines []string) metav1.Condition {
+	named := make([]string, 0, min(len(lines), maxMalformedNamed))
+	for _, l := range lines[:min(len(lines), maxMalformedNamed)] {
+		if len(l) > maxMalformedChars {
+			l = l[:maxMalformedChars] + "..."
+		}
+		named = append(named, l)
+	}
+	more := ""
+	if n := len(lines) - len(named); n > 0 {
+		more = fmt.Sprintf(" and %d more", n)
+	}
+	return metav1.Condition{Type: tpuv1alpha1.ConditionMalformed, ObservedGeneration: slice.Generation,
+		Status: metav1.ConditionFalse, Reason: tpuv1alpha1.ReasonMalformedLinesDropped,
+		Message: fmt.Sprintf("dropped %d stored lines that do not parse and rebuilt the claims from the live Pods: %s%s",
+			len(lines), strings.Join(named, "; "), more)}
+}
+
 // ApplyStatus writes the decision into status and reports whether status changed.
 func ApplyStatus(status *tpuv1alpha1.TPUSliceAssignmentStatus, d Decision) bool {
 	changed := d.Changed
 	if d.Changed {
 		status.Claims = d.Claims
 	}
+	if len(d.MalformedLines) > 0 {
+		status.MalformedLines = nil
+		changed = true
+	}
 	if n := int32(len(status.Claims)); status.Claimed != n { //nolint:gosec // at most Hosts claims.
 		status.Claimed = n
 		changed = true
 	}
-	for _, cond := range []metav1.Condition{d.Claimed, d.Conflict} {
+	for _, cond := range []metav1.Condition{d.Claimed, d.Conflict, d.Malformed} {
 		if cond.Type != "" && apimeta.SetStatusCondition(&status.Conditions, cond) {
 			changed = true
 		}
