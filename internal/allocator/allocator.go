@@ -146,10 +146,12 @@ func New(c client.Client, reader client.Reader, opts Options) *Allocator {
 		queues: map[groupKey]*queue{}, adopted: map[groupKey]time.Time{}}
 }
 
+// groupKey names a queue: the claims of one worker group of one slice shape (keyOf).
 type groupKey struct {
 	namespace string
 	uid       types.UID
 	group     string
+	shape     shape
 }
 
 type call struct {
@@ -203,7 +205,7 @@ func (a *Allocator) Claim(ctx context.Context, req Request) (Assignment, error) 
 		token = NewToken()
 	}
 	c := &call{req: req, cluster: cluster, token: token, ctx: ctx, result: make(chan result, 1), m: a.m}
-	a.enqueue(groupKey{namespace: req.Namespace, uid: req.ClusterUID, group: req.GroupName}, c)
+	a.enqueue(c)
 
 	select {
 	case r := <-c.result:

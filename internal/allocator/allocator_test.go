@@ -109,10 +109,18 @@ func request(hosts int32) Request {
 	}
 }
 
-// rayCluster is the test RayCluster (UID clusterUID) whose group "tpu" asks for desired replicas.
+// rayCluster is the test RayCluster (UID clusterUID) whose group "tpu" asks for desired replicas
+// of 4 hosts (v6e 4x4, 4 chips per Pod).
 func rayCluster(desired int32) *rayv1.RayCluster {
 	return testutil.MakeRayCluster(clusterName, testNS).UID(clusterUID).
 		TPUGroup(groupName, "tpu-v6e-slice", "4x4", 4, 4, desired).Obj()
+}
+
+// rayClusterOf is the test RayCluster whose group "tpu" asks for desired replicas of numOfHosts
+// hosts (the requests' host count, docs/spec.md §10).
+func rayClusterOf(numOfHosts, desired int32) *rayv1.RayCluster {
+	return testutil.MakeRayCluster(clusterName, testNS).UID(clusterUID).
+		TPUGroup(groupName, "tpu-v6e-slice", "4x4", 4, numOfHosts, desired).Obj()
 }
 
 func indexed(req Request, replica, host int32, replicaName string) Request {
@@ -998,7 +1006,7 @@ func TestClaimConcurrent(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			c := newClient(t, interceptor.Funcs{}, rayCluster(tc.replicas))
+			c := newClient(t, interceptor.Funcs{}, rayClusterOf(tc.hosts, tc.replicas))
 			allocators := make([]*Allocator, tc.allocators)
 			for i := range allocators {
 				allocators[i] = newAllocator(c, c, timeout)
@@ -1210,7 +1218,7 @@ func TestClaimDeniesAtOnceWhenTheAPIServerRefusesTheWrite(t *testing.T) {
 
 func TestClaimReplacesASliceOfAnotherHostCount(t *testing.T) {
 	// The group now has 8 hosts per slice; the stored slice was made for 4.
-	c := newClient(t, interceptor.Funcs{}, fullSlice(0).Obj())
+	c := newClient(t, interceptor.Funcs{}, fullSlice(0).Obj(), rayClusterOf(8, 1))
 	got, err := newAllocator(c, c, timeout).Claim(context.Background(), request(8))
 	if err != nil {
 		t.Fatalf("Claim() error = %v", err)

@@ -35,14 +35,18 @@ type clusterInfo struct {
 }
 
 // cluster resolves req's RayCluster: from the cache when it is the generation the Pod names and has
-// the Pod's group, else from the API server (a cluster just re-created, or a group just added,
-// that the cache has not seen). The RayCluster is read here, by whoever commits the claim, never
-// taken from the request: a forwarded claim names its cluster, not its replica count.
+// the Pod's group with the Pod's host count, else from the API server (a cluster just re-created,
+// or a group just added or resized, that the cache has not seen). The RayCluster is read here, by
+// whoever commits the claim, never taken from the request: a forwarded claim names its cluster, not
+// its replica count. A Pod whose topology gives another host count than the group's numOfHosts is
+// denied here, before it joins any batch (docs/spec.md §10): KubeRay creates numOfHosts Pods per
+// replica, so such a Pod is not one the RayCluster asks for, and a batch or a slice shaped by it
+// would split the group's own Pods.
 func (a *Allocator) cluster(ctx context.Context, req *Request) (clusterInfo, error) {
 	key := types.NamespacedName{Namespace: req.Namespace, Name: req.ClusterName}
 	rc, err := reads.CacheThenLive(ctx, a.client, a.reader, key, func(rc *rayv1.RayCluster) bool {
-		_, hasGroup := claims.DesiredReplicas(rc, req.GroupName)
-		return (req.ClusterUID == "" || rc.UID == req.ClusterUID) && hasGroup
+		hosts, hasGroup := numOfHosts(rc, req.GroupName)
+		return (req.ClusterUID == "" || rc.UID == req.ClusterUID) && hasGroup && hosts == req.Hosts
 	})
 	if rc == nil || err != nil {
 		return clusterInfo{}, a.clusterReadDenial(key, err)
@@ -54,7 +58,24 @@ func (a *Allocator) cluster(ctx context.Context, req *Request) (clusterInfo, err
 	if !ok {
 		return clusterInfo{}, a.deny(false, "RayCluster %s has no worker group %q", req.ClusterName, req.GroupName)
 	}
+	if hosts, _ := numOfHosts(rc, req.GroupName); hosts != req.Hosts {
+		return clusterInfo{}, a.deny(false,
+			"this Pod's topology %s gives %d hosts per slice, but worker group %q of RayCluster %s/%s has numOfHosts %d, a slice of %d hosts; "+
+				"create the group's Pods from its template (its topology and google.com/tpu request give numOfHosts hosts), or fix numOfHosts",
+			req.Topology, req.Hosts, req.GroupName, req.Namespace, req.ClusterName, hosts, hosts)
+	}
 	return clusterInfo{uid: rc.UID, desired: desired}, nil
+}
+
+// numOfHosts returns the hosts per replica of a RayCluster worker group (its numOfHosts; 1, the
+// CRD's default, when unset); ok is false when the group does not exist.
+func numOfHosts(rc *rayv1.RayCluster, group string) (hosts int32, ok bool) {
+	for _, g := range rc.Spec.WorkerGroupSpecs {
+		if g.GroupName == group {
+			return max(g.NumOfHosts, 1), true
+		}
+	}
+	return 0, false
 }
 
 // liveCluster reads a RayCluster from the API server; a missing one is a permanent denial.

@@ -29,7 +29,25 @@ import (
 	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
 )
 
-// queue holds the calls of one worker group waiting for, or in, a commit.
+// shape is what a slice is made of. Only requests of one shape share a queue, and so a batch: a
+// batch's plan and the slices it creates take these values from its requests.
+type shape struct {
+	hosts       int32
+	topology    string
+	accelerator string
+}
+
+// keyOf returns the queue of req: its worker group and generation, and its slice shape. A request
+// of another shape than the group's own Pods (a stray or hand-made Pod, a forged review, a
+// template changed while its old Pods are still being created) never joins their batch, so every
+// request is planned with its own host count and topology, and neither can deny or misplace the
+// other (docs/spec.md §10).
+func keyOf(req Request) groupKey {
+	return groupKey{namespace: req.Namespace, uid: req.ClusterUID, group: req.GroupName,
+		shape: shape{hosts: req.Hosts, topology: req.Topology, accelerator: req.Accelerator}}
+}
+
+// queue holds the calls of one worker group and slice shape (keyOf) waiting for, or in, a commit.
 type queue struct {
 	pending []*call
 	running bool
@@ -51,8 +69,10 @@ func (q *queue) idle() bool {
 // behind, and a live read costs less than a write that is bound to lose.
 const contentionWindow = time.Second
 
-// enqueue adds c to its group's queue and starts the queue's drain goroutine if none runs.
-func (a *Allocator) enqueue(key groupKey, c *call) {
+// enqueue adds c to the queue of its group and shape and starts the queue's drain goroutine if
+// none runs.
+func (a *Allocator) enqueue(c *call) {
+	key := keyOf(c.req)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	q := a.queues[key]
@@ -114,6 +134,8 @@ func (a *Allocator) commit(key groupKey, q *queue, batch []*call) {
 			return
 		}
 		ctx := latestDeadline(pending)
+		// Every call of the queue has its group, generation and shape (keyOf), so any of them
+		// names the slices to plan on; the last resolved the RayCluster's replica count last.
 		last := pending[len(pending)-1]
 		err := a.ensureAdopted(ctx, key, q, last.req)
 		var p plan
@@ -133,7 +155,7 @@ func (a *Allocator) commit(key groupKey, q *queue, batch []*call) {
 		for _, c := range pending {
 			c.attempts++
 		}
-		retry := a.apply(ctx, q, last.req, pending, p)
+		retry := a.apply(ctx, q, pending, p)
 		if len(retry) == 0 {
 			return
 		}
@@ -159,12 +181,17 @@ func tokensOf(calls []*call) []claims.Request {
 
 // apply writes a plan, slice by slice, answers the calls it placed or denied for good and returns
 // those to retry: calls whose write failed, and calls denied as full while some write failed (the
-// IDs planned for them may be free after all).
-func (a *Allocator) apply(ctx context.Context, q *queue, req Request, pending []*call, p plan) []*call {
+// IDs planned for them may be free after all). A slice the plan creates is made from the first
+// request placed in it, the slice's first claim.
+func (a *Allocator) apply(ctx context.Context, q *queue, pending []*call, p plan) []*call {
 	log := logf.FromContext(ctx)
 	var retry []*call
 	for replica, w := range p.writes {
 		placed := p.placedIn(replica)
+		if len(placed) == 0 {
+			continue // Plan writes only the slices it places requests in.
+		}
+		req := pending[placed[0]].req
 		written, over, err := a.writeSlice(ctx, req, replica, p.current[replica], w)
 		if err != nil {
 			var denied *DeniedError

@@ -334,7 +334,9 @@ func TestClaimPermanentAPIErrors(t *testing.T) {
 // group's slice that holds live Pods is refused naming both counts, and the slice is left as it is.
 func TestClaimHostsMismatch(t *testing.T) {
 	four := fullSlice(0).Obj()
-	c := newClient(t, interceptor.Funcs{}, append(livePods(0), four)...)
+	// The group's template now gives 1 host, its old replica of 4 still runs.
+	oneHost := rayClusterOf(1, 1)
+	c := newClient(t, interceptor.Funcs{}, append(livePods(0), four, oneHost)...)
 	req := request(1)
 	req.Topology = "2x2"
 	_, err := newAllocator(c, c, timeout).Claim(t.Context(), req)
@@ -347,7 +349,7 @@ func TestClaimHostsMismatch(t *testing.T) {
 		t.Errorf("stored slices (-want,+got):\n%s", diff)
 	}
 	// Once its Pods are gone, the old slice is replaced by one of the new host count.
-	gone := newClient(t, interceptor.Funcs{}, four)
+	gone := newClient(t, interceptor.Funcs{}, four, oneHost)
 	got, err := newAllocator(gone, gone, timeout).Claim(t.Context(), req)
 	if err != nil || got.WorkerID != 0 {
 		t.Errorf("Claim() after the old Pods are gone = %+v, %v; want ID 0", got, err)

@@ -38,6 +38,7 @@ import (
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/allocator"
 	"github.com/ray-tpu/tpu-slice-operator/internal/claims"
+	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
 	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
 	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
 	"github.com/ray-tpu/tpu-slice-operator/test/integration/framework"
@@ -58,11 +59,10 @@ var _ = Describe("No request can destroy live claims", func() {
 		framework.ExpectBound(ctx, k8sClient, ns, 4)
 		before := claimsOf(ns)
 
-		By("a Pod of the same group whose topology gives 1 host")
+		By("a Pod of the same group whose topology gives 1 host, where the group's numOfHosts is 4")
 		odd := testutil.WorkerPodFor(rc, "tpu").Topology("tpu-v4-podslice", "2x2x1").Obj()
 		err := k8sClient.Create(ctx, odd)
-		Expect(err).To(MatchError(And(ContainSubstring("gives 1 hosts per slice"), ContainSubstring("a slice of 4 hosts"),
-			ContainSubstring("delete the group's old replicas"))))
+		Expect(err).To(MatchError(And(ContainSubstring("topology 2x2x1 gives 1 hosts per slice"), ContainSubstring("has numOfHosts 4"))))
 
 		By("three such AdmissionReviews posted straight to a webhook instance, with no credentials")
 		for i := range 3 {
@@ -71,6 +71,20 @@ var _ = Describe("No request can destroy live claims", func() {
 			Expect(answer.Response.Allowed).To(BeFalse())
 		}
 		Consistently(func() map[int32]types.UID { return claimsOf(ns) }, 3*time.Second, testutil.Interval).Should(Equal(before))
+
+		By("the group's template changed to 1 host while its replica of 4 runs: a Pod of the new template")
+		Eventually(func() error {
+			if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(rc), rc); err != nil {
+				return err
+			}
+			rc.Spec.WorkerGroupSpecs[0].NumOfHosts = 1
+			rc.Spec.WorkerGroupSpecs[0].Template.Spec.NodeSelector[constants.TopologyNodeSelectorKey] = "2x2x1"
+			return k8sClient.Update(ctx, rc)
+		}, testutil.Timeout, testutil.Interval).Should(Succeed())
+		err = k8sClient.Create(ctx, testutil.WorkerPodFor(rc, "tpu").Obj())
+		Expect(err).To(MatchError(And(ContainSubstring("gives 1 hosts per slice"), ContainSubstring("a slice of 4 hosts"),
+			ContainSubstring("delete the group's old replicas"))))
+		Expect(claimsOf(ns)).To(Equal(before))
 		for _, p := range running {
 			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(p), &corev1.Pod{})).To(Succeed(), "Pod %s still runs", p.Name)
 		}
