@@ -56,26 +56,12 @@ import (
 	"github.com/ray-tpu/tpu-slice-operator/internal/tombstones"
 )
 
-// Histories that reproduce defects of issue #20 not fixed on every branch yet. Each is off by
-// default until its fix is merged; the merger flips the constant (or passes the flag) then.
-const (
-	// labelExitsFixed: defect 2, a Pod that left the label-selected cache is not a deleted Pod
-	// (the reconciler releases a claim only after reading its Pod by name).
-	labelExitsFixed = true
-	// mixedHostsFixed: defect 3, group commit plans each request with its own host count.
-	mixedHostsFixed = false
-	// copiedTokensFixed: found by this test (see docs/development.md): the allocator takes over a
-	// pending claim when a Pod that merely carries its token in the annotation (a copied manifest,
-	// an edit) is finished or gone, without asking whether a live Pod holds the ID by its spec.
-	copiedTokensFixed = true
-)
-
 var (
-	modelLabelExits = flag.Bool("model.label-exits", labelExitsFixed,
+	modelLabelExits = flag.Bool("model.label-exits", true,
 		"model test: edit KubeRay's selector labels (ray.io/group, ray.io/node-type) so that Pods leave and re-enter the operator's Pod cache")
-	modelMixedHosts = flag.Bool("model.mixed-hosts", mixedHostsFixed,
+	modelMixedHosts = flag.Bool("model.mixed-hosts", true,
 		"model test: admit 2-host Pods (topology 2x4) into the 4-host group, alone and in concurrent bursts")
-	modelCopiedTokens = flag.Bool("model.copied-tokens", copiedTokensFixed,
+	modelCopiedTokens = flag.Bool("model.copied-tokens", true,
 		"model test: set a Pod's claim-token annotation to another Pod's token")
 )
 
