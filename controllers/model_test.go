@@ -165,7 +165,7 @@ func (m *model) logf(format string, args ...any) {
 // fail reports a broken invariant: the details, the history and the state in the log, and as the
 // failure only which invariant broke. rapid keeps a smaller history only while it fails with the
 // same message, and a shorter history names other Pods and IDs.
-func (m *model) fail(t *rapid.T, invariant, format string, args ...any) {
+func (m *model) failf(t *rapid.T, invariant, format string, args ...any) {
 	t.Helper()
 	t.Logf("%s\n\nhistory (clock starts at 0):\n%s\n\nstate:\n%s", fmt.Sprintf(format, args...),
 		strings.Join(m.history, "\n"), m.describe())
@@ -220,11 +220,11 @@ func (m *model) checkAnswered(t *rapid.T) {
 // of that host count.
 func (m *model) checkAdmission(t *rapid.T, p *admittedPod) {
 	if p.a.WorkerID < 0 || p.a.WorkerID >= p.hosts {
-		m.fail(t, invI2, "I2: Pod %s with %d hosts was given worker ID %d", p, p.hosts, p.a.WorkerID)
+		m.failf(t, invI2, "I2: Pod %s with %d hosts was given worker ID %d", p, p.hosts, p.a.WorkerID)
 	}
 	slice := &tpuv1alpha1.TPUSliceAssignment{}
 	if err := m.w.base.Get(m.ctx, types.NamespacedName{Namespace: modelNS, Name: p.a.SliceName}, slice); err == nil && slice.Spec.Hosts != p.hosts {
-		m.fail(t, invI2, "I2: Pod %s with %d hosts was given an ID in slice %s of %d hosts", p, p.hosts, shortSlice(p.a.SliceName), slice.Spec.Hosts)
+		m.failf(t, invI2, "I2: Pod %s with %d hosts was given an ID in slice %s of %d hosts", p, p.hosts, shortSlice(p.a.SliceName), slice.Spec.Hosts)
 	}
 }
 
@@ -236,7 +236,7 @@ func (m *model) create(t *rapid.T, p *admittedPod) {
 		Claim(modelGroup+"-"+replica, p.a.SliceName, strconv.Itoa(int(p.a.WorkerID)), p.a.Token).
 		Created(time.Now()).Phase(corev1.PodRunning).Obj()
 	if err := m.user.Create(m.ctx, pod); err != nil {
-		m.fail(t, "creating a Pod failed", "creating Pod %s: %v", p, err)
+		m.failf(t, "creating a Pod failed", "creating Pod %s: %v", p, err)
 	}
 	m.pods[p.name] = p
 }
@@ -480,7 +480,7 @@ func (m *model) editLabels(t *rapid.T) {
 // deletions) and I3's part that needs no quiet: the claim of a live admitted Pod is never released.
 func (m *model) check(t *rapid.T) {
 	if v := m.w.takeViolations(); len(v) > 0 {
-		m.fail(t, invI6, "%s", strings.Join(v, "\n"))
+		m.failf(t, invI6, "%s", strings.Join(v, "\n"))
 	}
 	pods := m.truePods(t)
 	holder := map[string]string{}
@@ -492,7 +492,7 @@ func (m *model) check(t *rapid.T) {
 		}
 		key := fmt.Sprintf("%s ID %d", shortSlice(id.SliceName()), id.WorkerID)
 		if other, dup := holder[key]; dup {
-			m.fail(t, invI1, "I1: live Pods %s and %s both run with %s", other, p.Name, key)
+			m.failf(t, invI1, "I1: live Pods %s and %s both run with %s", other, p.Name, key)
 		}
 		holder[key] = p.Name
 	}
@@ -503,7 +503,7 @@ func (m *model) check(t *rapid.T) {
 			continue
 		}
 		if !m.holdsClaim(ap) {
-			m.fail(t, invI3Live, "I3: the claim of live Pod %s was released; stored %s", ap, m.claimsOf(ap.a.SliceName))
+			m.failf(t, invI3Live, "I3: the claim of live Pod %s was released; stored %s", ap, m.claimsOf(ap.a.SliceName))
 		}
 	}
 }
@@ -574,7 +574,7 @@ func (m *model) quiesce(t *rapid.T) {
 		slices.Sort(want[name])
 		slices.Sort(got[name])
 		if !slices.Equal(want[name], got[name]) {
-			m.fail(t, invI3, "I3 after quiesce: slice %s claims %v (ID:Pod UID), its live Pods are %v", shortSlice(name), got[name], want[name])
+			m.failf(t, invI3, "I3 after quiesce: slice %s claims %v (ID:Pod UID), its live Pods are %v", shortSlice(name), got[name], want[name])
 		}
 	}
 }

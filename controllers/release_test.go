@@ -43,7 +43,7 @@ const releaseNamespace = "ml"
 var releaseSlice = naming.SliceName("rc", "tpu", 0)
 
 // releasePod is worker Pod name of replica 0 of group tpu holding worker ID id by its spec, with
-// claim token token and KubeRay's labels, Running; its UID is uid-<name>.
+// the claim token given and KubeRay's labels, Running; its UID is uid-<name>.
 func releasePod(name, token string, id int32) *testutil.PodWrapper {
 	return testutil.MakeWorkerPod(releaseNamespace, "rc", "uid-rc", "tpu").
 		Named(name).
@@ -215,7 +215,8 @@ func TestReleaseOnlyOnThePodsOwnFate(t *testing.T) {
 }
 
 func objects(slice *testutil.SliceWrapper, pods []*testutil.PodWrapper) []client.Object {
-	objs := []client.Object{slice.Obj().DeepCopy()}
+	objs := make([]client.Object, 0, 1+len(pods))
+	objs = append(objs, slice.Obj().DeepCopy())
 	for _, p := range pods {
 		objs = append(objs, p.Clone().Obj())
 	}

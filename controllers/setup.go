@@ -50,7 +50,7 @@ type Options struct {
 	// MaxConcurrentReconciles is the number of slices reconciled at once.
 	MaxConcurrentReconciles int
 	// Tombstones are the claim tokens of Pods the operator saw leave its label-selected view
-	// (shared with the webhook): their pending claims are released at once once a read by name
+	// (shared with the webhook): their pending claims are released as soon as a read by name
 	// confirms the Pod gone.
 	Tombstones *tombstones.Tombstones
 	// BindSettle is how long a slice must go without new claims (or, before its first, since its
