@@ -84,6 +84,7 @@ const (
 // The failures, one per invariant (details go to the log).
 const (
 	invI1     = "I1 broken: two live Pods of one slice run with one TPU_WORKER_ID"
+	invRepair = "a slice with a malformed stored line was never repaired"
 	invI2     = "I2 broken: a Pod was given an ID outside its host count, or in a slice of another host count"
 	invI3Live = "I3 broken: the claim of a live admitted Pod was released"
 	invI3     = "I3 broken: after the quiesce the claims differ from the live Pods"
@@ -256,6 +257,7 @@ func (m *model) actions() map[string]func(*rapid.T) {
 		"finishPod":     m.finishPod,
 		"editToken":     m.editToken,
 		"editLabels":    m.editLabels,
+		"corruptSlice":  m.corruptSlice,
 		"restart": func(*rapid.T) {
 			m.start()
 			m.logf("restart: a fresh operator (no tombstones, no memory), caches listed anew")
@@ -420,9 +422,9 @@ func (m *model) editToken(t *rapid.T) {
 	if pod.Annotations == nil {
 		pod.Annotations = map[string]string{}
 	}
-	edits := 2
+	edits := 3
 	if *modelCopiedTokens {
-		edits = 3
+		edits = 4
 	}
 	var what string
 	switch rapid.IntRange(0, edits-1).Draw(t, "token edit") {
@@ -433,6 +435,11 @@ func (m *model) editToken(t *rapid.T) {
 		m.tokens++
 		pod.Annotations[tpuv1alpha1.ClaimTokenAnnotation] = "fresh" + strconv.Itoa(m.tokens)
 		what = "set to a fresh token " + short(pod.Annotations[tpuv1alpha1.ClaimTokenAnnotation])
+	case 2:
+		// Defect 1's tokens: a space splits a stored line, line breaks inject claims.
+		bad := rapid.SampledFrom([]string{"a b", "x\n1 y\n2 z", "x\n0 y"}).Draw(t, "malformed token")
+		pod.Annotations[tpuv1alpha1.ClaimTokenAnnotation] = bad
+		what = "set to the malformed " + strconv.Quote(bad)
 	default:
 		other := rapid.SampledFrom(slices.Sorted(maps.Keys(m.pods))).Draw(t, "token of")
 		pod.Annotations[tpuv1alpha1.ClaimTokenAnnotation] = m.pods[other].a.Token
@@ -442,6 +449,33 @@ func (m *model) editToken(t *rapid.T) {
 		t.Fatalf("editing Pod %s: %v", pod.Name, err)
 	}
 	m.logf("Pod %s: claim token %s", pod.Name, what)
+}
+
+// corruptSlice writes a line that does not parse into a slice's stored status (by hand, an older
+// version, a bug): in place of one claim's line, or beside them. Until the operator's repair, no ID
+// named only by the bad line may be handed out (I1 sees it), and quiesce requires the repair.
+func (m *model) corruptSlice(t *rapid.T) {
+	var list tpuv1alpha1.TPUSliceAssignmentList
+	if err := m.w.base.List(m.ctx, &list, client.InNamespace(modelNS)); err != nil {
+		t.Fatalf("listing slices: %v", err)
+	}
+	if len(list.Items) == 0 {
+		t.Skip("no slice to corrupt")
+	}
+	slice := rapid.SampledFrom(list.Items).Draw(t, "slice")
+	bad := corruption{id: -1, line: rapid.SampledFrom([]string{"0 a b", "x", "7 t pod"}).Draw(t, "bad line")}
+	if len(slice.Status.Claims) > 0 && rapid.Bool().Draw(t, "replaces a claim") {
+		bad.id = rapid.SampledFrom(slice.Status.Claims).Draw(t, "claim").WorkerID
+	}
+	m.w.mu.Lock()
+	m.w.corrupt[client.ObjectKeyFromObject(&slice)] = bad
+	m.w.mu.Unlock()
+	m.w.record(m.ctx, &slice)
+	if bad.id >= 0 {
+		m.logf("slice %s: the line of worker ID %d overwritten with %q", shortSlice(slice.Name), bad.id, bad.line)
+	} else {
+		m.logf("slice %s: a line %q added", shortSlice(slice.Name), bad.line)
+	}
 }
 
 // editLabels edits a live Pod's labels. Labels outside the cache's selector are always edited; the
@@ -553,6 +587,16 @@ func (m *model) quiesce(t *rapid.T) {
 		} else {
 			time.Sleep(2 * DefaultBindSettle)
 		}
+	}
+	m.w.mu.Lock()
+	var unrepaired []string
+	for key := range m.w.corrupt {
+		unrepaired = append(unrepaired, key.Name)
+	}
+	m.w.mu.Unlock()
+	slices.Sort(unrepaired)
+	if len(unrepaired) > 0 {
+		m.failf(t, invRepair, "after quiesce the stored status of %v still holds a malformed line", unrepaired)
 	}
 	want := map[string][]string{}
 	for _, p := range m.truePods(t) {

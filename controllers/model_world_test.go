@@ -31,6 +31,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -81,6 +82,42 @@ type world struct {
 	violations []string
 	// deletions name the Pods the operator deleted, for the history.
 	deletions []string
+	// corrupt are the slices whose stored status holds a line that does not parse (written by hand,
+	// an older version or a bug), until a status write of the operator replaces it. The fake client
+	// stores typed objects, so every read of such a slice is given what the lenient decoder makes of
+	// the stored string: the valid lines as claims, the bad one in MalformedLines.
+	corrupt map[types.NamespacedName]corruption
+}
+
+// corruption is one malformed stored line of a slice.
+type corruption struct {
+	// id is the worker ID whose claim line was overwritten by the bad line, -1 for an extra line.
+	id   int32
+	line string
+}
+
+// decorate gives obj, a slice read by the operator, what decoding its stored string would give:
+// a corrupted slice loses the claim its bad line replaced and reports the line. w.mu is held.
+func (w *world) decorate(obj client.Object) {
+	slice, ok := obj.(*tpuv1alpha1.TPUSliceAssignment)
+	if !ok {
+		return
+	}
+	bad, ok := w.corrupt[client.ObjectKeyFromObject(slice)]
+	if !ok {
+		return
+	}
+	slice.Status.Claims = slices.DeleteFunc(slice.Status.Claims, func(c tpuv1alpha1.WorkerClaim) bool { return c.WorkerID == bad.id })
+	slice.Status.MalformedLines = append(slice.Status.MalformedLines, "claims line 1: "+strconv.Quote(bad.line)+": want <workerID> <token>")
+}
+
+// written forgets the corruption of a slice the operator wrote: its status is a new string now.
+func (w *world) written(obj client.Object) {
+	if _, ok := obj.(*tpuv1alpha1.TPUSliceAssignment); ok {
+		w.mu.Lock()
+		delete(w.corrupt, client.ObjectKeyFromObject(obj))
+		w.mu.Unlock()
+	}
 }
 
 // workerPodSelector is the operator's Pod cache selector (internal/operator.CacheOptions): worker
@@ -94,9 +131,10 @@ func workerPodSelector(obj client.Object) bool {
 
 func newWorld(objs ...client.Object) *world {
 	w := &world{
-		base:   testutil.NewClientBuilder().WithObjects(objs...).Build(),
-		pods:   &view{objs: map[types.NamespacedName]client.Object{}, selects: workerPodSelector},
-		slices: &view{objs: map[types.NamespacedName]client.Object{}, selects: func(client.Object) bool { return true }},
+		base:    testutil.NewClientBuilder().WithObjects(objs...).Build(),
+		pods:    &view{objs: map[types.NamespacedName]client.Object{}, selects: workerPodSelector},
+		slices:  &view{objs: map[types.NamespacedName]client.Object{}, selects: func(client.Object) bool { return true }},
+		corrupt: map[types.NamespacedName]corruption{},
 	}
 	return w
 }
@@ -166,9 +204,13 @@ func (w *world) writer(operator bool) client.WithWatch {
 			return nil
 		},
 		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+			if slice, ok := obj.(*tpuv1alpha1.TPUSliceAssignment); ok && len(slice.Status.MalformedLines) > 0 {
+				return tpuv1alpha1.ErrMalformedLines // what the status encoder says
+			}
 			if err := c.SubResource(sub).Update(ctx, obj, opts...); err != nil {
 				return err
 			}
+			w.written(obj)
 			w.record(ctx, obj)
 			return nil
 		},
@@ -179,6 +221,30 @@ func (w *world) writer(operator bool) client.WithWatch {
 			w.record(ctx, obj)
 			return nil
 		},
+	}
+	if operator {
+		funcs.Get = func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if err := c.Get(ctx, key, obj, opts...); err != nil {
+				return err
+			}
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			w.decorate(obj)
+			return nil
+		}
+		funcs.List = func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if err := c.List(ctx, list, opts...); err != nil {
+				return err
+			}
+			if l, ok := list.(*tpuv1alpha1.TPUSliceAssignmentList); ok {
+				w.mu.Lock()
+				defer w.mu.Unlock()
+				for i := range l.Items {
+					w.decorate(&l.Items[i])
+				}
+			}
+			return nil
+		}
 	}
 	return interceptor.NewClient(w.base, funcs)
 }
@@ -237,7 +303,11 @@ func (w *world) cacheClient() client.WithWatch {
 			if cached == nil {
 				return apierrors.NewNotFound(schema.GroupResource{Resource: fmt.Sprintf("%T", obj)}, key.Name)
 			}
-			return copyInto(cached, obj)
+			if err := copyInto(cached, obj); err != nil {
+				return err
+			}
+			w.decorate(obj)
+			return nil
 		},
 		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
 			v := w.viewOf(list)
@@ -273,6 +343,7 @@ func (w *world) cacheClient() client.WithWatch {
 				l.Items = nil
 				for _, obj := range matched {
 					l.Items = append(l.Items, *obj.(*tpuv1alpha1.TPUSliceAssignment).DeepCopy())
+					w.decorate(&l.Items[len(l.Items)-1])
 				}
 			}
 			return nil

@@ -41,6 +41,9 @@ type observed struct {
 	fingerprint uint64
 	changed     time.Time
 	firstSeen   map[string]time.Time
+	// malformedSince is when the slice was first seen holding stored lines that do not parse,
+	// zero while it holds none.
+	malformedSince time.Time
 }
 
 func newObservations() *observations {
@@ -80,6 +83,26 @@ func (o *observations) observe(key types.NamespacedName, slice *tpuv1alpha1.TPUS
 		}
 		return 0
 	}
+}
+
+// malformedFor records whether the slice's stored status holds lines that do not parse, seen at
+// now, and returns for how long it has been seen holding them (0 when it holds none).
+func (o *observations) malformedFor(key types.NamespacedName, malformed bool, now time.Time) time.Duration {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	s := o.slices[key]
+	if s == nil {
+		s = &observed{changed: now, firstSeen: map[string]time.Time{}}
+		o.slices[key] = s
+	}
+	if !malformed {
+		s.malformedSince = time.Time{}
+		return 0
+	}
+	if s.malformedSince.IsZero() {
+		s.malformedSince = now
+	}
+	return now.Sub(s.malformedSince)
 }
 
 // changedAt returns when the slice's claims were last seen to change (zero if never seen).

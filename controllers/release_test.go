@@ -109,6 +109,12 @@ func TestReleaseOnlyOnThePodsOwnFate(t *testing.T) {
 			tombstone: p.Obj(),
 			wantBound: []tpuv1alpha1.WorkerClaim{{WorkerID: 0, Token: "t-p", PodName: "p", PodUID: "uid-p"}},
 		},
+		"pending, the only tombstone left by a copy of its token in another place: not confirmed gone": {
+			slice: pending, cached: []*testutil.PodWrapper{q},
+			live:        []*testutil.PodWrapper{q, p.Clone().WithoutLabel(rayutils.RayNodeGroupLabelKey)},
+			tombstone:   releasePod("copy", "t-p", 2).Obj(),
+			wantRequeue: time.Minute, // the pending claim's TTL
+		},
 		"pending, its Pod deleted: NotFound by name, released": {
 			slice: pending, cached: []*testutil.PodWrapper{q}, live: []*testutil.PodWrapper{q},
 			tombstone:    p.Obj(),

@@ -134,6 +134,20 @@ func (r *TPUSliceAssignmentReconciler) Reconcile(ctx context.Context, req ctrl.R
 	if rc == nil || rc.UID != slice.Spec.RayClusterUID {
 		return ctrl.Result{}, r.deleteSlice(ctx, slice, rc, "its RayCluster generation "+string(slice.Spec.RayClusterUID)+" no longer exists")
 	}
+	// A slice with malformed lines is repaired only once they have been seen for the pending TTL
+	// (docs/spec.md §8): a bad line may have been the claim of a Pod whose create is still in
+	// flight, which no read can find before it commits, and the allocator hands out no ID of the
+	// group meanwhile. Found by the model test: a pending claim's line overwritten, the repair at
+	// once, its ID handed out again, then the late create committed.
+	if malformed := len(slice.Status.MalformedLines) > 0; malformed {
+		if wait := r.pendingTTL - r.seen.malformedFor(req.NamespacedName, true, r.now()); wait > 0 {
+			ctrl.LoggerFrom(ctx).Info("Slice holds stored lines that do not parse; repairing them from the live Pods once creates in flight have landed",
+				"slice", klog.KObj(slice), "lines", slice.Status.MalformedLines, "after", wait)
+			return ctrl.Result{RequeueAfter: wait}, nil
+		}
+	} else {
+		r.seen.malformedFor(req.NamespacedName, false, r.now())
+	}
 	// A slice with malformed lines cannot be encoded for the label's patch: it is repaired first,
 	// and the repair's update event labels it.
 	if len(slice.Status.MalformedLines) == 0 {
@@ -186,11 +200,13 @@ func (r *TPUSliceAssignmentReconciler) decide(ctx context.Context, slice *tpuv1a
 	gone := func(token string) bool { return lv.gone[token] }
 	d = lifecycle.Decide(r.view(live, lv.pods, gone), r.pendingTTL)
 	outside := lv.outside
-	if expires(d) {
-		// A pending claim whose Pod was never seen is about to expire: its Pod may be running
-		// outside KubeRay's labels (isolated before this process saw it, or before a restart lost
-		// the tombstone). Only a scan of the namespace by spec identity can tell; it is made only
-		// here.
+	if expires(d) || len(live.Status.MalformedLines) > 0 {
+		// A pending claim whose Pod was never seen is about to expire, or the repair of malformed
+		// lines is about to rebuild the claims from the live Pods: a Pod may be running outside
+		// KubeRay's labels (isolated before this process saw it, or before a restart lost the
+		// tombstone), holding an ID named only by a lost or malformed line. Only a scan of the
+		// namespace by spec identity can tell; it is made only here. Found by the model test: an
+		// isolated Pod whose claim line was overwritten lost its ID in the repair.
 		unlisted, err := r.unlistedPods(ctx, live, lv.pods)
 		if err != nil {
 			return nil, nil, lifecycle.Decision{}, err
