@@ -589,7 +589,7 @@ func (m *model) quiesce(t *rapid.T) {
 		}
 	}
 	m.w.mu.Lock()
-	var unrepaired []string
+	unrepaired := make([]string, 0, len(m.w.corrupt))
 	for key := range m.w.corrupt {
 		unrepaired = append(unrepaired, key.Name)
 	}
