@@ -259,23 +259,9 @@ func checkClaimRoundTrip(t *testing.T, id int32, token, name, uid string) {
 	for _, c := range []WorkerClaim{{WorkerID: id, Token: token}, {WorkerID: id, Token: token, PodName: name, PodUID: types.UID(uid)}} {
 		accepted := id >= 0 && ValidToken(c.Token) && (c.PodName == "" && c.PodUID == "" || ValidPodName(c.PodName) && ValidPodUID(string(c.PodUID)))
 		list := ClaimList{other, c}
-		data, err := json.Marshal(TPUSliceAssignmentStatus{Claims: list})
-		if !accepted {
-			if err == nil {
-				t.Fatalf("the encoder stored a claim the doors refuse: %+v as %s", c, data)
-			}
-			continue
-		}
-		if err != nil {
-			t.Fatalf("the encoder refused a claim the doors accept: %+v: %v", c, err)
-		}
-		var back TPUSliceAssignmentStatus
-		if err := json.Unmarshal(data, &back); err != nil {
-			t.Fatal(err)
-		}
-		if diff := gocmp.Diff(sortedClaims(list), back.Claims); diff != "" || len(back.MalformedLines) > 0 {
-			t.Fatalf("round trip of %+v through %s (-want,+got):\n%s\nmalformed: %q", c, data, diff, back.MalformedLines)
-		}
+		checkStatusRoundTrip(t, c, accepted, TPUSliceAssignmentStatus{Claims: list}, func(back TPUSliceAssignmentStatus) string {
+			return gocmp.Diff(sortedClaims(list), back.Claims)
+		})
 	}
 }
 
@@ -284,20 +270,6 @@ func checkHostRoundTrip(t *testing.T, id int32, node, domain string) {
 	h := HostFact{WorkerID: id, Node: node, Domain: domain, Ready: id%2 == 0}
 	// An empty node or domain is stored as NoDomain; anything else must be a plain field.
 	accepted := id >= 0 && (node == "" || plainField(node)) && (domain == "" || plainField(domain))
-	data, err := json.Marshal(TPUSliceAssignmentStatus{Hosts: HostList{h}})
-	if !accepted {
-		if err == nil {
-			t.Fatalf("the encoder stored a host that does not parse back: %+v as %s", h, data)
-		}
-		return
-	}
-	if err != nil {
-		t.Fatalf("the encoder refused a storable host: %+v: %v", h, err)
-	}
-	var back TPUSliceAssignmentStatus
-	if err := json.Unmarshal(data, &back); err != nil {
-		t.Fatal(err)
-	}
 	want := h
 	if want.Node == "" {
 		want.Node = NoDomain
@@ -305,8 +277,32 @@ func checkHostRoundTrip(t *testing.T, id int32, node, domain string) {
 	if want.Domain == "" {
 		want.Domain = NoDomain
 	}
-	if diff := gocmp.Diff(HostList{want}, back.Hosts); diff != "" || len(back.MalformedLines) > 0 {
-		t.Fatalf("round trip of %+v through %s (-want,+got):\n%s\nmalformed: %q", h, data, diff, back.MalformedLines)
+	checkStatusRoundTrip(t, h, accepted, TPUSliceAssignmentStatus{Hosts: HostList{h}}, func(back TPUSliceAssignmentStatus) string {
+		return gocmp.Diff(HostList{want}, back.Hosts)
+	})
+}
+
+// checkStatusRoundTrip checks that the encoder refuses status when the doors refuse what (accepted
+// false), and otherwise stores it so that it decodes with no malformed line and diff reports
+// nothing.
+func checkStatusRoundTrip(t *testing.T, what any, accepted bool, status TPUSliceAssignmentStatus, diff func(TPUSliceAssignmentStatus) string) {
+	t.Helper()
+	data, err := json.Marshal(status)
+	if !accepted {
+		if err == nil {
+			t.Fatalf("the encoder stored what the doors refuse: %+v as %s", what, data)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("the encoder refused what the doors accept: %+v: %v", what, err)
+	}
+	var back TPUSliceAssignmentStatus
+	if err := json.Unmarshal(data, &back); err != nil {
+		t.Fatal(err)
+	}
+	if d := diff(back); d != "" || len(back.MalformedLines) > 0 {
+		t.Fatalf("round trip of %+v through %s (-want,+got):\n%s\nmalformed: %q", what, data, d, back.MalformedLines)
 	}
 }
 
