@@ -39,6 +39,7 @@ import (
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/claims"
+	"github.com/ray-tpu/tpu-slice-operator/internal/allocator"
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
 	"github.com/ray-tpu/tpu-slice-operator/internal/identity"
 	"github.com/ray-tpu/tpu-slice-operator/internal/lifecycle"
@@ -402,6 +403,11 @@ func (r *runner) mixedHostCounts() {
 			if t.took > denialBound {
 				r.violationf("§5: %s was denied after %v, over %v", what, t.took.Round(time.Millisecond), denialBound)
 			}
+		case faulted(t.msg) && t.took <= denialBound:
+			// The instance's own read failed on a fault this run injected: a transient denial is
+			// what §5 asks for then, and the creator's retry meets the host-count denial.
+			r.hostile.mixedDenials++
+			r.hostile.maxMixedDenial = max(r.hostile.maxMixedDenial, t.took)
 		default:
 			// Refused as transient (the creator retries it for good), an error, or no answer.
 			r.violationf("§10, §5: %s was not denied within %v (%v): %s", what, denialBound, t.took.Round(time.Millisecond), t.msg)
@@ -741,4 +747,10 @@ func (r *runner) addForgedClaim(token string) {
 	r.forgedMu.Lock()
 	defer r.forgedMu.Unlock()
 	r.forgedClaims = append(r.forgedClaims, forgedClaim{token: token, posted: time.Now()})
+}
+
+// faulted reports whether a denial's message is a transient one caused by a fault this run injected
+// into an operator instance's API calls (faults.go).
+func faulted(msg string) bool {
+	return strings.Contains(msg, allocator.TransientNote) && strings.Contains(msg, "injected ")
 }
