@@ -3,13 +3,16 @@
 # Image URL to use all building/pushing image targets.
 IMG ?= controller:latest
 
-# Versions of the control plane envtest runs against. Built from source by hack/build-envtest.sh
-# (setup-envtest's downloads are unreachable here), cached per user and linked into bin/.
+# Versions of the control plane envtest runs against (`make envtest`, hack/envtest.sh):
+# setup-envtest downloads the newest release of the ENVTEST_K8S_VERSION minor (1.37.x); when that
+# fails (no network) or with ENVTEST_FROM_SOURCE=1, hack/build-envtest.sh builds exactly these
+# versions from source. Either is cached per user and linked into bin/k8s/.
 ENVTEST_K8S_VERSION ?= 1.37.2
 ENVTEST_ETCD_VERSION ?= 3.6.16
 
 # Tool versions.
 CONTROLLER_TOOLS_VERSION ?= v0.23.0
+SETUP_ENVTEST_VERSION ?= v0.25.1
 KUSTOMIZE_VERSION ?= v5.7.1
 GOLANGCI_LINT_VERSION ?= v2.15.0
 
@@ -244,11 +247,19 @@ KUBECTL ?= $(KUBEBUILDER_ASSETS)/kubectl
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen
 KUSTOMIZE ?= $(LOCALBIN)/kustomize
 GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint
+SETUP_ENVTEST ?= $(LOCALBIN)/setup-envtest
 
 .PHONY: envtest
-envtest: ## Build kube-apiserver, etcd and kubectl from source (cached per user), link them into bin/, and bin/kubectl to that kubectl.
-	@hack/build-envtest.sh $(ENVTEST_K8S_VERSION) $(ENVTEST_ETCD_VERSION) $(KUBEBUILDER_ASSETS)
+envtest: $(LOCALBIN) ## Get kube-apiserver, etcd and kubectl with setup-envtest, or build them from source when that fails or ENVTEST_FROM_SOURCE=1 (cached per user); link them into bin/k8s/, and bin/kubectl to that kubectl.
+	@if [ "$(ENVTEST_FROM_SOURCE)" != 1 ]; then \
+		$(MAKE) --no-print-directory setup-envtest || echo "[envtest] cannot install setup-envtest" >&2; \
+	fi
+	@ENVTEST_FROM_SOURCE="$(ENVTEST_FROM_SOURCE)" hack/envtest.sh $(ENVTEST_K8S_VERSION) $(ENVTEST_ETCD_VERSION) $(KUBEBUILDER_ASSETS) $(SETUP_ENVTEST)
 	@ln -sfn "$(KUBEBUILDER_ASSETS)/kubectl" "$(LOCALBIN)/kubectl"
+
+.PHONY: setup-envtest
+setup-envtest: $(LOCALBIN) ## Install Kubebuilder's setup-envtest into bin/.
+	$(call go-install-tool,$(SETUP_ENVTEST),sigs.k8s.io/controller-runtime/tools/setup-envtest,$(SETUP_ENVTEST_VERSION))
 
 .PHONY: controller-gen
 controller-gen: $(LOCALBIN) ## Install controller-gen into bin/.

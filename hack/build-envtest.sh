@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the envtest control-plane binaries (kube-apiserver, etcd, kubectl) from source through the
-# Go module proxy, because setup-envtest's downloads are unreachable here. The result is cached per
-# user and reused by every clone; the Makefile links it into bin/.
+# Go module proxy: hack/envtest.sh's fallback when setup-envtest cannot download them (as on this
+# project's own machines) or ENVTEST_FROM_SOURCE=1. The result is cached per user and reused by
+# every clone; it is linked into <link-dir>.
 #
 # Usage: hack/build-envtest.sh <kubernetes-version> <etcd-version> <link-dir>
 set -euo pipefail

@@ -15,7 +15,7 @@ limitations under the License.
 */
 
 // Command run-local runs the operator on an embedded local control plane for development: etcd and
-// kube-apiserver (built by `make envtest`), our CRD and KubeRay's, KubeRay's RayCluster controller
+// kube-apiserver (from `make envtest`), our CRD and KubeRay's, KubeRay's RayCluster controller
 // in-process, and our manager with its webhooks registered against that API server. It writes a
 // kubeconfig for kubectl and runs until interrupted.
 package main
@@ -132,7 +132,7 @@ func writeKubeconfig(env *envtest.Environment, path string) (string, error) {
 }
 
 // printHowTo tells the developer what to type in another shell. bin/kubectl links the kubectl
-// make envtest built for this machine's OS and architecture.
+// make envtest provided for this machine's OS and architecture.
 func printHowTo(indexing bool, kubeconfig string) {
 	kubectl, err := filepath.Abs(filepath.Join("bin", "kubectl"))
 	if _, statErr := os.Stat(kubectl); err != nil || statErr != nil {

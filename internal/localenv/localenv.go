@@ -68,7 +68,7 @@ func KubeRayCRDDir() (string, error) {
 func NewEnvironment() (*envtest.Environment, error) {
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
 	if assets == "" {
-		return nil, errors.New("KUBEBUILDER_ASSETS is not set: use `make test` or `make run-local` (they run `make envtest`, which builds kube-apiserver and etcd from source)")
+		return nil, errors.New("KUBEBUILDER_ASSETS is not set: use `make test` or `make run-local` (they run `make envtest`, which provides kube-apiserver and etcd)")
 	}
 	if _, err := os.Stat(filepath.Join(assets, "kube-apiserver")); err != nil {
 		return nil, fmt.Errorf("no kube-apiserver in KUBEBUILDER_ASSETS=%s: run `make envtest`: %w", assets, err)
