@@ -76,14 +76,14 @@ type catalogEntry struct {
 	message string
 	// code is the HTTP code of its section.
 	code int32
-	// pattern matches the messages it documents: <placeholder> and ... stand for any text.
+	// pattern matches the messages it documents: <placeholders> and ... stand for any text.
 	pattern *regexp.Regexp
 	// catchAll marks the heading of unexpected errors ("Any other `<error>; transient, ...`").
 	catchAll bool
 }
 
-// placeholder matches what a heading leaves open: a <name> or an ellipsis.
-var placeholder = regexp.MustCompile(`<[^<>]+>|\.\.\.`)
+// headingPlaceholder matches what a heading leaves open: a <name> or an ellipsis.
+var headingPlaceholder = regexp.MustCompile(`<[^<>]+>|\.\.\.`)
 
 // readCatalog returns the denial headings of path.
 func readCatalog(t *testing.T, path string) []catalogEntry {
@@ -130,7 +130,7 @@ func headingPattern(message string) *regexp.Regexp {
 	var b strings.Builder
 	b.WriteString(`\A`)
 	last := 0
-	for _, loc := range placeholder.FindAllStringIndex(message, -1) {
+	for _, loc := range headingPlaceholder.FindAllStringIndex(message, -1) {
 		b.WriteString(regexp.QuoteMeta(message[last:loc[0]]))
 		b.WriteString(`.+`)
 		last = loc[1]
@@ -160,15 +160,15 @@ type catalogCase struct {
 	unexpected bool
 }
 
-// The RayCluster of the catalog's cases: group "tpu" of Pods of a v6e 4x4 slice of 4 hosts
-// (multiHostPod), replicas slices.
+// catalogCluster returns the RayCluster of the catalog's cases: group "tpu" of replicas slices
+// of a v6e 4x4 slice of 4 hosts (multiHostPod).
 func catalogCluster(replicas int32) *testutil.RayClusterWrapper {
 	return cluster().TPUGroup(group, v6e, "4x4", 4, 4, replicas)
 }
 
-// pendingClaims returns the slice of replica 0 holding each of its hosts' IDs with a claim whose
+// unseenClaims returns the slice of replica 0 holding each of its hosts' IDs with a claim whose
 // Pod has not been seen yet: the allocator never takes such a claim over.
-func pendingClaims(hosts int32) *testutil.SliceWrapper {
+func unseenClaims(hosts int32) *testutil.SliceWrapper {
 	s := testutil.MakeSlice(naming.SliceName(clusterName, group, 0), testNS, clusterName, clusterUID, group, 0, hosts).SelectorLabels()
 	for id := range hosts {
 		s.Claim(id, fmt.Sprintf("pending-%d", id), "", "")
@@ -176,9 +176,9 @@ func pendingClaims(hosts int32) *testutil.SliceWrapper {
 	return s
 }
 
-// failing returns faults that answer err to every call of verb ("get", "list" or "create") on an
+// faultOn returns faults that answer err to every call of verb ("get", "list" or "create") on an
 // object or list for which of reports true.
-func failing(verb string, of func(runtime.Object) bool, err error) interceptor.Funcs {
+func faultOn(verb string, of func(runtime.Object) bool, err error) interceptor.Funcs {
 	return interceptor.Funcs{
 		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 			if verb == "get" && of(obj) {
@@ -202,12 +202,12 @@ func failing(verb string, of func(runtime.Object) bool, err error) interceptor.F
 }
 
 // The objects faults apply to.
-func rayClusters(obj runtime.Object) bool {
+func isRayCluster(obj runtime.Object) bool {
 	_, ok := obj.(*rayv1.RayCluster)
 	return ok
 }
 
-func tpuSlices(obj runtime.Object) bool {
+func isSlice(obj runtime.Object) bool {
 	switch obj.(type) {
 	case *tpuv1alpha1.TPUSliceAssignment, *tpuv1alpha1.TPUSliceAssignmentList:
 		return true
@@ -215,14 +215,14 @@ func tpuSlices(obj runtime.Object) bool {
 	return false
 }
 
-func podLists(obj runtime.Object) bool {
+func isPodList(obj runtime.Object) bool {
 	_, ok := obj.(*corev1.PodList)
 	return ok
 }
 
-// withMalformedLines makes every slice read carry a stored line that does not parse, as the
+// malformedSliceReads makes every slice read carry a stored line that does not parse, as the
 // status decoder reports one (a status holding such lines cannot be written to the fake client).
-func withMalformedLines() interceptor.Funcs {
+func malformedSliceReads() interceptor.Funcs {
 	const line = `workers line 1: "x y z" is not "<id> <token> [<pod> <uid>]"`
 	return interceptor.Funcs{
 		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
@@ -288,7 +288,7 @@ func catalogCases() map[string]catalogCase {
 		"no such RayCluster": {pod: multiHostPod().Obj()},
 		"a RayCluster the manager may not read": {
 			pod: multiHostPod().Obj(), objects: []client.Object{catalogCluster(1).Obj()},
-			faults: failing("get", rayClusters, apierrors.NewForbidden(schema.GroupResource{Group: "ray.io", Resource: "rayclusters"},
+			faults: faultOn("get", isRayCluster, apierrors.NewForbidden(schema.GroupResource{Group: "ray.io", Resource: "rayclusters"},
 				clusterName, errors.New("RBAC: access denied"))),
 		},
 		"a Pod of a deleted RayCluster of the same name": {
@@ -302,7 +302,7 @@ func catalogCases() map[string]catalogCase {
 		},
 		"a new topology while the old replicas run": {
 			pod:     multiHostPod().Obj(),
-			objects: []client.Object{catalogCluster(1).Obj(), pendingClaims(2).Obj()},
+			objects: []client.Object{catalogCluster(1).Obj(), unseenClaims(2).Obj()},
 		},
 		"KubeRay indexes beyond the desired replicas": {
 			pod: multiHostPod().KubeRayIndexes(3, "tpu-x7k2p", 0).Obj(), objects: []client.Object{catalogCluster(1).Obj()},
@@ -313,7 +313,7 @@ func catalogCases() map[string]catalogCase {
 		"a create of a KubeRay replica already replaced": {
 			pod: multiHostPod().KubeRayIndexes(0, "tpu-old", 0).Obj(),
 			objects: []client.Object{catalogCluster(1).Obj(), func() *tpuv1alpha1.TPUSliceAssignment {
-				s := pendingClaims(4).ReplicaName("tpu-new")
+				s := unseenClaims(4).ReplicaName("tpu-new")
 				s.Spec.ReplacedReplicaNames = []string{"tpu-old"}
 				return s.Obj()
 			}()},
@@ -325,48 +325,48 @@ func catalogCases() map[string]catalogCase {
 		},
 		"a slice write the API server refuses": {
 			pod: multiHostPod().Obj(), objects: []client.Object{catalogCluster(1).Obj()},
-			faults: failing("create", tpuSlices, forbiddenErr),
+			faults: faultOn("create", isSlice, forbiddenErr),
 		},
 		"a slice read the API server refuses": {
 			pod:     multiHostPod().KubeRayIndexes(0, "tpu-x7k2p", 0).Obj(),
-			objects: []client.Object{catalogCluster(1).Obj(), pendingClaims(4).ReplicaName("tpu-x7k2p").Obj()},
-			faults:  failing("get", tpuSlices, forbiddenErr),
+			objects: []client.Object{catalogCluster(1).Obj(), unseenClaims(4).ReplicaName("tpu-x7k2p").Obj()},
+			faults:  faultOn("get", isSlice, forbiddenErr),
 		},
 		"a record of a Pod's identity the API server refuses": {
 			pod: multiHostPod().Obj(),
 			objects: []client.Object{catalogCluster(1).Obj(),
 				multiHostPod().Named("rc-tpu-worker-x7k2p").UID("uid-x7k2p").TPUIdentity(group, 0, 1).Obj()},
-			faults: failing("create", tpuSlices, forbiddenErr),
+			faults: faultOn("create", isSlice, forbiddenErr),
 		},
 		"a Pod list the API server refuses": {
 			pod: multiHostPod().Obj(), objects: []client.Object{catalogCluster(1).Obj()},
-			faults: failing("list", podLists, apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", errors.New("RBAC: access denied"))),
+			faults: faultOn("list", isPodList, apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", errors.New("RBAC: access denied"))),
 		},
 
 		// Transient: the Pod's creator retries as is.
 		"every slice fully claimed": {
-			pod: multiHostPod().Obj(), objects: []client.Object{catalogCluster(1).Obj(), pendingClaims(4).Obj()},
+			pod: multiHostPod().Obj(), objects: []client.Object{catalogCluster(1).Obj(), unseenClaims(4).Obj()},
 		},
 		"a group at zero replicas": {pod: multiHostPod().Obj(), objects: []client.Object{catalogCluster(0).Obj()}},
 		"a KubeRay host index another Pod holds": {
 			pod:     multiHostPod().KubeRayIndexes(0, "tpu-x7k2p", 1).Obj(),
-			objects: []client.Object{catalogCluster(1).Obj(), pendingClaims(4).ReplicaName("tpu-x7k2p").Obj()},
+			objects: []client.Object{catalogCluster(1).Obj(), unseenClaims(4).ReplicaName("tpu-x7k2p").Obj()},
 		},
 		"a new KubeRay replica while the old one runs": {
 			pod:     multiHostPod().KubeRayIndexes(0, "tpu-new", 0).Obj(),
-			objects: []client.Object{catalogCluster(1).Obj(), pendingClaims(4).ReplicaName("tpu-old").Obj()},
+			objects: []client.Object{catalogCluster(1).Obj(), unseenClaims(4).ReplicaName("tpu-old").Obj()},
 		},
 		"a slice with stored lines that do not parse": {
-			pod: multiHostPod().Obj(), objects: []client.Object{catalogCluster(1).Obj(), pendingClaims(4).Obj()},
-			faults: withMalformedLines(),
+			pod: multiHostPod().Obj(), objects: []client.Object{catalogCluster(1).Obj(), unseenClaims(4).Obj()},
+			faults: malformedSliceReads(),
 		},
 		"a failed check of the identity the Pod carries": {
 			pod: carrying, objects: []client.Object{catalogCluster(1).Obj()},
-			faults: failing("get", tpuSlices, errors.New("etcd timeout")),
+			faults: faultOn("get", isSlice, errors.New("etcd timeout")),
 		},
 		"a claim past its deadline": {
 			pod: multiHostPod().Obj(), objects: []client.Object{catalogCluster(1).Obj()},
-			faults:       failing("create", tpuSlices, apierrors.NewServiceUnavailable("etcd leader changed")),
+			faults:       faultOn("create", isSlice, apierrors.NewServiceUnavailable("etcd leader changed")),
 			claimTimeout: 100 * time.Millisecond,
 		},
 		"an admission past its deadline": {
@@ -375,11 +375,11 @@ func catalogCases() map[string]catalogCase {
 		},
 		"a RayCluster read that fails": {
 			pod: multiHostPod().Obj(), objects: []client.Object{catalogCluster(1).Obj()},
-			faults: failing("get", rayClusters, errors.New("connection refused")),
+			faults: faultOn("get", isRayCluster, errors.New("connection refused")),
 		},
 		"a dry run whose slices cannot be listed": {
 			pod: multiHostPod().Obj(), objects: []client.Object{catalogCluster(1).Obj()}, dryRun: true,
-			faults: failing("list", tpuSlices, errors.New("cache not synced")),
+			faults: faultOn("list", isSlice, errors.New("cache not synced")),
 		},
 		"TPU Nodes that cannot be listed for a subslice": {
 			pod: subslicePod().Obj(), objects: []client.Object{catalogCluster(1).Obj()},
