@@ -148,27 +148,28 @@ func reconcileCluster(uid types.UID) *testutil.RayClusterWrapper {
 	return testutil.MakeRayCluster("rc", releaseNamespace).UID(uid).TPUGroup("tpu", "tpu-v4-podslice", "2x2x4", 4, 4, 2)
 }
 
-// round is one Reconcile of the slice, at the test clock's t0+at, and what it returns.
-type round struct {
+// reconcileRound is one Reconcile of the slice, at the test clock's t0+at, and what it returns.
+type reconcileRound struct {
 	at      time.Duration
 	want    ctrl.Result
 	wantErr bool
 }
 
-// once is a single Reconcile at t0.
-func once(want ctrl.Result) []round { return []round{{want: want}} }
+// reconcileOnce is a single Reconcile at t0.
+func reconcileOnce(want ctrl.Result) []reconcileRound { return []reconcileRound{{want: want}} }
 
-// settled is the first Reconcile of a slice whose bookkeeping waits for the bind settle (docs/spec.md
-// §8), then the one a settle later, returning want.
-func settled(want ctrl.Result) []round {
-	return []round{{want: ctrl.Result{RequeueAfter: DefaultBindSettle}}, {at: DefaultBindSettle, want: want}}
+// reconcileSettled is the first Reconcile of a slice whose bookkeeping waits for the bind settle
+// (docs/spec.md §8), then the one a settle later, returning want.
+func reconcileSettled(want ctrl.Result) []reconcileRound {
+	return []reconcileRound{{want: ctrl.Result{RequeueAfter: DefaultBindSettle}}, {at: DefaultBindSettle, want: want}}
 }
 
 // TestReconcile runs Reconcile on one slice per path of docs/spec.md §8 and checks what it leaves in
 // the API server: the slice's claims and conditions, the Pods deleted, the Events recorded, and
 // what each pass asks of the queue.
 func TestReconcile(t *testing.T) {
-	conflict := apierrors.NewConflict(tpuv1alpha1.GroupVersion.WithResource("tpusliceassignments").GroupResource(), "rc-tpu-0",
+	conflict := apierrors.NewConflict(tpuv1alpha1.GroupVersion.WithResource("tpusliceassignments").GroupResource(),
+		naming.SliceName("rc", "tpu", 0),
 		errors.New("the object has been modified"))
 	p := releasePod("p", "t-p", 0)
 	// q is created after p.
@@ -176,8 +177,8 @@ func TestReconcile(t *testing.T) {
 	workers := []*testutil.PodWrapper{releasePod("w-0", "t-w-0", 0), releasePod("w-1", "t-w-1", 1),
 		releasePod("w-2", "t-w-2", 2), releasePod("w-3", "t-w-3", 3)}
 	allPending := reconcileSlice(0)
-	for id := range int32(4) {
-		allPending = allPending.Claim(id, testutil.Bound(4, "w")[id].Token, "", "")
+	for _, c := range testutil.Bound(4, "w") {
+		allPending.Claim(c.WorkerID, c.Token, "", "")
 	}
 	boundP := func() *testutil.SliceWrapper { return reconcileSlice(0).Claim(0, "t-p", "p", "uid-p") }
 	pendingP := func() *testutil.SliceWrapper { return reconcileSlice(0).Claim(0, "t-p", "", "") }
@@ -202,7 +203,7 @@ func TestReconcile(t *testing.T) {
 		malformed []string
 		// faults act on the reconciler's cached reads and its writes; liveFaults on its live reads.
 		faults, liveFaults interceptor.Funcs
-		rounds             []round
+		rounds             []reconcileRound
 		wantGone           bool
 		wantClaims         []tpuv1alpha1.WorkerClaim
 		// wantConditions are compared by type, status and reason; other types are not checked.
@@ -215,33 +216,33 @@ func TestReconcile(t *testing.T) {
 		// Slice re-created, RayCluster generations.
 		"§8 late Pods: slice gone, a live Pod it admitted holds an ID of it: re-created, claim repaired": {
 			rc: reconcileCluster("uid-rc"), pods: []*testutil.PodWrapper{releasePod("p", "t-p", 2)},
-			rounds:     once(ctrl.Result{}),
+			rounds:     reconcileOnce(ctrl.Result{}),
 			wantClaims: []tpuv1alpha1.WorkerClaim{{WorkerID: 2, Token: "t-p", PodName: "p", PodUID: "uid-p"}},
 			wantEvents: []testutil.Event{event("p", warning, tpuv1alpha1.ReasonTPUClaimRepaired)},
 		},
 		"§0 slice gone, its only Pod of an older RayCluster generation (same name, other UID): not re-created": {
 			rc: reconcileCluster("uid-rc-2"), pods: []*testutil.PodWrapper{p},
-			rounds: once(ctrl.Result{}), wantGone: true,
+			rounds: reconcileOnce(ctrl.Result{}), wantGone: true,
 		},
 		"§8 removed slices: RayCluster re-created under its name (new UID): the old generation's slice deleted, its Pods left (I6)": {
 			rc: reconcileCluster("uid-rc-2"), slice: boundP(), pods: []*testutil.PodWrapper{p},
-			rounds: once(ctrl.Result{}), wantGone: true,
+			rounds: reconcileOnce(ctrl.Result{}), wantGone: true,
 			wantEvents: []testutil.Event{event("rc", normal, tpuv1alpha1.ReasonTPUSliceRemoved)},
 		},
 		"§8 removed slices: RayCluster deleted: its slice deleted with its claims, its Pods left (I6)": {
 			slice: boundP(), pods: []*testutil.PodWrapper{p},
-			rounds: once(ctrl.Result{}), wantGone: true,
+			rounds: reconcileOnce(ctrl.Result{}), wantGone: true,
 		},
 		"§8 a RayCluster the cache has not seen yet is read live: slice kept": {
 			rc: reconcileCluster("uid-rc"), slice: boundP(), pods: []*testutil.PodWrapper{p},
 			faults: failRayClusterGets(apierrors.NewNotFound(rayv1.Resource("rayclusters"), "rc")),
-			rounds: settled(ctrl.Result{}), wantClaims: []tpuv1alpha1.WorkerClaim{claimP},
+			rounds: reconcileSettled(ctrl.Result{}), wantClaims: []tpuv1alpha1.WorkerClaim{claimP},
 		},
 		"§8 a RayCluster missing from the cache whose live read fails: error, slice kept": {
 			rc: reconcileCluster("uid-rc"), slice: boundP(), pods: []*testutil.PodWrapper{p},
 			faults:     failRayClusterGets(apierrors.NewNotFound(rayv1.Resource("rayclusters"), "rc")),
 			liveFaults: failRayClusterGets(apierrors.NewServiceUnavailable("etcd leader changed")),
-			rounds:     []round{{wantErr: true}}, wantClaims: []tpuv1alpha1.WorkerClaim{claimP},
+			rounds:     []reconcileRound{{wantErr: true}}, wantClaims: []tpuv1alpha1.WorkerClaim{claimP},
 		},
 
 		// The ray.io/cluster label, binding.
@@ -249,12 +250,12 @@ func TestReconcile(t *testing.T) {
 			rc: reconcileCluster("uid-rc"), pods: []*testutil.PodWrapper{p},
 			slice: testutil.MakeSlice(naming.SliceName("rc", "tpu", 0), releaseNamespace, "rc", "uid-rc", "tpu", 0, 4).
 				SelectorLabels().Claim(0, "t-p", "", ""),
-			rounds:     once(ctrl.Result{}),
+			rounds:     reconcileOnce(ctrl.Result{}),
 			wantClaims: pendingP().Obj().Status.Claims, wantClusterLabel: "rc",
 		},
 		"§8 binding follows the spec: pending claims bound to their Pods once the slice settles, Claimed": {
 			rc: reconcileCluster("uid-rc"), slice: allPending, pods: workers,
-			rounds:         settled(ctrl.Result{}),
+			rounds:         reconcileSettled(ctrl.Result{}),
 			wantClaims:     testutil.Bound(4, "w"),
 			wantConditions: []metav1.Condition{cond(tpuv1alpha1.ConditionClaimed, metav1.ConditionTrue, tpuv1alpha1.ReasonAllHostsBound)},
 			wantEvents: []testutil.Event{
@@ -264,7 +265,7 @@ func TestReconcile(t *testing.T) {
 		},
 		"§8 a Pod's token annotation edited (a patch): its pending claim still bound to it by its spec": {
 			rc: reconcileCluster("uid-rc"), slice: pendingP(), pods: []*testutil.PodWrapper{releasePod("p", "edited", 0)},
-			rounds:     settled(ctrl.Result{}),
+			rounds:     reconcileSettled(ctrl.Result{}),
 			wantClaims: []tpuv1alpha1.WorkerClaim{claimP},
 			wantConditions: []metav1.Condition{
 				cond(tpuv1alpha1.ConditionClaimed, metav1.ConditionFalse, tpuv1alpha1.ReasonHostsMissing),
@@ -277,36 +278,36 @@ func TestReconcile(t *testing.T) {
 		"§8 conditional writes: the status update loses a conflict: requeued soon, nothing released or recorded": {
 			rc: reconcileCluster("uid-rc"), slice: boundP(), left: []*testutil.PodWrapper{p},
 			faults:     failOnce(conflict),
-			rounds:     once(ctrl.Result{RequeueAfter: conflictRequeueDelay}),
+			rounds:     reconcileOnce(ctrl.Result{RequeueAfter: conflictRequeueDelay}),
 			wantClaims: []tpuv1alpha1.WorkerClaim{claimP},
 		},
 		"§8 conditional writes: after a lost conflict the next pass decides again and releases": {
 			rc: reconcileCluster("uid-rc"), slice: boundP(), left: []*testutil.PodWrapper{p},
 			faults:     failOnce(conflict),
-			rounds:     []round{{want: ctrl.Result{RequeueAfter: conflictRequeueDelay}}, {at: conflictRequeueDelay, want: ctrl.Result{}}},
+			rounds:     []reconcileRound{{want: ctrl.Result{RequeueAfter: conflictRequeueDelay}}, {at: conflictRequeueDelay, want: ctrl.Result{}}},
 			wantEvents: []testutil.Event{event("rc", normal, tpuv1alpha1.ReasonTPUClaimReleased)},
 		},
 		"a status update that fails otherwise is an error (the queue backs off), nothing recorded": {
 			rc: reconcileCluster("uid-rc"), slice: boundP(), left: []*testutil.PodWrapper{p},
 			faults: failOnce(apierrors.NewInternalError(errors.New("etcd timeout"))),
-			rounds: []round{{wantErr: true}}, wantClaims: []tpuv1alpha1.WorkerClaim{claimP},
+			rounds: []reconcileRound{{wantErr: true}}, wantClaims: []tpuv1alpha1.WorkerClaim{claimP},
 		},
 		"§8 conditional writes: a slice deletion that loses a conflict (a claim made since) is no error, slice kept": {
 			slice: boundP(), faults: failOnce(conflict),
-			rounds: once(ctrl.Result{}), wantClaims: []tpuv1alpha1.WorkerClaim{claimP},
+			rounds: reconcileOnce(ctrl.Result{}), wantClaims: []tpuv1alpha1.WorkerClaim{claimP},
 		},
 
 		// Two live Pods at one worker ID.
 		"§8 late Pods, I1: a second Pod it admitted at a held ID is deleted, with an Event on it": {
 			rc: reconcileCluster("uid-rc"), slice: boundP(), pods: []*testutil.PodWrapper{p, q("t-q", 0)},
-			rounds:      once(ctrl.Result{}),
+			rounds:      reconcileOnce(ctrl.Result{}),
 			wantClaims:  []tpuv1alpha1.WorkerClaim{claimP},
 			wantDeleted: []string{"q"},
 			wantEvents:  []testutil.Event{event("q", warning, tpuv1alpha1.ReasonTPUWorkerIDTaken)},
 		},
 		"§8 late Pods: two Pods it admitted at one unrecorded ID: the older recorded, the later deleted": {
 			rc: reconcileCluster("uid-rc"), slice: reconcileSlice(0), pods: []*testutil.PodWrapper{q("t-q", 0), p},
-			rounds:      once(ctrl.Result{}),
+			rounds:      reconcileOnce(ctrl.Result{}),
 			wantClaims:  []tpuv1alpha1.WorkerClaim{claimP},
 			wantDeleted: []string{"q"},
 			wantEvents: []testutil.Event{
@@ -315,7 +316,7 @@ func TestReconcile(t *testing.T) {
 		},
 		"§8, I6: a Pod without a claim token at a held ID is reported (Conflict) and left running": {
 			rc: reconcileCluster("uid-rc"), slice: boundP(), pods: []*testutil.PodWrapper{p, q("", 0)},
-			rounds:         settled(ctrl.Result{}),
+			rounds:         reconcileSettled(ctrl.Result{}),
 			wantClaims:     []tpuv1alpha1.WorkerClaim{claimP},
 			wantConditions: []metav1.Condition{cond(tpuv1alpha1.ConditionConflict, metav1.ConditionTrue, tpuv1alpha1.ReasonIdentityConflict)},
 			wantEvents:     []testutil.Event{event("q", warning, tpuv1alpha1.ReasonTPUIdentityConflict)},
@@ -324,52 +325,52 @@ func TestReconcile(t *testing.T) {
 		// Empty slices and the replica count.
 		"§8 removed slices: an empty slice above the group's replica count is deleted": {
 			rc: reconcileCluster("uid-rc"), slice: reconcileSlice(2), replica: 2,
-			rounds: settled(ctrl.Result{}), wantGone: true,
+			rounds: reconcileSettled(ctrl.Result{}), wantGone: true,
 			wantEvents: []testutil.Event{event("rc", normal, tpuv1alpha1.ReasonTPUSliceRemoved)},
 		},
 		"an empty slice within the replica count is kept": {
 			rc: reconcileCluster("uid-rc"), slice: reconcileSlice(1), replica: 1,
-			rounds: settled(ctrl.Result{}),
+			rounds: reconcileSettled(ctrl.Result{}),
 		},
 		"§10: a slice above the replica count that holds a claim is kept": {
 			rc: reconcileCluster("uid-rc"), slice: reconcileSlice(2).Claim(0, "t-p", "p", "uid-p"), replica: 2,
 			pods:       []*testutil.PodWrapper{releasePod("p", "t-p", 0).TPUIdentity("tpu", 2, 0)},
-			rounds:     settled(ctrl.Result{}),
+			rounds:     reconcileSettled(ctrl.Result{}),
 			wantClaims: []tpuv1alpha1.WorkerClaim{claimP},
 		},
 
 		// Releases: only on the Pod's own fate, read by name.
 		"§8 release of bound claims: its Pod deleted (NotFound by name): released at once": {
 			rc: reconcileCluster("uid-rc"), slice: boundP(), left: []*testutil.PodWrapper{p},
-			rounds:     once(ctrl.Result{}),
+			rounds:     reconcileOnce(ctrl.Result{}),
 			wantEvents: []testutil.Event{event("rc", normal, tpuv1alpha1.ReasonTPUClaimReleased)},
 		},
 		"§8 bound claim, its Pod only out of the label-selected view: read by name, kept, looked at again a TTL later": {
 			rc: reconcileCluster("uid-rc"), slice: boundP(), pods: []*testutil.PodWrapper{p.Clone().WithoutLabel(rayutils.RayNodeGroupLabelKey)},
 			left:       []*testutil.PodWrapper{p},
-			rounds:     settled(ctrl.Result{RequeueAfter: DefaultPendingTTL}),
+			rounds:     reconcileSettled(ctrl.Result{RequeueAfter: DefaultPendingTTL}),
 			wantClaims: []tpuv1alpha1.WorkerClaim{claimP},
 		},
 		"§8 bound claim, its Pod Failed: released": {
 			rc: reconcileCluster("uid-rc"), slice: boundP(), pods: []*testutil.PodWrapper{p.Clone().Phase(corev1.PodFailed)},
-			rounds:     once(ctrl.Result{}),
+			rounds:     reconcileOnce(ctrl.Result{}),
 			wantEvents: []testutil.Event{event("rc", normal, tpuv1alpha1.ReasonTPUClaimReleased)},
 		},
 		"§8 pending claim, its Pod seen and deleted (tombstone, NotFound by name): released at once": {
 			rc: reconcileCluster("uid-rc"), slice: pendingP(), left: []*testutil.PodWrapper{p},
-			rounds:     once(ctrl.Result{}),
+			rounds:     reconcileOnce(ctrl.Result{}),
 			wantEvents: []testutil.Event{event("rc", normal, tpuv1alpha1.ReasonTPUClaimReleased)},
 		},
 		"§8 pending claim, its Pod only out of the view (tombstone, present by name): bound, not released": {
 			rc: reconcileCluster("uid-rc"), slice: pendingP(), pods: []*testutil.PodWrapper{p.Clone().WithoutLabel(rayutils.RayNodeGroupLabelKey)},
 			left:       []*testutil.PodWrapper{p},
-			rounds:     settled(ctrl.Result{RequeueAfter: DefaultPendingTTL}),
+			rounds:     reconcileSettled(ctrl.Result{RequeueAfter: DefaultPendingTTL}),
 			wantClaims: []tpuv1alpha1.WorkerClaim{claimP},
 			wantEvents: []testutil.Event{event("p", normal, tpuv1alpha1.ReasonTPUWorkerIDAssigned)},
 		},
 		"§8 release of pending claims: its Pod never appears: kept for the pending TTL, then released": {
 			rc: reconcileCluster("uid-rc"), slice: pendingP(),
-			rounds: []round{
+			rounds: []reconcileRound{
 				{want: ctrl.Result{RequeueAfter: DefaultBindSettle}},
 				{at: DefaultBindSettle, want: ctrl.Result{RequeueAfter: DefaultPendingTTL - DefaultBindSettle}},
 				{at: DefaultPendingTTL - time.Millisecond, want: ctrl.Result{RequeueAfter: time.Millisecond}},
@@ -380,7 +381,7 @@ func TestReconcile(t *testing.T) {
 		"§8 pending claim past its TTL, its Pod running outside the view unseen (a restart): found by the namespace scan, bound": {
 			rc: reconcileCluster("uid-rc"), slice: pendingP(),
 			pods: []*testutil.PodWrapper{p.Clone().WithoutLabel(rayutils.RayNodeGroupLabelKey).WithoutLabel(rayutils.RayClusterLabelKey)},
-			rounds: []round{
+			rounds: []reconcileRound{
 				{want: ctrl.Result{RequeueAfter: DefaultBindSettle}},
 				{at: DefaultBindSettle, want: ctrl.Result{RequeueAfter: DefaultPendingTTL - DefaultBindSettle}},
 				{at: DefaultPendingTTL, want: ctrl.Result{RequeueAfter: DefaultPendingTTL}},
@@ -394,7 +395,7 @@ func TestReconcile(t *testing.T) {
 			rc: reconcileCluster("uid-rc"), slice: reconcileSlice(0).Claim(1, "t-w-1", "w-1", "uid-w-1"),
 			malformed: []string{`0 t-p p uid-p extra`},
 			pods:      []*testutil.PodWrapper{p, workers[1]},
-			rounds: []round{
+			rounds: []reconcileRound{
 				{want: ctrl.Result{RequeueAfter: DefaultPendingTTL}},
 				{at: DefaultPendingTTL, want: ctrl.Result{}},
 			},
