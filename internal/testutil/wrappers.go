@@ -466,3 +466,12 @@ func (r *RayClusterWrapper) GroupLabel(i int, k, v string) *RayClusterWrapper {
 	meta.Labels[k] = v
 	return r
 }
+
+// Label sets a label of the slice.
+func (s *SliceWrapper) Label(k, v string) *SliceWrapper {
+	if s.Labels == nil {
+		s.Labels = map[string]string{}
+	}
+	s.Labels[k] = v
+	return s
+}
