@@ -298,7 +298,7 @@ func TestPodWebhookRequest(t *testing.T) {
 			pod:  multiHostPod().Label(rayutils.RayHostIndexKey, "2").Label(rayutils.RayWorkerReplicaNameKey, "tpu-x7k2p").Obj(),
 			want: multiHostRequest(),
 		},
-		"an ownerReference that is not the controller names no generation": {
+		"an ownerReference that is not the controller names no RayCluster UID": {
 			pod: notController, want: with(multiHostRequest(), func(r *allocator.Request) { r.ClusterUID = "" }),
 		},
 		"the namespace is the admission request's": {pod: noNamespace, want: single},

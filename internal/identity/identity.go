@@ -96,7 +96,7 @@ func FromPod(pod *corev1.Pod) (Identity, bool) {
 
 // Owner returns the name and UID of the RayCluster that controls pod (its controller
 // ownerReference, set by KubeRay at creation and immutable in practice); ok is false when no
-// RayCluster controls it. The UID tells the generations of a re-created cluster apart.
+// RayCluster controls it. The UID tells a re-created cluster of the same name from the one before.
 func Owner(pod *corev1.Pod) (name string, uid types.UID, ok bool) {
 	if ref := metav1.GetControllerOfNoCopy(pod); ref != nil && ref.Kind == "RayCluster" {
 		return ref.Name, ref.UID, true
@@ -104,10 +104,10 @@ func Owner(pod *corev1.Pod) (name string, uid types.UID, ok bool) {
 	return "", "", false
 }
 
-// OfGeneration reports whether the identity's Pod may belong to the RayCluster generation uid: its
-// owner is that generation, or it names no owner (a Pod created by hand, which the RayCluster's
-// name and the slice's spec alone place).
-func (id Identity) OfGeneration(uid types.UID) bool {
+// OfClusterUID reports whether the identity's Pod may belong to the RayCluster with UID uid: its
+// owner has that UID, or it names no owner (a Pod created by hand, which the RayCluster's name and
+// the slice's spec alone place).
+func (id Identity) OfClusterUID(uid types.UID) bool {
 	return id.ClusterUID == "" || id.ClusterUID == uid
 }
 
