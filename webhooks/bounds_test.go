@@ -70,7 +70,7 @@ const (
 // copiedIdentity returns pod as copied from a running worker: it carries worker workerID of
 // replica 0 with its claim token, as the environment, labels and annotation the webhook gave it.
 func copiedIdentity(pod *corev1.Pod, hosts int32, v7x bool) *corev1.Pod {
-	id := tpuenv.Identity{GroupName: group, ReplicaIndex: 0, WorkerID: hosts - 1, Hosts: hosts, Subdomain: headless, V7x: v7x,
+	id := tpuenv.Values{GroupName: group, ReplicaIndex: 0, WorkerID: hosts - 1, Hosts: hosts, Subdomain: headless, V7x: v7x,
 		SliceName: slice0, ClaimToken: "copied-token"}
 	return applied(pod, id, topology.TPUContainers(&pod.Spec)...)
 }

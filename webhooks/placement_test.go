@@ -37,7 +37,7 @@ var subsliceNodes = []placement.Node{
 }
 
 // keyed returns id kept on the slice affinity key key, or without slice affinity when key is "".
-func keyed(id tpuenv.Identity, key string) tpuenv.Identity {
+func keyed(id tpuenv.Values, key string) tpuenv.Values {
 	id.AffinityTopologyKey, id.NoAffinity = key, key == ""
 	return id
 }
@@ -57,7 +57,7 @@ func TestPodWebhookPlacement(t *testing.T) {
 		// wantListed says the Nodes were listed, for the Pod's nodeSelector.
 		wantListed     bool
 		wantRequestKey string
-		want           tpuenv.Identity
+		want           tpuenv.Values
 	}{
 		"a subslice of a pool split in sub-blocks is kept on its sub-block": {
 			pod: subslicePod().Obj(), nodes: subsliceNodes, wantListed: true,

@@ -177,9 +177,9 @@ func (w *podWebhook) forgetCopiedIdentity(ctx context.Context, namespace string,
 			return reinvoked, err
 		}
 	}
-	old := tpuenv.Identity{ClaimToken: token}
+	old := tpuenv.Values{ClaimToken: token}
 	if hasIdentity {
-		old = tpuenv.Identity{
+		old = tpuenv.Values{
 			GroupName: prev.Group, ReplicaIndex: prev.Replica, WorkerID: prev.WorkerID, Hosts: prev.Hosts,
 			Subdomain: pod.Spec.Subdomain, V7x: topology.IsV7x(pod.Spec.NodeSelector[constants.AcceleratorNodeSelectorKey]),
 			SliceName: prev.SliceName(), ClaimToken: token,
@@ -240,7 +240,7 @@ type workerPod struct {
 	request   allocator.Request
 	slice     topology.Slice
 	subdomain string
-	placed    placement.Decision
+	placed    placement.KeyChoice
 }
 
 // prepare reads what a claim needs from pod, whose slice (bounded) is slice, and checks it; its
@@ -274,9 +274,9 @@ func (w *podWebhook) prepare(ctx context.Context, namespace string, pod *corev1.
 
 // identity is what the Pod gets for assignment. Every Pod of a slice gets the affinity key the
 // slice recorded at its first claim.
-func (in workerPod) identity(assignment allocator.Assignment) tpuenv.Identity {
+func (in workerPod) identity(assignment allocator.Assignment) tpuenv.Values {
 	key := cmp.Or(assignment.AffinityTopologyKey, in.placed.Key)
-	return tpuenv.Identity{
+	return tpuenv.Values{
 		GroupName: in.request.GroupName, ReplicaIndex: assignment.Replica, WorkerID: assignment.WorkerID,
 		Hosts: in.slice.Hosts, Subdomain: in.subdomain, V7x: topology.IsV7x(in.slice.Accelerator),
 		SliceName: assignment.SliceName, ClaimToken: assignment.Token,
@@ -288,7 +288,7 @@ func (in workerPod) identity(assignment allocator.Assignment) tpuenv.Identity {
 // place chooses the topologyKey of the slice affinity of a multi-host Pod (placement.Decide): the
 // Kueue and dynamic-slicing signals are read on the Pod and its RayCluster (the cache), and the TPU
 // Nodes only for a subslice.
-func (w *podWebhook) place(ctx context.Context, namespace, cluster string, pod *corev1.Pod, slice topology.Slice) (placement.Decision, error) {
+func (w *podWebhook) place(ctx context.Context, namespace, cluster string, pod *corev1.Pod, slice topology.Slice) (placement.KeyChoice, error) {
 	objs := []placement.Object{{Kind: "Pod", Labels: pod.Labels, Annotations: pod.Annotations}}
 	rc := &rayv1.RayCluster{}
 	if w.clusters != nil && w.clusters.Get(ctx, types.NamespacedName{Namespace: namespace, Name: cluster}, rc) == nil {

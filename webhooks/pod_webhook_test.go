@@ -114,14 +114,14 @@ func multiHostRequest() allocator.Request {
 }
 
 // multiHostIdentity is the identity the webhook hands tpuenv for assignment a of multiHostPod.
-func multiHostIdentity(a allocator.Assignment) tpuenv.Identity {
-	return tpuenv.Identity{GroupName: group, ReplicaIndex: a.Replica, WorkerID: a.WorkerID, Hosts: 4, Subdomain: headless,
+func multiHostIdentity(a allocator.Assignment) tpuenv.Values {
+	return tpuenv.Values{GroupName: group, ReplicaIndex: a.Replica, WorkerID: a.WorkerID, Hosts: 4, Subdomain: headless,
 		SliceName: a.SliceName, ClaimToken: a.Token, Topology: []int32{4, 4}, ChipsPerHost: 4, AffinityTopologyKey: nodePool}
 }
 
 // subsliceIdentity is the identity the webhook hands tpuenv for assignment a of subslicePod.
-func subsliceIdentity(a allocator.Assignment) tpuenv.Identity {
-	return tpuenv.Identity{GroupName: group, ReplicaIndex: a.Replica, WorkerID: a.WorkerID, Hosts: 2, Subdomain: headless,
+func subsliceIdentity(a allocator.Assignment) tpuenv.Values {
+	return tpuenv.Values{GroupName: group, ReplicaIndex: a.Replica, WorkerID: a.WorkerID, Hosts: 2, Subdomain: headless,
 		SliceName: a.SliceName, ClaimToken: a.Token, Topology: []int32{2, 4}, ChipsPerHost: 4, AffinityTopologyKey: nodePool}
 }
 
@@ -133,7 +133,7 @@ func withKey(a allocator.Assignment, key string) allocator.Assignment {
 
 // applied returns a copy of pod with id applied by tpuenv to the containers at tpuContainers: what
 // the webhook must return for id (tpuenv's values are tested in internal/tpuenv).
-func applied(pod *corev1.Pod, id tpuenv.Identity, tpuContainers ...int) *corev1.Pod {
+func applied(pod *corev1.Pod, id tpuenv.Values, tpuContainers ...int) *corev1.Pod {
 	out := pod.DeepCopy()
 	tpuenv.Apply(out, id, tpuContainers)
 	return out
@@ -338,12 +338,12 @@ func TestPodWebhookHandsTheIdentityToTpuenv(t *testing.T) {
 	cases := map[string]struct {
 		pod           *corev1.Pod
 		assignment    allocator.Assignment
-		want          tpuenv.Identity
+		want          tpuenv.Values
 		tpuContainers []int
 	}{
 		"single-host: no affinity": {
 			pod: singleHostPod().Obj(), assignment: single, tpuContainers: []int{0},
-			want: tpuenv.Identity{GroupName: group, ReplicaIndex: 0, WorkerID: 0, Hosts: 1, Subdomain: headless,
+			want: tpuenv.Values{GroupName: group, ReplicaIndex: 0, WorkerID: 0, Hosts: 1, Subdomain: headless,
 				SliceName: slice0, ClaimToken: "token-0", Topology: []int32{2, 2}, ChipsPerHost: 4, NoAffinity: true},
 		},
 		"multi-host: the claimed slice and ID, kept on the node pool": {
@@ -355,12 +355,12 @@ func TestPodWebhookHandsTheIdentityToTpuenv(t *testing.T) {
 		"v7x: both TPU containers, not the sidecar between them": {
 			pod:        tpuWorkerPod(v7x, "2x2x2", 2).Container("log-shipper", 0).Container("ray-worker-1", 2).Obj(),
 			assignment: claimed, tpuContainers: []int{0, 2},
-			want: tpuenv.Identity{GroupName: group, ReplicaIndex: 2, WorkerID: 1, Hosts: 2, Subdomain: headless, V7x: true,
+			want: tpuenv.Values{GroupName: group, ReplicaIndex: 2, WorkerID: 1, Hosts: 2, Subdomain: headless, V7x: true,
 				SliceName: slice2, ClaimToken: "token-2", Topology: []int32{2, 2, 2}, ChipsPerHost: 4, AffinityTopologyKey: nodePool},
 		},
 		"the slice's recorded affinity key wins over the Pod's placement": {
 			pod: multiHostPod().Obj(), assignment: withKey(claimed, subblock), tpuContainers: []int{0},
-			want: func() tpuenv.Identity {
+			want: func() tpuenv.Values {
 				id := multiHostIdentity(claimed)
 				id.AffinityTopologyKey = subblock
 				return id

@@ -33,7 +33,7 @@ import (
 // so no Pod could carry it as a topologyKey.
 var ErrInvalidTopologyKey = errors.New("invalid affinity topology key")
 
-// Source says which rule chose a Decision.
+// Source says which rule chose a KeyChoice.
 type Source int
 
 const (
@@ -71,8 +71,8 @@ func (s Source) String() string {
 	}
 }
 
-// Decision is the placement of a slice's Pods.
-type Decision struct {
+// KeyChoice is the placement of a slice's Pods.
+type KeyChoice struct {
 	// Key is the topologyKey of the slice's required pod affinity and anti-affinity; "" means the
 	// operator adds no slice affinity at all.
 	Key string
@@ -131,38 +131,38 @@ type Input struct {
 // a transient gap (a Node being repaired or upgraded) would block every replacement Pod of
 // the group at admission, where the user sees nothing, instead of leaving it Pending with a
 // scheduling reason. The RayCluster webhook warns about both cases when the cluster is applied.
-func Decide(in Input) (Decision, error) {
+func Decide(in Input) (KeyChoice, error) {
 	if in.Slice.Hosts <= 1 {
-		return Decision{Source: SourceSingleHost, Reason: "single-host slice: no slice affinity"}, nil
+		return KeyChoice{Source: SourceSingleHost, Reason: "single-host slice: no slice affinity"}, nil
 	}
 	if key, ok := userAffinityKey(in.Pod); ok {
-		return Decision{Key: key, Source: SourceUserAffinity,
+		return KeyChoice{Key: key, Source: SourceUserAffinity,
 			Reason: "the Pod's own required pod affinity uses topologyKey " + key}, nil
 	}
 	if key, ok, err := AnnotatedKey(podAnnotations(in.Pod)); err != nil {
-		return Decision{}, err
+		return KeyChoice{}, err
 	} else if ok {
-		return Decision{Key: key, Source: SourceAnnotation,
+		return KeyChoice{Key: key, Source: SourceAnnotation,
 			Reason: "annotation " + constants.AffinityTopologyKeyAnnotation}, nil
 	}
 	if in.Managed.Found() {
-		return Decision{Source: SourceKueue,
+		return KeyChoice{Source: SourceKueue,
 			Reason: fmt.Sprintf("Kueue or GKE dynamic slicing places the slice (%s): no slice affinity", in.Managed)}, nil
 	}
-	def := Decision{Key: constants.NodePoolTopologyKey, Source: SourceDefault, Reason: "a TPU node pool is one slice"}
+	def := KeyChoice{Key: constants.NodePoolTopologyKey, Source: SourceDefault, Reason: "a TPU node pool is one slice"}
 	if !in.Slice.Annotated || in.Nodes == nil {
 		return def, nil
 	}
 	nodes, err := in.Nodes()
 	if err != nil {
-		return Decision{}, fmt.Errorf("listing the TPU Nodes for the subslice's affinity: %w", err)
+		return KeyChoice{}, fmt.Errorf("listing the TPU Nodes for the subslice's affinity: %w", err)
 	}
 	selector := podNodeSelector(in.Pod)
 	fit := FindFit(nodes, selector, in.Slice.Hosts)
 	def.Nodes = &fit
 	switch {
 	case fit.Key != "":
-		return Decision{Key: fit.Key, Source: SourceNodes, Nodes: &fit,
+		return KeyChoice{Key: fit.Key, Source: SourceNodes, Nodes: &fit,
 			Reason: fmt.Sprintf("a %s domain holds exactly %d of the %d Nodes matching the nodeSelector", fit.Key, in.Slice.Hosts, fit.Matching)}, nil
 	case fit.Matching == 0:
 		def.Reason = "no Node matches the nodeSelector yet, so the subslice is kept on one node pool"

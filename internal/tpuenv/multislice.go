@@ -23,7 +23,7 @@ import (
 	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
 )
 
-// megascaleCoordinator returns the MEGASCALE_COORDINATOR_ADDRESS of a multislice container of id:
+// megascaleCoordinator returns the MEGASCALE_COORDINATOR_ADDRESS of a multislice container of vals:
 // host 0 of replica 0 of the group, "<Hostname(group, 0, 0)>.<subdomain>", with ":8081" on v7x
 // (the MEGASCALE_PORT of its container 0). ok is false for a single-host slice, whose container
 // gets no coordinator address from the operator.
@@ -39,12 +39,12 @@ import (
 // whose TPU utilities (ray.util.tpu.get_tpu_coordinator_env_vars, the multi-slice placement
 // groups) pass slice 0's head address at run time. MEGASCALE_SLICE_ID and MEGASCALE_PORT are still
 // written: they do not depend on DNS.
-func megascaleCoordinator(id Identity) (string, bool) {
-	if !id.multiHost() {
+func megascaleCoordinator(vals Values) (string, bool) {
+	if !vals.multiHost() {
 		return "", false
 	}
-	coordinator := naming.Hostname(id.GroupName, 0, 0) + "." + id.Subdomain
-	if id.V7x {
+	coordinator := naming.Hostname(vals.GroupName, 0, 0) + "." + vals.Subdomain
+	if vals.V7x {
 		coordinator += ":" + strconv.Itoa(constants.MegascalePortBase)
 	}
 	return coordinator, true
