@@ -57,7 +57,29 @@ type Identity struct {
 // FromPod returns the TPU identity the Pod's spec carries, and false when it carries none: no TPU
 // container, no literal TPU_WORKER_ID or TPU_NAME in the first one, or values that do not parse.
 func FromPod(pod *corev1.Pod) (Identity, bool) {
-	tpu := topology.TPUContainers(&pod.Spec)
+	id, ok := fromSpec(pod, topology.TPUContainers(&pod.Spec))
+	if !ok {
+		return Identity{}, false
+	}
+	if slice, err := topology.FromPod(pod.Annotations, &pod.Spec); err == nil {
+		id = id.inSlice(slice)
+	}
+	return id, true
+}
+
+// FromParsedPod is FromPod for a Pod whose slice the caller has already read with
+// topology.FromPod: the Pod is not parsed again.
+func FromParsedPod(pod *corev1.Pod, slice topology.Slice) (Identity, bool) {
+	id, ok := fromSpec(pod, slice.TPUContainers)
+	if !ok {
+		return Identity{}, false
+	}
+	return id.inSlice(slice), true
+}
+
+// fromSpec reads the identity from the env of the first of the TPU containers tpu and the Pod's
+// owner, without Hosts.
+func fromSpec(pod *corev1.Pod, tpu []int) (Identity, bool) {
 	if len(tpu) == 0 {
 		return Identity{}, false
 	}
@@ -76,13 +98,6 @@ func FromPod(pod *corev1.Pod) (Identity, bool) {
 		return Identity{}, false
 	}
 	id := Identity{Group: group, Replica: replica, WorkerID: int32(workerID)}
-	shape, err := topology.FromPod(pod.Annotations, &pod.Spec)
-	if err == nil {
-		id.Hosts = shape.Hosts
-		if topology.IsV7x(shape.Accelerator) && len(tpu) > 1 {
-			id.WorkerID /= int32(len(tpu)) //nolint:gosec // a Pod has far fewer than 2^31 containers.
-		}
-	}
 	if name, uid, ok := Owner(pod); ok {
 		id.Cluster, id.ClusterUID = name, uid
 	} else {
@@ -92,6 +107,16 @@ func FromPod(pod *corev1.Pod) (Identity, bool) {
 		return Identity{}, false
 	}
 	return id, true
+}
+
+// inSlice returns id with the host count of slice, the Pod's, and its worker ID per host: on
+// tpu7x with several TPU containers TPU_WORKER_ID numbers containers, not hosts.
+func (id Identity) inSlice(slice topology.Slice) Identity {
+	id.Hosts = slice.Hosts
+	if n := len(slice.TPUContainers); topology.IsV7x(slice.Accelerator) && n > 1 {
+		id.WorkerID /= int32(n) //nolint:gosec // a Pod has far fewer than 2^31 containers.
+	}
+	return id
 }
 
 // Owner returns the name and UID of the RayCluster that controls pod (its controller

@@ -19,6 +19,7 @@ package topology
 import (
 	"fmt"
 	"math"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -154,6 +155,15 @@ func Hosts(t Topology, chipsPerPod int64) (int32, error) {
 	return int32(hosts), nil
 }
 
+// fromPodCalls counts the calls of FromPod in this process.
+var fromPodCalls atomic.Int64
+
+// FromPodCalls returns how many times FromPod has run in this process. Tests use it to check that
+// one admission reads a Pod's slice once.
+func FromPodCalls() int64 {
+	return fromPodCalls.Load()
+}
+
 // FromPod reads a Pod's (or Pod template's) slice topology, accelerator and TPU resources and
 // returns its Slice. annotations are the Pod's (or template's) metadata.annotations, may be nil.
 //
@@ -181,6 +191,7 @@ func Hosts(t Topology, chipsPerPod int64) (int32, error) {
 // topology fails with ErrMissingTopology. Callers that must skip non-TPU Pods should check
 // ChipsPerPod or TPUContainers first. It does not bound the host count either: see CheckMaxHosts.
 func FromPod(annotations map[string]string, spec *corev1.PodSpec) (Slice, error) {
+	fromPodCalls.Add(1)
 	if spec == nil {
 		spec = &corev1.PodSpec{}
 	}
