@@ -39,6 +39,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -47,6 +49,7 @@ import (
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
 	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
 	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
+	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
 	"github.com/ray-tpu/tpu-slice-operator/internal/topology"
 	"github.com/ray-tpu/tpu-slice-operator/internal/tpuenv"
 )
@@ -285,7 +288,12 @@ func TestPodWebhookDeadline(t *testing.T) {
 	cases := map[string]struct {
 		pod    *corev1.Pod
 		dryRun bool
+		// slowRayCluster makes the live read of the RayCluster, which the cache does not have, slow.
+		slowRayCluster bool
 	}{
+		"a RayCluster the cache does not have (its live read)": {
+			pod: multiHostPod().Obj(), slowRayCluster: true,
+		},
 		"a dry run (the plan's reads)": {
 			pod: multiHostPod().Obj(), dryRun: true,
 		},
@@ -299,7 +307,14 @@ func TestPodWebhookDeadline(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			slow := slowAllocator{giveUp: 3 * time.Second}
-			w := &podWebhook{planner: slow, claimer: slow, clusters: noRayClusters, timeout: timeout}
+			w := &podWebhook{planner: slow, claimer: slow, clusters: noRayClusters, live: noRayClusters, timeout: timeout}
+			if tc.slowRayCluster {
+				w.live = testutil.NewClientBuilder().WithInterceptorFuncs(interceptor.Funcs{
+					Get: func(ctx context.Context, _ client.WithWatch, _ client.ObjectKey, _ client.Object, _ ...client.GetOption) error {
+						return slow.wait(ctx)
+					},
+				}).Build()
+			}
 			before := admissionCounts(t)
 			start := time.Now()
 

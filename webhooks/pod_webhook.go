@@ -44,6 +44,7 @@ import (
 	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
 	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
 	"github.com/ray-tpu/tpu-slice-operator/internal/placement"
+	"github.com/ray-tpu/tpu-slice-operator/internal/reads"
 	"github.com/ray-tpu/tpu-slice-operator/internal/topology"
 	"github.com/ray-tpu/tpu-slice-operator/internal/tpuenv"
 )
@@ -55,8 +56,9 @@ import (
 type podWebhook struct {
 	planner Planner // dry runs and re-invocation checks
 	claimer Claimer // claims
-	// clusters reads RayClusters (the cache) for their Kueue and dynamic-slicing signals.
-	clusters client.Reader
+	// clusters and live read a Pod's RayCluster for its Kueue and dynamic-slicing signals: clusters
+	// is the cache, live the API server, read when the cache does not have the Pod's RayCluster.
+	clusters, live client.Reader
 	// nodes lists the TPU Nodes, for a subslice's affinity (nil: none known).
 	nodes placement.NodeLister
 	// maxHosts bounds the hosts of a slice (topology.DefaultMaxSliceHosts when zero); it is checked
@@ -188,12 +190,20 @@ func (w *podWebhook) parse(namespace string, pod *corev1.Pod) (workerPod, error)
 	}, nil
 }
 
-// readRayCluster records the Kueue and dynamic-slicing signal of the Pod and its RayCluster (the
-// cache).
+// readRayCluster reads the Pod's RayCluster, from the cache or, when the cache does not have it
+// (a RayCluster created a moment ago) or has another of its name, from the API server, and records
+// the Kueue and dynamic-slicing signal of the Pod and its RayCluster. A RayCluster that does not
+// exist gives no signal; a failed read is a transient denial.
 func (w *podWebhook) readRayCluster(ctx context.Context, worker *workerPod) error {
+	key := types.NamespacedName{Namespace: worker.namespace, Name: worker.cluster}
+	rc, err := reads.CacheThenLive(ctx, w.clusters, w.live, key, func(rc *rayv1.RayCluster) bool {
+		return worker.clusterUID == "" || rc.UID == worker.clusterUID
+	})
+	if err != nil {
+		return denyTransient("reading RayCluster %s/%s: %v", key.Namespace, key.Name, err)
+	}
 	objs := []placement.Object{{Kind: "Pod", Labels: worker.pod.Labels, Annotations: worker.pod.Annotations}}
-	rc := &rayv1.RayCluster{}
-	if w.clusters.Get(ctx, types.NamespacedName{Namespace: worker.namespace, Name: worker.cluster}, rc) == nil {
+	if rc != nil {
 		objs = append(objs, placement.Object{Kind: "RayCluster", Labels: rc.Labels, Annotations: rc.Annotations})
 	}
 	worker.managed = placement.Managed(objs...)

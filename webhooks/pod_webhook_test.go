@@ -22,6 +22,7 @@ package webhooks
 // whole path against an API server in test/integration.
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strings"
@@ -38,6 +39,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -448,6 +451,8 @@ type denialCase struct {
 	pod   *corev1.Pod
 	stub  stubClaimer
 	nodes placement.NodeLister
+	// apiServer is what the webhook reads RayClusters from live (none when nil).
+	apiServer client.Reader
 	// claimed says the claimer was asked (and denied); else the webhook denies before it.
 	claimed bool
 	want    metav1.Status
@@ -462,6 +467,9 @@ func checkDenials(t *testing.T, cases map[string]denialCase, result string) {
 			stub := tc.stub
 			w := newPodWebhook(&stub)
 			w.nodes = tc.nodes
+			if tc.apiServer != nil {
+				w.live = tc.apiServer
+			}
 			before := admissionCounts(t)
 
 			got, err := create(t, w, tc.pod)
@@ -537,6 +545,15 @@ func TestPodWebhookDeniesTransiently(t *testing.T) {
 			pod:   subslicePod().Obj(),
 			nodes: &fakeNodes{err: errors.New("cache not synced")},
 			want:  tooManyRequests("TPU worker Pod of RayCluster rc group tpu: listing the TPU Nodes for the subslice's affinity: cache not synced"),
+		},
+		"a RayCluster the cache does not have and the API server cannot read": {
+			pod: multiHostPod().Obj(),
+			apiServer: testutil.NewClientBuilder().WithInterceptorFuncs(interceptor.Funcs{
+				Get: func(context.Context, client.WithWatch, client.ObjectKey, client.Object, ...client.GetOption) error {
+					return errors.New("etcd timeout")
+				},
+			}).Build(),
+			want: tooManyRequests("reading RayCluster team-a/rc: etcd timeout"),
 		},
 		"a failed check of the identity the Pod carries": {
 			pod:  carrying,

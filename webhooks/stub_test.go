@@ -89,5 +89,5 @@ var noRayClusters = testutil.NewClientBuilder().Build()
 // newPodWebhook returns the Pod webhook claiming and planning through stub, without RayClusters or
 // Nodes to read (placement then decides on the Pod alone).
 func newPodWebhook(stub *stubClaimer) *podWebhook {
-	return &podWebhook{planner: stub, claimer: stub, clusters: noRayClusters}
+	return &podWebhook{planner: stub, claimer: stub, clusters: noRayClusters, live: noRayClusters}
 }
