@@ -15,10 +15,8 @@ limitations under the License.
 */
 
 // Package identity reads what links a TPU worker Pod to its claim (docs/spec.md §8): the TPU identity
-// its spec carries. A Pod's container env (TPU_WORKER_ID, TPU_NAME) cannot change after creation,
-// whoever set it (this operator, the reference webhook, a user by hand), so it is the truth about
-// which worker ID of which slice the Pod holds. Labels and the claim-token annotation are hints
-// that anyone allowed to patch the Pod can edit.
+// its spec carries (TPU_WORKER_ID, TPU_NAME, its owner), which cannot change after creation, and its
+// claim-token annotation, a hint (docs/design.md, "What links a claim to its Pod").
 package identity
 
 import (
@@ -154,11 +152,9 @@ func ParseTPUName(name string) (group string, replica int32, ok bool) {
 	return name[:i], int32(r), true
 }
 
-// Token returns the Pod's claim-token annotation, "" without one. It is a hint: it says which
-// claim the webhook made for the Pod, but a user or a copied manifest can set, edit or remove it.
-// A value that cannot name a claim (tpuv1alpha1.ValidToken: empty, too long, a space or line
-// break, which would split or inject stored claim lines) counts as none: such a Pod is matched,
-// adopted and checked for conflicts by its spec identity alone, as one without the annotation.
+// Token returns the Pod's claim-token annotation, "" without one or when the value cannot name a
+// claim (tpuv1alpha1.ValidToken). It is a hint: a user or a copied manifest can set, edit or remove
+// it (docs/spec.md §8).
 func Token(pod *corev1.Pod) string {
 	if t := pod.Annotations[tpuv1alpha1.ClaimTokenAnnotation]; tpuv1alpha1.ValidToken(t) {
 		return t

@@ -79,29 +79,15 @@ func (vals Values) multiHost() bool {
 	return vals.Hosts > 1
 }
 
-// Apply writes vals into pod in place.
+// Apply writes vals into pod in place, what docs/spec.md §4 lists; applying it again changes
+// nothing. tpuContainers are the indexes of the containers requesting TPUs, in order (a
+// container's position numbers it on v7x); other containers are left alone.
 //
-// tpuContainers are the indexes into pod.Spec.Containers of the containers that request TPUs, in
-// order; the position c of an index in tpuContainers numbers that container for the per-container
-// values of v7x. Every index must be valid. Other containers are left untouched.
-//
-// Per TPU container, the operator-owned variables TPU_WORKER_ID, TPU_NAME and (multi-host)
-// TPU_WORKER_HOSTNAMES are always set: an existing entry is overwritten in place (its valueFrom
-// dropped) and later entries of the same name are removed. All other variables (process
-// addresses and port on v7x multi-host, or single-host with several TPU containers; MEGASCALE_*
-// when the container defines MEGASCALE_NUM_SLICES, the coordinator address only when multi-host,
-// see megascaleCoordinator; the TPU device plugin host IP and address) are added only when the
-// container has no entry of that name. New entries are appended in a fixed order, except that
-// TPU_DEVICE_PLUGIN_HOST_IP is inserted before a user's TPU_DEVICE_PLUGIN_ADDR so that
-// $(TPU_DEVICE_PLUGIN_HOST_IP) expands.
-//
-// TORCH_TPU_TOPOLOGY and TORCH_TPU_SLICEBUILDER_ADDRESSES are such defaults too, written when vals
-// carries the slice's shape and the container does not configure torch_tpu itself (addTorchEnv).
-//
-// On the Pod, Apply sets the replicaIndex, slice and worker ID labels and the claim token
-// annotation; when multi-host, also spec.hostname, spec.subdomain and the required slice
-// affinity and anti-affinity, merged with the Pod's own affinity (on vals.AffinityTopologyKey, none
-// with vals.NoAffinity).
+// In each TPU container the operator-owned variables (TPU_WORKER_ID, TPU_NAME and, multi-host,
+// TPU_WORKER_HOSTNAMES) replace any entry of that name; every other variable is added only where
+// the container has no entry of that name. On the Pod, Apply sets the slice labels and the
+// claim-token annotation and, multi-host, spec.hostname, spec.subdomain and the slice affinity,
+// merged with the Pod's own (none with vals.NoAffinity).
 func Apply(pod *corev1.Pod, vals Values, tpuContainers []int) {
 	applyMetadata(pod, vals)
 	if vals.multiHost() {
