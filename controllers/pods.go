@@ -222,7 +222,7 @@ func (r *TPUSliceAssignmentReconciler) recreate(ctx context.Context, key types.N
 // generation or worker group no longer exists (the Pod awaits the garbage collector or KubeRay).
 func (r *TPUSliceAssignmentReconciler) specFor(ctx context.Context, pod *corev1.Pod, id identity.Identity) (tpuv1alpha1.TPUSliceAssignmentSpec, bool, error) {
 	rc, err := r.rayCluster(ctx, pod.Namespace, id.Cluster, id.ClusterUID)
-	if err != nil || rc == nil || !id.OfGeneration(rc.UID) {
+	if err != nil || rc == nil || !id.OfClusterUID(rc.UID) {
 		return tpuv1alpha1.TPUSliceAssignmentSpec{}, false, err
 	}
 	if _, ok := claims.DesiredReplicas(rc, id.Group); !ok {

@@ -39,6 +39,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -47,6 +49,7 @@ import (
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
 	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
 	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
+	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
 	"github.com/ray-tpu/tpu-slice-operator/internal/topology"
 	"github.com/ray-tpu/tpu-slice-operator/internal/tpuenv"
 )
@@ -70,7 +73,7 @@ const (
 // copiedIdentity returns pod as copied from a running worker: it carries worker workerID of
 // replica 0 with its claim token, as the environment, labels and annotation the webhook gave it.
 func copiedIdentity(pod *corev1.Pod, hosts int32, v7x bool) *corev1.Pod {
-	id := tpuenv.Identity{GroupName: group, ReplicaIndex: 0, WorkerID: hosts - 1, Hosts: hosts, Subdomain: headless, V7x: v7x,
+	id := tpuenv.Values{GroupName: group, ReplicaIndex: 0, WorkerID: hosts - 1, Hosts: hosts, Subdomain: headless, V7x: v7x,
 		SliceName: slice0, ClaimToken: "copied-token"}
 	return applied(pod, id, topology.TPUContainers(&pod.Spec)...)
 }
@@ -160,7 +163,8 @@ func TestPodWebhookRefusesAbsurdTopologiesBeforeWork(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			stub := &stubClaimer{assignment: claimed}
-			w := &podWebhook{planner: stub, claimer: stub, maxHosts: 2400}
+			w := newPodWebhook(stub)
+			w.maxHosts = 2400
 
 			resp, bytes, took := handle(t, w, tc.pod)
 
@@ -190,7 +194,7 @@ func TestPodWebhookRefusesAbsurdTopologiesBeforeWork(t *testing.T) {
 // itself, without allocating per chip.
 func TestPodWebhookTopologyParsingIsNotPerChip(t *testing.T) {
 	stub := &stubClaimer{assignment: claimed}
-	w := &podWebhook{planner: stub, claimer: stub}
+	w := newPodWebhook(stub)
 
 	resp, bytes, took := handle(t, w, absurdPod("tpu-v5p-slice", "1024x1024x1024", 1))
 
@@ -224,7 +228,7 @@ func TestPodWebhookLargestLegalSliceCost(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			stub := &stubClaimer{assignment: allocator.Assignment{SliceName: naming.SliceName(clusterName, group, 1), Replica: 1, WorkerID: 7, Token: "new"}}
-			w := &podWebhook{planner: stub, claimer: stub}
+			w := newPodWebhook(stub)
 
 			resp, bytes, took := handle(t, w, copiedIdentity(tc.pod, tc.hosts, tc.v7x))
 
@@ -284,7 +288,12 @@ func TestPodWebhookDeadline(t *testing.T) {
 	cases := map[string]struct {
 		pod    *corev1.Pod
 		dryRun bool
+		// slowRayCluster makes the live read of the RayCluster, which the cache does not have, slow.
+		slowRayCluster bool
 	}{
+		"a RayCluster the cache does not have (its live read)": {
+			pod: multiHostPod().Obj(), slowRayCluster: true,
+		},
 		"a dry run (the plan's reads)": {
 			pod: multiHostPod().Obj(), dryRun: true,
 		},
@@ -298,7 +307,14 @@ func TestPodWebhookDeadline(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			slow := slowAllocator{giveUp: 3 * time.Second}
-			w := &podWebhook{planner: slow, claimer: slow, timeout: timeout}
+			w := &podWebhook{planner: slow, claimer: slow, clusters: noRayClusters, live: noRayClusters, timeout: timeout}
+			if tc.slowRayCluster {
+				w.live = testutil.NewClientBuilder().WithInterceptorFuncs(interceptor.Funcs{
+					Get: func(ctx context.Context, _ client.WithWatch, _ client.ObjectKey, _ client.Object, _ ...client.GetOption) error {
+						return slow.wait(ctx)
+					},
+				}).Build()
+			}
 			before := admissionCounts(t)
 			start := time.Now()
 

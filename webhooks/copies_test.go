@@ -69,8 +69,8 @@ func TestPodWebhookReinvocationReturnsThePodUnchanged(t *testing.T) {
 // identity left.
 func TestPodWebhookCopiedIdentity(t *testing.T) {
 	multislice := multiHostPod().Env(0, constants.EnvMegascaleNumSlices, "2").Obj()
-	v7xIdentity := func(a allocator.Assignment) tpuenv.Identity {
-		return tpuenv.Identity{GroupName: group, ReplicaIndex: a.Replica, WorkerID: a.WorkerID, Hosts: 2, Subdomain: headless, V7x: true,
+	v7xIdentity := func(a allocator.Assignment) tpuenv.Values {
+		return tpuenv.Values{GroupName: group, ReplicaIndex: a.Replica, WorkerID: a.WorkerID, Hosts: 2, Subdomain: headless, V7x: true,
 			SliceName: a.SliceName, ClaimToken: a.Token, Topology: []int32{2, 2, 2}, ChipsPerHost: 4, AffinityTopologyKey: nodePool}
 	}
 	onSubblock := subsliceIdentity(running(1, "token-0"))

@@ -37,27 +37,28 @@ var subsliceNodes = []placement.Node{
 }
 
 // keyed returns id kept on the slice affinity key key, or without slice affinity when key is "".
-func keyed(id tpuenv.Identity, key string) tpuenv.Identity {
+func keyed(id tpuenv.Values, key string) tpuenv.Values {
 	id.AffinityTopologyKey, id.NoAffinity = key, key == ""
 	return id
 }
 
 // TestPodWebhookPlacement checks what the webhook reads for placement.Decide (the Pod, its
-// RayCluster in the cache, the TPU Nodes matching its nodeSelector), the slice affinity key it
+// RayCluster in the cache or, when the cache does not have it, from the API server, the TPU Nodes matching its nodeSelector), the slice affinity key it
 // asks the claimer to record, and the key it hands to tpuenv: the slice's recorded key, if any,
 // wins over the Pod's own placement. The rules are placement's (internal/placement).
 func TestPodWebhookPlacement(t *testing.T) {
 	cases := map[string]struct {
 		pod *corev1.Pod
-		// rc is the Pod's RayCluster in the cache, if any; nodes are the TPU Nodes.
-		rc    *testutil.RayClusterWrapper
-		nodes []placement.Node
+		// rc is the Pod's RayCluster in the cache, live the one the API server has, if any; nodes
+		// are the TPU Nodes.
+		rc, live *testutil.RayClusterWrapper
+		nodes    []placement.Node
 		// recorded is the key the Pod's slice records (the stub's answer).
 		recorded string
 		// wantListed says the Nodes were listed, for the Pod's nodeSelector.
 		wantListed     bool
 		wantRequestKey string
-		want           tpuenv.Identity
+		want           tpuenv.Values
 	}{
 		"a subslice of a pool split in sub-blocks is kept on its sub-block": {
 			pod: subslicePod().Obj(), nodes: subsliceNodes, wantListed: true,
@@ -73,6 +74,15 @@ func TestPodWebhookPlacement(t *testing.T) {
 		},
 		"a Pod of a RayCluster queued by Kueue gets no slice affinity": {
 			pod: multiHostPod().Obj(), rc: cluster().Label(constants.KueueQueueNameLabel, "lq"),
+			wantRequestKey: "", want: keyed(multiHostIdentity(claimed), ""),
+		},
+		"a Pod of a RayCluster queued by Kueue that the cache has not seen yet gets no slice affinity": {
+			pod: multiHostPod().Obj(), live: cluster().Label(constants.KueueQueueNameLabel, "lq"),
+			wantRequestKey: "", want: keyed(multiHostIdentity(claimed), ""),
+		},
+		"a Pod of a re-created RayCluster queued by Kueue, the cache still holding the one before, gets no slice affinity": {
+			pod: multiHostPod().Obj(), rc: testutil.MakeRayCluster(clusterName, testNS).UID("rc-uid-1"),
+			live:           cluster().Label(constants.KueueQueueNameLabel, "lq"),
 			wantRequestKey: "", want: keyed(multiHostIdentity(claimed), ""),
 		},
 		"the Pod's annotation names the key": {
@@ -92,12 +102,15 @@ func TestPodWebhookPlacement(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			stub := &stubClaimer{assignment: withKey(claimed, tc.recorded)}
 			nodes := &fakeNodes{nodes: tc.nodes}
-			clusters := testutil.NewClientBuilder()
+			clusters, live := testutil.NewClientBuilder(), testutil.NewClientBuilder()
 			if tc.rc != nil {
 				clusters = clusters.WithObjects(tc.rc.Obj())
 			}
+			if tc.live != nil {
+				live = live.WithObjects(tc.live.Obj())
+			}
 			w := newPodWebhook(stub)
-			w.clusters, w.nodes = clusters.Build(), nodes
+			w.clusters, w.live, w.nodes = clusters.Build(), live.Build(), nodes
 
 			got, err := create(t, w, tc.pod)
 

@@ -40,11 +40,11 @@ import (
 
 	"github.com/ray-tpu/tpu-slice-operator/internal/allocator"
 	"github.com/ray-tpu/tpu-slice-operator/internal/claims"
-	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
-	podidentity "github.com/ray-tpu/tpu-slice-operator/internal/identity"
+	"github.com/ray-tpu/tpu-slice-operator/internal/identity"
 	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
 	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
 	"github.com/ray-tpu/tpu-slice-operator/internal/placement"
+	"github.com/ray-tpu/tpu-slice-operator/internal/reads"
 	"github.com/ray-tpu/tpu-slice-operator/internal/topology"
 	"github.com/ray-tpu/tpu-slice-operator/internal/tpuenv"
 )
@@ -56,8 +56,9 @@ import (
 type podWebhook struct {
 	planner Planner // dry runs and re-invocation checks
 	claimer Claimer // claims
-	// clusters reads RayClusters (the cache) for their Kueue and dynamic-slicing signals.
-	clusters client.Reader
+	// clusters and live read a Pod's RayCluster for its Kueue and dynamic-slicing signals: clusters
+	// is the cache, live the API server, read when the cache does not have the Pod's RayCluster.
+	clusters, live client.Reader
 	// nodes lists the TPU Nodes, for a subslice's affinity (nil: none known).
 	nodes placement.NodeLister
 	// maxHosts bounds the hosts of a slice (topology.DefaultMaxSliceHosts when zero); it is checked
@@ -81,10 +82,9 @@ func IsTPUWorker(pod *corev1.Pod) bool {
 
 // Default claims a worker ID for a TPU worker Pod being created and applies it to the Pod.
 //
-// Bounds come before work: the Pod's topology is parsed and its host count checked against
-// --max-slice-hosts before anything that grows with the hosts (stripping a copied identity,
-// placement, the claim, the environment) runs, and one deadline bounds the whole admission, every
-// API read and write included (docs/spec.md §5, §10).
+// It reads the Pod once, into a workerPod, and checks its host count against --max-slice-hosts
+// before anything that grows with the hosts; one deadline bounds the rest, every API call included
+// (docs/spec.md §5, §10).
 func (w *podWebhook) Default(ctx context.Context, pod *corev1.Pod) error {
 	req, err := admission.RequestFromContext(ctx)
 	if err != nil {
@@ -98,7 +98,7 @@ func (w *podWebhook) Default(ctx context.Context, pod *corev1.Pod) error {
 		metrics.Admissions.WithLabelValues(metrics.ResultNotTPUWorker).Inc()
 		return nil
 	}
-	slice, err := w.bound(pod)
+	worker, err := w.parse(req.Namespace, pod)
 	if err != nil {
 		metrics.Admissions.WithLabelValues(metrics.ResultDeniedPermanent).Inc()
 		return err
@@ -106,7 +106,14 @@ func (w *podWebhook) Default(ctx context.Context, pod *corev1.Pod) error {
 	timeout := w.admissionTimeout()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	reinvoked, err := w.forgetCopiedIdentity(ctx, req.Namespace, pod, slice)
+	if err := w.readRayCluster(ctx, &worker); err != nil {
+		metrics.Admissions.WithLabelValues(metrics.ResultDeniedTransient).Inc()
+		if ctx.Err() != nil {
+			return timedOut(timeout)
+		}
+		return err
+	}
+	reinvoked, err := w.forgetCopiedIdentity(ctx, worker)
 	if err != nil {
 		metrics.Admissions.WithLabelValues(metrics.ResultDeniedTransient).Inc()
 		if ctx.Err() != nil {
@@ -118,7 +125,7 @@ func (w *podWebhook) Default(ctx context.Context, pod *corev1.Pod) error {
 		metrics.Admissions.WithLabelValues(metrics.ResultAlreadyAssigned).Inc()
 		return nil
 	}
-	err = w.assign(ctx, req, pod, slice)
+	err = w.assign(ctx, req, worker)
 	if err != nil && ctx.Err() != nil && apierrors.IsTooManyRequests(err) {
 		// Whatever read or write the deadline cut, the user is told the same (docs/spec.md §5).
 		err = timedOut(timeout)
@@ -127,21 +134,80 @@ func (w *podWebhook) Default(ctx context.Context, pod *corev1.Pod) error {
 	return err
 }
 
-// bound parses the Pod's slice and checks its host count against --max-slice-hosts: the first
-// thing an admission does, so that no work grows with a topology the operator refuses.
-// Parsing costs nothing per chip (topology.ParseTopology).
-func (w *podWebhook) bound(pod *corev1.Pod) (topology.Slice, error) {
+// workerPod is what one admission reads from the TPU worker Pod it admits, once, at its top
+// (Default): every later step takes it instead of reading the Pod again.
+type workerPod struct {
+	pod                       *corev1.Pod
+	namespace, cluster, group string
+	// clusterUID is the UID of the Pod's controlling RayCluster ("" for none).
+	clusterUID types.UID
+	// slice is the Pod's slice (topology.FromPod), at most maxHosts hosts.
+	slice topology.Slice
+	// subdomain is the headless Service the hostname of a multi-host Pod lives under.
+	subdomain string
+	// carried is the TPU identity the Pod's spec already carries, if hasIdentity, and token its
+	// claim-token annotation ("" for none): a re-invocation's or a copy's (forgetCopiedIdentity).
+	carried     identity.Identity
+	hasIdentity bool
+	token       string
+	// indexes are KubeRay's multi-host indexing labels, when present.
+	indexes claims.Request
+	// managed is the Kueue or dynamic-slicing signal of the Pod and its RayCluster (readRayCluster).
+	managed placement.Signal
+}
+
+// parse reads pod, a TPU worker Pod created in namespace, and checks it: its errors are permanent
+// denials. It parses the Pod's slice and bounds its hosts first, so that no work grows with a
+// topology the operator refuses; parsing costs nothing per chip (topology.ParseTopology).
+func (w *podWebhook) parse(namespace string, pod *corev1.Pod) (workerPod, error) {
 	cluster, group := pod.Labels[rayutils.RayClusterLabelKey], pod.Labels[rayutils.RayNodeGroupLabelKey]
 	slice, err := topology.FromPod(pod.Annotations, &pod.Spec)
 	if err != nil {
-		return topology.Slice{}, deny("TPU worker Pod of RayCluster %s group %s: %v", cluster, group, err)
+		return workerPod{}, deny("TPU worker Pod of RayCluster %s group %s: %v", cluster, group, err)
 	}
 	maxHosts := cmp.Or(w.maxHosts, topology.DefaultMaxSliceHosts)
 	if slice.Hosts > maxHosts {
-		return topology.Slice{}, deny("TPU worker Pod of RayCluster %s group %s: topology %s gives a slice of %d hosts, more than this operator allows (--max-slice-hosts=%d)",
+		return workerPod{}, deny("TPU worker Pod of RayCluster %s group %s: topology %s gives a slice of %d hosts, more than this operator allows (--max-slice-hosts=%d)",
 			cluster, group, slice.Topology, slice.Hosts, maxHosts)
 	}
-	return slice, nil
+	subdomain := naming.HeadlessServiceName(cluster)
+	if slice.Hosts > 1 {
+		if problems := naming.ValidateSubdomain(subdomain); len(problems) > 0 {
+			return workerPod{}, deny("multi-host TPU worker Pod of RayCluster %s needs the headless Service %q as its subdomain, which is not a valid DNS label (%s): shorten the RayCluster name",
+				cluster, subdomain, strings.Join(problems, "; "))
+		}
+	}
+	indexes, err := kubeRayIndexes(pod)
+	if err != nil {
+		return workerPod{}, deny("TPU worker Pod of RayCluster %s group %s: %v", cluster, group, err)
+	}
+	_, clusterUID, _ := identity.Owner(pod)
+	carried, hasIdentity := identity.FromParsedPod(pod, slice)
+	return workerPod{
+		pod: pod, namespace: namespace, cluster: cluster, group: group, clusterUID: clusterUID,
+		slice: slice, subdomain: subdomain, carried: carried, hasIdentity: hasIdentity,
+		token: identity.Token(pod), indexes: indexes,
+	}, nil
+}
+
+// readRayCluster reads the Pod's RayCluster, from the cache or, when the cache does not have it
+// (a RayCluster created a moment ago) or has another of its name, from the API server, and records
+// the Kueue and dynamic-slicing signal of the Pod and its RayCluster. A RayCluster that does not
+// exist gives no signal; a failed read is a transient denial.
+func (w *podWebhook) readRayCluster(ctx context.Context, worker *workerPod) error {
+	key := types.NamespacedName{Namespace: worker.namespace, Name: worker.cluster}
+	rc, err := reads.CacheThenLive(ctx, w.clusters, w.live, key, func(rc *rayv1.RayCluster) bool {
+		return worker.clusterUID == "" || rc.UID == worker.clusterUID
+	})
+	if err != nil {
+		return denyTransient("reading RayCluster %s/%s: %v", key.Namespace, key.Name, err)
+	}
+	objs := []placement.Object{{Kind: "Pod", Labels: worker.pod.Labels, Annotations: worker.pod.Annotations}}
+	if rc != nil {
+		objs = append(objs, placement.Object{Kind: "RayCluster", Labels: rc.Labels, Annotations: rc.Annotations})
+	}
+	worker.managed = placement.Managed(objs...)
+	return nil
 }
 
 func (w *podWebhook) admissionTimeout() time.Duration {
@@ -159,36 +225,31 @@ func timedOut(timeout time.Duration) error {
 // forgetCopiedIdentity handles a Pod that arrives already carrying a TPU identity or a claim token.
 // If it is this admission coming back (webhook re-invocation: its token is a pending claim of the
 // slice its spec names, and no live Pod carries it), it reports true and the Pod is returned
-// unchanged. Otherwise the Pod is a copy (a manifest copied from a running worker, a template, a
-// dry-run output): a token is not a claim, so the copied identity is stripped and the Pod is
-// admitted as a new one (docs/spec.md §8).
-//
-// slice is the Pod's own slice, already bounded (bound): the identity stripped is at most that
-// large.
-func (w *podWebhook) forgetCopiedIdentity(ctx context.Context, namespace string, pod *corev1.Pod, slice topology.Slice) (bool, error) {
-	prev, hasIdentity := podidentity.FromPod(pod)
-	token := podidentity.Token(pod)
-	if !hasIdentity && token == "" {
+// unchanged. Otherwise the Pod is a copy: its identity is stripped and it is admitted as a new one
+// (docs/spec.md §8; docs/design.md, what links a claim to its Pod).
+func (w *podWebhook) forgetCopiedIdentity(ctx context.Context, worker workerPod) (bool, error) {
+	prev, pod := worker.carried, worker.pod
+	if !worker.hasIdentity && worker.token == "" {
 		return false, nil
 	}
-	if hasIdentity && token != "" {
-		reinvoked, err := w.planner.Reinvoked(ctx, namespace, prev.SliceName(), token, prev.WorkerID)
+	if worker.hasIdentity && worker.token != "" {
+		reinvoked, err := w.planner.Reinvoked(ctx, worker.namespace, prev.SliceName(), worker.token, prev.WorkerID)
 		if err != nil || reinvoked {
 			return reinvoked, err
 		}
 	}
-	old := tpuenv.Identity{ClaimToken: token}
-	if hasIdentity {
-		old = tpuenv.Identity{
+	old := tpuenv.Values{ClaimToken: worker.token}
+	if worker.hasIdentity {
+		old = tpuenv.Values{
 			GroupName: prev.Group, ReplicaIndex: prev.Replica, WorkerID: prev.WorkerID, Hosts: prev.Hosts,
-			Subdomain: pod.Spec.Subdomain, V7x: topology.IsV7x(pod.Spec.NodeSelector[constants.AcceleratorNodeSelectorKey]),
-			SliceName: prev.SliceName(), ClaimToken: token,
-			Topology: slice.Topology.Dims, ChipsPerHost: slice.ChipsPerPod,
+			Subdomain: pod.Spec.Subdomain, V7x: topology.IsV7x(worker.slice.Accelerator),
+			SliceName: prev.SliceName(), ClaimToken: worker.token,
+			Topology: worker.slice.Topology.Dims, ChipsPerHost: worker.slice.ChipsPerPod,
 		}
 	}
-	tpuenv.Strip(pod, old, slice.TPUContainers)
+	tpuenv.Strip(pod, old, worker.slice.TPUContainers)
 	ctrl.LoggerFrom(ctx).Info("TPU worker Pod carries a copied TPU identity; admitting it as a new Pod",
-		"namespace", namespace, "generateName", pod.GenerateName, "copiedSlice", old.SliceName, "copiedWorkerID", old.WorkerID)
+		"namespace", worker.namespace, "generateName", pod.GenerateName, "copiedSlice", old.SliceName, "copiedWorkerID", old.WorkerID)
 	return false, nil
 }
 
@@ -206,111 +267,79 @@ func admissionResult(err error, dryRun bool) string {
 	}
 }
 
-// assign claims a worker ID for a TPU worker Pod and applies the identity to it.
-func (w *podWebhook) assign(ctx context.Context, req admission.Request, pod *corev1.Pod, slice topology.Slice) error {
-	in, err := w.prepare(ctx, req.Namespace, pod, slice)
+// assign chooses the slice affinity key of the Pod, claims a worker ID for it (a plan for a dry
+// run) and applies the identity to the Pod.
+func (w *podWebhook) assign(ctx context.Context, req admission.Request, worker workerPod) error {
+	affinity, err := w.place(ctx, worker)
 	if err != nil {
 		return err
 	}
-	log := ctrl.LoggerFrom(ctx).WithValues("namespace", req.Namespace, "generateName", pod.GenerateName,
-		"rayCluster", in.request.ClusterName, "group", in.request.GroupName)
+	request := worker.request(affinity.Key)
+	log := ctrl.LoggerFrom(ctx).WithValues("namespace", req.Namespace, "generateName", worker.pod.GenerateName,
+		"rayCluster", request.ClusterName, "group", request.GroupName)
 	dryRun := ptr.Deref(req.DryRun, false)
 	var assignment allocator.Assignment
 	if dryRun {
-		assignment, err = w.planner.Plan(ctx, in.request)
+		assignment, err = w.planner.Plan(ctx, request)
 		assignment.Token = dryRunToken
 	} else {
-		assignment, err = w.claimer.Claim(ctx, in.request)
+		assignment, err = w.claimer.Claim(ctx, request)
 	}
 	if err != nil {
 		log.Info("TPU worker ID claim denied", "err", err)
 		return denial(err)
 	}
-	id := in.identity(assignment)
-	tpuenv.Apply(pod, id, in.slice.TPUContainers)
+	vals := worker.values(assignment, affinity.Key)
+	tpuenv.Apply(worker.pod, vals, worker.slice.TPUContainers)
 	log.V(1).Info("Assigned TPU worker ID", "slice", assignment.SliceName, "replica", assignment.Replica,
-		"workerID", assignment.WorkerID, "affinityTopologyKey", id.AffinityTopologyKey, "placedBy", in.placed.Source.String(),
+		"workerID", assignment.WorkerID, "affinityTopologyKey", vals.AffinityTopologyKey, "placedBy", affinity.Source.String(),
 		"dryRun", dryRun)
 	return nil
 }
 
-// workerPod is what the Pod webhook reads from a TPU worker Pod before it claims: the claim request,
-// the slice's shape, the headless Service the Pod's hostname lives under, and its placement.
-type workerPod struct {
-	request   allocator.Request
-	slice     topology.Slice
-	subdomain string
-	placed    placement.Decision
+// place chooses the topologyKey of the slice affinity of a multi-host Pod (placement.Decide), from
+// the Pod, its Kueue and dynamic-slicing signal and, only for a subslice, the TPU Nodes. Its errors
+// are the Pod's denials.
+func (w *podWebhook) place(ctx context.Context, worker workerPod) (placement.KeyChoice, error) {
+	in := placement.Input{Pod: worker.pod, Slice: worker.slice, Managed: worker.managed}
+	if w.nodes != nil {
+		in.Nodes = func() ([]placement.Node, error) { return w.nodes.ListNodes(ctx, worker.pod.Spec.NodeSelector) }
+	}
+	affinity, err := placement.Decide(in)
+	switch {
+	case errors.Is(err, placement.ErrInvalidTopologyKey):
+		return placement.KeyChoice{}, deny("TPU worker Pod of RayCluster %s group %s: %v", worker.cluster, worker.group, err)
+	case err != nil:
+		return placement.KeyChoice{}, denyTransient("TPU worker Pod of RayCluster %s group %s: %v", worker.cluster, worker.group, err)
+	}
+	return affinity, nil
 }
 
-// prepare reads what a claim needs from pod, whose slice (bounded) is slice, and checks it; its
-// errors are the Pod's denials.
-func (w *podWebhook) prepare(ctx context.Context, namespace string, pod *corev1.Pod, slice topology.Slice) (workerPod, error) {
-	cluster, group := pod.Labels[rayutils.RayClusterLabelKey], pod.Labels[rayutils.RayNodeGroupLabelKey]
-	subdomain := naming.HeadlessServiceName(cluster)
-	if slice.Hosts > 1 {
-		if problems := naming.ValidateSubdomain(subdomain); len(problems) > 0 {
-			return workerPod{}, deny("multi-host TPU worker Pod of RayCluster %s needs the headless Service %q as its subdomain, which is not a valid DNS label (%s): shorten the RayCluster name",
-				cluster, subdomain, strings.Join(problems, "; "))
-		}
+// request is the claim request of the Pod, whose slice affinity key is affinityKey.
+func (worker workerPod) request(affinityKey string) allocator.Request {
+	return allocator.Request{
+		Namespace: worker.namespace, ClusterName: worker.cluster, ClusterUID: worker.clusterUID, GroupName: worker.group,
+		Hosts: worker.slice.Hosts, Topology: worker.slice.Topology.String(), Accelerator: worker.slice.Accelerator,
+		AffinityTopologyKey: affinityKey, Claim: worker.indexes,
 	}
-	indexes, err := kubeRayIndexes(pod)
-	if err != nil {
-		return workerPod{}, deny("TPU worker Pod of RayCluster %s group %s: %v", cluster, group, err)
-	}
-	placed, err := w.place(ctx, namespace, cluster, pod, slice)
-	if err != nil {
-		if errors.Is(err, placement.ErrInvalidTopologyKey) {
-			return workerPod{}, deny("TPU worker Pod of RayCluster %s group %s: %v", cluster, group, err)
-		}
-		return workerPod{}, denyTransient("TPU worker Pod of RayCluster %s group %s: %v", cluster, group, err)
-	}
-	return workerPod{slice: slice, subdomain: subdomain, placed: placed, request: allocator.Request{
-		Namespace: namespace, ClusterName: cluster, ClusterUID: ownerUID(pod), GroupName: group,
-		Hosts: slice.Hosts, Topology: slice.Topology.String(), Accelerator: slice.Accelerator,
-		AffinityTopologyKey: placed.Key, Claim: indexes,
-	}}, nil
 }
 
-// identity is what the Pod gets for assignment. Every Pod of a slice gets the affinity key the
-// slice recorded at its first claim.
-func (in workerPod) identity(assignment allocator.Assignment) tpuenv.Identity {
-	key := cmp.Or(assignment.AffinityTopologyKey, in.placed.Key)
-	return tpuenv.Identity{
-		GroupName: in.request.GroupName, ReplicaIndex: assignment.Replica, WorkerID: assignment.WorkerID,
-		Hosts: in.slice.Hosts, Subdomain: in.subdomain, V7x: topology.IsV7x(in.slice.Accelerator),
+// values are what tpuenv writes into the Pod for assignment. Every Pod of a slice gets the
+// affinity key the slice recorded at its first claim, else affinityKey, the Pod's own.
+func (worker workerPod) values(assignment allocator.Assignment, affinityKey string) tpuenv.Values {
+	key := cmp.Or(assignment.AffinityTopologyKey, affinityKey)
+	return tpuenv.Values{
+		GroupName: worker.group, ReplicaIndex: assignment.Replica, WorkerID: assignment.WorkerID,
+		Hosts: worker.slice.Hosts, Subdomain: worker.subdomain, V7x: topology.IsV7x(worker.slice.Accelerator),
 		SliceName: assignment.SliceName, ClaimToken: assignment.Token,
-		Topology: in.slice.Topology.Dims, ChipsPerHost: in.slice.ChipsPerPod,
+		Topology: worker.slice.Topology.Dims, ChipsPerHost: worker.slice.ChipsPerPod,
 		AffinityTopologyKey: key, NoAffinity: key == "",
 	}
-}
-
-// place chooses the topologyKey of the slice affinity of a multi-host Pod (placement.Decide): the
-// Kueue and dynamic-slicing signals are read on the Pod and its RayCluster (the cache), and the TPU
-// Nodes only for a subslice.
-func (w *podWebhook) place(ctx context.Context, namespace, cluster string, pod *corev1.Pod, slice topology.Slice) (placement.Decision, error) {
-	objs := []placement.Object{{Kind: "Pod", Labels: pod.Labels, Annotations: pod.Annotations}}
-	rc := &rayv1.RayCluster{}
-	if w.clusters != nil && w.clusters.Get(ctx, types.NamespacedName{Namespace: namespace, Name: cluster}, rc) == nil {
-		objs = append(objs, placement.Object{Kind: "RayCluster", Labels: rc.Labels, Annotations: rc.Annotations})
-	}
-	in := placement.Input{Pod: pod, Slice: slice, Managed: placement.Managed(objs...)}
-	if w.nodes != nil {
-		in.Nodes = func() ([]placement.Node, error) { return w.nodes.ListNodes(ctx, pod.Spec.NodeSelector) }
-	}
-	return placement.Decide(in)
 }
 
 // dryRunToken is the claim token a dry run's Pod carries. No claim ever has it, so a Pod created
 // from a dry run's output is admitted as a new Pod.
 const dryRunToken = "dry-run"
-
-// ownerUID returns the UID of the Pod's controlling RayCluster, set by KubeRay at creation ("" for
-// none).
-func ownerUID(pod *corev1.Pod) types.UID {
-	_, uid, _ := podidentity.Owner(pod)
-	return uid
-}
 
 // kubeRayIndexes reads KubeRay's multi-host indexing labels (RayMultiHostIndexing), when present.
 func kubeRayIndexes(pod *corev1.Pod) (claims.Request, error) {

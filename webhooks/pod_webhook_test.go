@@ -22,6 +22,7 @@ package webhooks
 // whole path against an API server in test/integration.
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strings"
@@ -38,6 +39,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -114,14 +117,14 @@ func multiHostRequest() allocator.Request {
 }
 
 // multiHostIdentity is the identity the webhook hands tpuenv for assignment a of multiHostPod.
-func multiHostIdentity(a allocator.Assignment) tpuenv.Identity {
-	return tpuenv.Identity{GroupName: group, ReplicaIndex: a.Replica, WorkerID: a.WorkerID, Hosts: 4, Subdomain: headless,
+func multiHostIdentity(a allocator.Assignment) tpuenv.Values {
+	return tpuenv.Values{GroupName: group, ReplicaIndex: a.Replica, WorkerID: a.WorkerID, Hosts: 4, Subdomain: headless,
 		SliceName: a.SliceName, ClaimToken: a.Token, Topology: []int32{4, 4}, ChipsPerHost: 4, AffinityTopologyKey: nodePool}
 }
 
 // subsliceIdentity is the identity the webhook hands tpuenv for assignment a of subslicePod.
-func subsliceIdentity(a allocator.Assignment) tpuenv.Identity {
-	return tpuenv.Identity{GroupName: group, ReplicaIndex: a.Replica, WorkerID: a.WorkerID, Hosts: 2, Subdomain: headless,
+func subsliceIdentity(a allocator.Assignment) tpuenv.Values {
+	return tpuenv.Values{GroupName: group, ReplicaIndex: a.Replica, WorkerID: a.WorkerID, Hosts: 2, Subdomain: headless,
 		SliceName: a.SliceName, ClaimToken: a.Token, Topology: []int32{2, 4}, ChipsPerHost: 4, AffinityTopologyKey: nodePool}
 }
 
@@ -133,7 +136,7 @@ func withKey(a allocator.Assignment, key string) allocator.Assignment {
 
 // applied returns a copy of pod with id applied by tpuenv to the containers at tpuContainers: what
 // the webhook must return for id (tpuenv's values are tested in internal/tpuenv).
-func applied(pod *corev1.Pod, id tpuenv.Identity, tpuContainers ...int) *corev1.Pod {
+func applied(pod *corev1.Pod, id tpuenv.Values, tpuContainers ...int) *corev1.Pod {
 	out := pod.DeepCopy()
 	tpuenv.Apply(out, id, tpuContainers)
 	return out
@@ -298,7 +301,7 @@ func TestPodWebhookRequest(t *testing.T) {
 			pod:  multiHostPod().Label(rayutils.RayHostIndexKey, "2").Label(rayutils.RayWorkerReplicaNameKey, "tpu-x7k2p").Obj(),
 			want: multiHostRequest(),
 		},
-		"an ownerReference that is not the controller names no generation": {
+		"an ownerReference that is not the controller names no RayCluster UID": {
 			pod: notController, want: with(multiHostRequest(), func(r *allocator.Request) { r.ClusterUID = "" }),
 		},
 		"the namespace is the admission request's": {pod: noNamespace, want: single},
@@ -338,12 +341,12 @@ func TestPodWebhookHandsTheIdentityToTpuenv(t *testing.T) {
 	cases := map[string]struct {
 		pod           *corev1.Pod
 		assignment    allocator.Assignment
-		want          tpuenv.Identity
+		want          tpuenv.Values
 		tpuContainers []int
 	}{
 		"single-host: no affinity": {
 			pod: singleHostPod().Obj(), assignment: single, tpuContainers: []int{0},
-			want: tpuenv.Identity{GroupName: group, ReplicaIndex: 0, WorkerID: 0, Hosts: 1, Subdomain: headless,
+			want: tpuenv.Values{GroupName: group, ReplicaIndex: 0, WorkerID: 0, Hosts: 1, Subdomain: headless,
 				SliceName: slice0, ClaimToken: "token-0", Topology: []int32{2, 2}, ChipsPerHost: 4, NoAffinity: true},
 		},
 		"multi-host: the claimed slice and ID, kept on the node pool": {
@@ -355,12 +358,12 @@ func TestPodWebhookHandsTheIdentityToTpuenv(t *testing.T) {
 		"v7x: both TPU containers, not the sidecar between them": {
 			pod:        tpuWorkerPod(v7x, "2x2x2", 2).Container("log-shipper", 0).Container("ray-worker-1", 2).Obj(),
 			assignment: claimed, tpuContainers: []int{0, 2},
-			want: tpuenv.Identity{GroupName: group, ReplicaIndex: 2, WorkerID: 1, Hosts: 2, Subdomain: headless, V7x: true,
+			want: tpuenv.Values{GroupName: group, ReplicaIndex: 2, WorkerID: 1, Hosts: 2, Subdomain: headless, V7x: true,
 				SliceName: slice2, ClaimToken: "token-2", Topology: []int32{2, 2, 2}, ChipsPerHost: 4, AffinityTopologyKey: nodePool},
 		},
 		"the slice's recorded affinity key wins over the Pod's placement": {
 			pod: multiHostPod().Obj(), assignment: withKey(claimed, subblock), tpuContainers: []int{0},
-			want: func() tpuenv.Identity {
+			want: func() tpuenv.Values {
 				id := multiHostIdentity(claimed)
 				id.AffinityTopologyKey = subblock
 				return id
@@ -448,6 +451,8 @@ type denialCase struct {
 	pod   *corev1.Pod
 	stub  stubClaimer
 	nodes placement.NodeLister
+	// apiServer is what the webhook reads RayClusters from live (none when nil).
+	apiServer client.Reader
 	// claimed says the claimer was asked (and denied); else the webhook denies before it.
 	claimed bool
 	want    metav1.Status
@@ -462,6 +467,9 @@ func checkDenials(t *testing.T, cases map[string]denialCase, result string) {
 			stub := tc.stub
 			w := newPodWebhook(&stub)
 			w.nodes = tc.nodes
+			if tc.apiServer != nil {
+				w.live = tc.apiServer
+			}
 			before := admissionCounts(t)
 
 			got, err := create(t, w, tc.pod)
@@ -537,6 +545,15 @@ func TestPodWebhookDeniesTransiently(t *testing.T) {
 			pod:   subslicePod().Obj(),
 			nodes: &fakeNodes{err: errors.New("cache not synced")},
 			want:  tooManyRequests("TPU worker Pod of RayCluster rc group tpu: listing the TPU Nodes for the subslice's affinity: cache not synced"),
+		},
+		"a RayCluster the cache does not have and the API server cannot read": {
+			pod: multiHostPod().Obj(),
+			apiServer: testutil.NewClientBuilder().WithInterceptorFuncs(interceptor.Funcs{
+				Get: func(context.Context, client.WithWatch, client.ObjectKey, client.Object, ...client.GetOption) error {
+					return errors.New("etcd timeout")
+				},
+			}).Build(),
+			want: tooManyRequests("reading RayCluster team-a/rc: etcd timeout"),
 		},
 		"a failed check of the identity the Pod carries": {
 			pod:  carrying,

@@ -86,7 +86,7 @@ func Setup(mgr ctrl.Manager, claimer Claimer, planner Planner, opts Options) err
 		opts.RayCluster.Nodes = tpuNodes
 	}
 	if err := ctrl.NewWebhookManagedBy(mgr, &corev1.Pod{}).
-		WithDefaulter(&podWebhook{planner: planner, claimer: claimer, clusters: mgr.GetClient(), nodes: tpuNodes,
+		WithDefaulter(&podWebhook{planner: planner, claimer: claimer, clusters: mgr.GetClient(), live: mgr.GetAPIReader(), nodes: tpuNodes,
 			maxHosts: opts.MaxSliceHosts, timeout: opts.Timeout}).
 		Complete(); err != nil {
 		return err

@@ -21,6 +21,7 @@ import (
 
 	"github.com/ray-tpu/tpu-slice-operator/internal/allocator"
 	"github.com/ray-tpu/tpu-slice-operator/internal/placement"
+	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
 )
 
 // stubClaimer is the Claimer and Planner of the Pod webhook's tests: it records what the webhook
@@ -82,8 +83,11 @@ func (f *fakeNodes) ListNodes(_ context.Context, selector map[string]string) ([]
 	return f.nodes, f.err
 }
 
+// noRayClusters is a cache and an API server without RayClusters.
+var noRayClusters = testutil.NewClientBuilder().Build()
+
 // newPodWebhook returns the Pod webhook claiming and planning through stub, without RayClusters or
 // Nodes to read (placement then decides on the Pod alone).
 func newPodWebhook(stub *stubClaimer) *podWebhook {
-	return &podWebhook{planner: stub, claimer: stub}
+	return &podWebhook{planner: stub, claimer: stub, clusters: noRayClusters, live: noRayClusters}
 }

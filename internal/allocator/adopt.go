@@ -88,7 +88,7 @@ func (a *Allocator) unclaimedCandidates(ctx context.Context, req Request) (map[i
 		p := &pods.Items[i]
 		id, ok := identity.FromPod(p)
 		if !ok || !lifecycle.PodLive(p) || id.Cluster != req.ClusterName || id.Group != req.GroupName ||
-			!id.OfGeneration(req.ClusterUID) || id.Hosts != req.Hosts || id.WorkerID >= req.Hosts {
+			!id.OfClusterUID(req.ClusterUID) || id.Hosts != req.Hosts || id.WorkerID >= req.Hosts {
 			continue
 		}
 		out[id.Replica] = append(out[id.Replica], p)

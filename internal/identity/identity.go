@@ -15,10 +15,8 @@ limitations under the License.
 */
 
 // Package identity reads what links a TPU worker Pod to its claim (docs/spec.md §8): the TPU identity
-// its spec carries. A Pod's container env (TPU_WORKER_ID, TPU_NAME) cannot change after creation,
-// whoever set it (this operator, the reference webhook, a user by hand), so it is the truth about
-// which worker ID of which slice the Pod holds. Labels and the claim-token annotation are hints
-// that anyone allowed to patch the Pod can edit.
+// its spec carries (TPU_WORKER_ID, TPU_NAME, its owner), which cannot change after creation, and its
+// claim-token annotation, a hint (docs/design.md, "What links a claim to its Pod").
 package identity
 
 import (
@@ -57,7 +55,29 @@ type Identity struct {
 // FromPod returns the TPU identity the Pod's spec carries, and false when it carries none: no TPU
 // container, no literal TPU_WORKER_ID or TPU_NAME in the first one, or values that do not parse.
 func FromPod(pod *corev1.Pod) (Identity, bool) {
-	tpu := topology.TPUContainers(&pod.Spec)
+	id, ok := fromSpec(pod, topology.TPUContainers(&pod.Spec))
+	if !ok {
+		return Identity{}, false
+	}
+	if slice, err := topology.FromPod(pod.Annotations, &pod.Spec); err == nil {
+		id = id.inSlice(slice)
+	}
+	return id, true
+}
+
+// FromParsedPod is FromPod for a Pod whose slice the caller has already read with
+// topology.FromPod: the Pod is not parsed again.
+func FromParsedPod(pod *corev1.Pod, slice topology.Slice) (Identity, bool) {
+	id, ok := fromSpec(pod, slice.TPUContainers)
+	if !ok {
+		return Identity{}, false
+	}
+	return id.inSlice(slice), true
+}
+
+// fromSpec reads the identity from the env of the first of the TPU containers tpu and the Pod's
+// owner, without Hosts.
+func fromSpec(pod *corev1.Pod, tpu []int) (Identity, bool) {
 	if len(tpu) == 0 {
 		return Identity{}, false
 	}
@@ -76,13 +96,6 @@ func FromPod(pod *corev1.Pod) (Identity, bool) {
 		return Identity{}, false
 	}
 	id := Identity{Group: group, Replica: replica, WorkerID: int32(workerID)}
-	shape, err := topology.FromPod(pod.Annotations, &pod.Spec)
-	if err == nil {
-		id.Hosts = shape.Hosts
-		if topology.IsV7x(shape.Accelerator) && len(tpu) > 1 {
-			id.WorkerID /= int32(len(tpu)) //nolint:gosec // a Pod has far fewer than 2^31 containers.
-		}
-	}
 	if name, uid, ok := Owner(pod); ok {
 		id.Cluster, id.ClusterUID = name, uid
 	} else {
@@ -94,9 +107,19 @@ func FromPod(pod *corev1.Pod) (Identity, bool) {
 	return id, true
 }
 
+// inSlice returns id with the host count of slice, the Pod's, and its worker ID per host: on
+// tpu7x with several TPU containers TPU_WORKER_ID numbers containers, not hosts.
+func (id Identity) inSlice(slice topology.Slice) Identity {
+	id.Hosts = slice.Hosts
+	if n := len(slice.TPUContainers); topology.IsV7x(slice.Accelerator) && n > 1 {
+		id.WorkerID /= int32(n) //nolint:gosec // a Pod has far fewer than 2^31 containers.
+	}
+	return id
+}
+
 // Owner returns the name and UID of the RayCluster that controls pod (its controller
 // ownerReference, set by KubeRay at creation and immutable in practice); ok is false when no
-// RayCluster controls it. The UID tells the generations of a re-created cluster apart.
+// RayCluster controls it. The UID tells a re-created cluster of the same name from the one before.
 func Owner(pod *corev1.Pod) (name string, uid types.UID, ok bool) {
 	if ref := metav1.GetControllerOfNoCopy(pod); ref != nil && ref.Kind == "RayCluster" {
 		return ref.Name, ref.UID, true
@@ -104,10 +127,10 @@ func Owner(pod *corev1.Pod) (name string, uid types.UID, ok bool) {
 	return "", "", false
 }
 
-// OfGeneration reports whether the identity's Pod may belong to the RayCluster generation uid: its
-// owner is that generation, or it names no owner (a Pod created by hand, which the RayCluster's
-// name and the slice's spec alone place).
-func (id Identity) OfGeneration(uid types.UID) bool {
+// OfClusterUID reports whether the identity's Pod may belong to the RayCluster with UID uid: its
+// owner has that UID, or it names no owner (a Pod created by hand, which the RayCluster's name and
+// the slice's spec alone place).
+func (id Identity) OfClusterUID(uid types.UID) bool {
 	return id.ClusterUID == "" || id.ClusterUID == uid
 }
 
@@ -129,11 +152,9 @@ func ParseTPUName(name string) (group string, replica int32, ok bool) {
 	return name[:i], int32(r), true
 }
 
-// Token returns the Pod's claim-token annotation, "" without one. It is a hint: it says which
-// claim the webhook made for the Pod, but a user or a copied manifest can set, edit or remove it.
-// A value that cannot name a claim (tpuv1alpha1.ValidToken: empty, too long, a space or line
-// break, which would split or inject stored claim lines) counts as none: such a Pod is matched,
-// adopted and checked for conflicts by its spec identity alone, as one without the annotation.
+// Token returns the Pod's claim-token annotation, "" without one or when the value cannot name a
+// claim (tpuv1alpha1.ValidToken). It is a hint: a user or a copied manifest can set, edit or remove
+// it (docs/spec.md §8).
 func Token(pod *corev1.Pod) string {
 	if t := pod.Annotations[tpuv1alpha1.ClaimTokenAnnotation]; tpuv1alpha1.ValidToken(t) {
 		return t

@@ -27,6 +27,7 @@ import (
 	"github.com/ray-tpu/tpu-slice-operator/internal/identity"
 	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
 	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
+	"github.com/ray-tpu/tpu-slice-operator/internal/topology"
 )
 
 // worker is a v4 2x2x4 worker Pod of group tpu-group of RayCluster rc (owner uid-rc), 4 chips.
@@ -87,6 +88,17 @@ func TestFromPod(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("FromPod() (-want,+got):\n%s", diff)
+			}
+			slice, err := topology.FromPod(tc.pod.Annotations, &tc.pod.Spec)
+			if err != nil {
+				return
+			}
+			parsed, parsedOK := identity.FromParsedPod(tc.pod, slice)
+			if parsedOK != tc.wantOK {
+				t.Fatalf("FromParsedPod() ok = %t, want %t", parsedOK, tc.wantOK)
+			}
+			if diff := cmp.Diff(tc.want, parsed); diff != "" {
+				t.Errorf("FromParsedPod() (-want,+got):\n%s", diff)
 			}
 		})
 	}

@@ -196,7 +196,7 @@ func (dc *decider) index() {
 		}
 		// A Pod of a deleted RayCluster generation (same names, another owner UID) awaits the
 		// garbage collector: it never holds an ID of the new generation.
-		if !id.OfGeneration(s.Spec.RayClusterUID) {
+		if !id.OfClusterUID(s.Spec.RayClusterUID) {
 			continue
 		}
 		if id.Hosts != 0 && id.Hosts != s.Spec.Hosts {

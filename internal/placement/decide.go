@@ -33,7 +33,7 @@ import (
 // so no Pod could carry it as a topologyKey.
 var ErrInvalidTopologyKey = errors.New("invalid affinity topology key")
 
-// Source says which rule chose a Decision.
+// Source says which rule of Decide chose a KeyChoice.
 type Source int
 
 const (
@@ -71,8 +71,8 @@ func (s Source) String() string {
 	}
 }
 
-// Decision is the placement of a slice's Pods.
-type Decision struct {
+// KeyChoice is the topologyKey Decide chose for a slice's affinity, with the rule that chose it.
+type KeyChoice struct {
 	// Key is the topologyKey of the slice's required pod affinity and anti-affinity; "" means the
 	// operator adds no slice affinity at all.
 	Key string
@@ -99,70 +99,51 @@ type Input struct {
 	Nodes func() ([]Node, error)
 }
 
-// Decide chooses the topologyKey of the slice affinity of in.Pod. The first rule that applies wins:
+// Decide chooses the topologyKey of the slice affinity of in.Pod; the first rule that applies wins
+// (docs/spec.md §4; why, docs/design.md "Slice affinity"):
 //
-//  1. a single-host slice gets no affinity (Key "");
-//  2. the first required pod affinity term of the Pod whose topologyKey starts with
-//     cloud.google.com/ (other than a term of this operator on label tpu.ray.io/slice): the user
-//     already keeps the Pod within that GCE or GKE domain, and the slice's terms must not ask
-//     for another;
-//  3. the Pod's annotation ray.io/tpu-affinity-topology-key, trimmed, when not empty; a value
-//     that is not a label key is an error wrapping ErrInvalidTopologyKey;
-//  4. a Kueue or dynamic-slicing signal (in.Managed) gets no affinity: Kueue's topology-aware
-//     scheduling (podset-required-topology and the other podset annotations, or a queue of a
-//     topology-aware flavor, which dynamic slicing needs) assigns every Pod its domain itself, and
-//     then ungates it with a nodeSelector. Required inter-pod terms are only enforced after that,
-//     by kube-scheduler: the slice's affinity can only repeat Kueue's choice, and its
-//     anti-affinity contradicts it whenever Kueue packs two slices into one domain (two replicas
-//     of a group in one block, two dynamic slices in one node pool), leaving admitted Pods Pending
-//     on quota Kueue has granted. Kueue's podset-required-topology level is therefore not used as
-//     a key: it is reported in the reason;
-//  5. for a subslice (the slice topology annotation), the smallest GCE topology level at which
-//     some group of the Nodes matching the Pod's nodeSelector has exactly the slice's host count
-//     (FindFit); a whole slice skips this, since its node pool is the slice;
-//  6. cloud.google.com/gke-nodepool.
+//  1. a single-host slice: no affinity (Key "");
+//  2. the Pod's first required pod affinity term on a cloud.google.com/ key, not on label
+//     tpu.ray.io/slice (this operator's);
+//  3. the Pod's annotation ray.io/tpu-affinity-topology-key, trimmed; a value that is not a label
+//     key is an error wrapping ErrInvalidTopologyKey;
+//  4. a Kueue or dynamic-slicing signal (in.Managed): no affinity;
+//  5. for a subslice only, the key FindFit finds among the Nodes (in.Nodes, called at most once);
+//  6. cloud.google.com/gke-nodepool, also when no Node matches or no level fits.
 //
-// When the Nodes are needed and cannot be listed, Decide returns the lister's error: a Pod's
-// affinity cannot be changed after creation, so the caller should deny it as transient rather
-// than admit it with a key that may be wrong for good. With no matching Nodes (a node pool
-// scaling up from zero), or Nodes but no level that fits, rule 6 applies and the reason says why.
-// Denying the Pod instead, as some variants of the reference webhook do when no level fits, would
-// not help: the Nodes are static topology that does not change when KubeRay retries the Pod, and
-// a transient gap (a Node being repaired or upgraded) would block every replacement Pod of
-// the group at admission, where the user sees nothing, instead of leaving it Pending with a
-// scheduling reason. The RayCluster webhook warns about both cases when the cluster is applied.
-func Decide(in Input) (Decision, error) {
+// An error of in.Nodes is returned wrapped: the caller denies the Pod as transient.
+func Decide(in Input) (KeyChoice, error) {
 	if in.Slice.Hosts <= 1 {
-		return Decision{Source: SourceSingleHost, Reason: "single-host slice: no slice affinity"}, nil
+		return KeyChoice{Source: SourceSingleHost, Reason: "single-host slice: no slice affinity"}, nil
 	}
 	if key, ok := userAffinityKey(in.Pod); ok {
-		return Decision{Key: key, Source: SourceUserAffinity,
+		return KeyChoice{Key: key, Source: SourceUserAffinity,
 			Reason: "the Pod's own required pod affinity uses topologyKey " + key}, nil
 	}
 	if key, ok, err := AnnotatedKey(podAnnotations(in.Pod)); err != nil {
-		return Decision{}, err
+		return KeyChoice{}, err
 	} else if ok {
-		return Decision{Key: key, Source: SourceAnnotation,
+		return KeyChoice{Key: key, Source: SourceAnnotation,
 			Reason: "annotation " + constants.AffinityTopologyKeyAnnotation}, nil
 	}
 	if in.Managed.Found() {
-		return Decision{Source: SourceKueue,
+		return KeyChoice{Source: SourceKueue,
 			Reason: fmt.Sprintf("Kueue or GKE dynamic slicing places the slice (%s): no slice affinity", in.Managed)}, nil
 	}
-	def := Decision{Key: constants.NodePoolTopologyKey, Source: SourceDefault, Reason: "a TPU node pool is one slice"}
+	def := KeyChoice{Key: constants.NodePoolTopologyKey, Source: SourceDefault, Reason: "a TPU node pool is one slice"}
 	if !in.Slice.Annotated || in.Nodes == nil {
 		return def, nil
 	}
 	nodes, err := in.Nodes()
 	if err != nil {
-		return Decision{}, fmt.Errorf("listing the TPU Nodes for the subslice's affinity: %w", err)
+		return KeyChoice{}, fmt.Errorf("listing the TPU Nodes for the subslice's affinity: %w", err)
 	}
 	selector := podNodeSelector(in.Pod)
 	fit := FindFit(nodes, selector, in.Slice.Hosts)
 	def.Nodes = &fit
 	switch {
 	case fit.Key != "":
-		return Decision{Key: fit.Key, Source: SourceNodes, Nodes: &fit,
+		return KeyChoice{Key: fit.Key, Source: SourceNodes, Nodes: &fit,
 			Reason: fmt.Sprintf("a %s domain holds exactly %d of the %d Nodes matching the nodeSelector", fit.Key, in.Slice.Hosts, fit.Matching)}, nil
 	case fit.Matching == 0:
 		def.Reason = "no Node matches the nodeSelector yet, so the subslice is kept on one node pool"

@@ -85,7 +85,7 @@ func TestDecide(t *testing.T) {
 		slice      topology.Slice
 		managed    Signal
 		nodes      func(t *testing.T) func() ([]Node, error)
-		want       Decision
+		want       KeyChoice
 		wantErr    error
 		wantErrMsg string
 	}{
@@ -93,13 +93,13 @@ func TestDecide(t *testing.T) {
 			pod:   makePod().obj(),
 			slice: topology.Slice{Topology: topology.Topology{Dims: []int32{2, 2}}, Annotated: true, ChipsPerPod: 4, Hosts: 1},
 			nodes: mustNotList,
-			want:  Decision{Source: SourceSingleHost, Reason: "single-host slice: no slice affinity"},
+			want:  KeyChoice{Source: SourceSingleHost, Reason: "single-host slice: no slice affinity"},
 		},
 		"a whole slice keeps its node pool without listing Nodes": {
 			pod:   makePod().obj(),
 			slice: whole,
 			nodes: mustNotList,
-			want:  Decision{Key: constants.NodePoolTopologyKey, Source: SourceDefault, Reason: "a TPU node pool is one slice"},
+			want:  KeyChoice{Key: constants.NodePoolTopologyKey, Source: SourceDefault, Reason: "a TPU node pool is one slice"},
 		},
 		"the user's required cloud.google.com/ pod affinity key comes first": {
 			pod: makePod().requiredAffinity("topology.kubernetes.io/zone", cacheSelector).
@@ -108,7 +108,7 @@ func TestDecide(t *testing.T) {
 			slice:   subslice,
 			managed: kueue,
 			nodes:   mustNotList,
-			want: Decision{Key: constants.GCETopologyBlockKey, Source: SourceUserAffinity,
+			want: KeyChoice{Key: constants.GCETopologyBlockKey, Source: SourceUserAffinity,
 				Reason: "the Pod's own required pod affinity uses topologyKey cloud.google.com/gce-topology-block"},
 		},
 		"this operator's own slice terms are not the user's": {
@@ -119,7 +119,7 @@ func TestDecide(t *testing.T) {
 				}}).obj(),
 			slice: subslice,
 			nodes: func(*testing.T) func() ([]Node, error) { return nodesOf(pool...) },
-			want: Decision{Key: constants.GCETopologySubblockKey, Source: SourceNodes,
+			want: KeyChoice{Key: constants.GCETopologySubblockKey, Source: SourceNodes,
 				Reason: "a cloud.google.com/gce-topology-subblock domain holds exactly 2 of the 4 Nodes matching the nodeSelector",
 				Nodes:  &Fit{Key: constants.GCETopologySubblockKey, Matching: 4, Labeled: 4}},
 		},
@@ -127,7 +127,7 @@ func TestDecide(t *testing.T) {
 			pod:   makePod().requiredAffinity(constants.GCETopologyHostKey, nil).obj(),
 			slice: whole,
 			nodes: mustNotList,
-			want: Decision{Key: constants.GCETopologyHostKey, Source: SourceUserAffinity,
+			want: KeyChoice{Key: constants.GCETopologyHostKey, Source: SourceUserAffinity,
 				Reason: "the Pod's own required pod affinity uses topologyKey cloud.google.com/gce-topology-host"},
 		},
 		"the annotation, trimmed, comes before Kueue and the Nodes": {
@@ -135,19 +135,19 @@ func TestDecide(t *testing.T) {
 			slice:   subslice,
 			managed: kueue,
 			nodes:   mustNotList,
-			want:    Decision{Key: "cloud.google.com/gke-tpu-slice", Source: SourceAnnotation, Reason: "annotation ray.io/tpu-affinity-topology-key"},
+			want:    KeyChoice{Key: "cloud.google.com/gke-tpu-slice", Source: SourceAnnotation, Reason: "annotation ray.io/tpu-affinity-topology-key"},
 		},
 		"the annotation also applies to a whole slice": {
 			pod:   makePod().annotation(constants.AffinityTopologyKeyAnnotation, constants.GCETopologyBlockKey).obj(),
 			slice: whole,
 			nodes: mustNotList,
-			want:  Decision{Key: constants.GCETopologyBlockKey, Source: SourceAnnotation, Reason: "annotation ray.io/tpu-affinity-topology-key"},
+			want:  KeyChoice{Key: constants.GCETopologyBlockKey, Source: SourceAnnotation, Reason: "annotation ray.io/tpu-affinity-topology-key"},
 		},
 		"a blank annotation is ignored": {
 			pod:   makePod().annotation(constants.AffinityTopologyKeyAnnotation, "   ").obj(),
 			slice: whole,
 			nodes: mustNotList,
-			want:  Decision{Key: constants.NodePoolTopologyKey, Source: SourceDefault, Reason: "a TPU node pool is one slice"},
+			want:  KeyChoice{Key: constants.NodePoolTopologyKey, Source: SourceDefault, Reason: "a TPU node pool is one slice"},
 		},
 		"an annotation that is not a label key is an error": {
 			pod:        makePod().annotation(constants.AffinityTopologyKeyAnnotation, "gce topology block").obj(),
@@ -161,7 +161,7 @@ func TestDecide(t *testing.T) {
 			slice:   subslice,
 			managed: kueue,
 			nodes:   mustNotList,
-			want: Decision{Source: SourceKueue,
+			want: KeyChoice{Source: SourceKueue,
 				Reason: "Kueue or GKE dynamic slicing places the slice (label kueue.x-k8s.io/queue-name=lq on the RayCluster): no slice affinity"},
 		},
 		"Kueue's required topology is reported, not used as the key": {
@@ -169,7 +169,7 @@ func TestDecide(t *testing.T) {
 			slice:   whole,
 			managed: Signal{Kind: "Pod", Key: constants.KueuePodSetRequiredTopologyAnnotation, Value: constants.GCETopologyBlockKey},
 			nodes:   mustNotList,
-			want: Decision{Source: SourceKueue,
+			want: KeyChoice{Source: SourceKueue,
 				Reason: "Kueue or GKE dynamic slicing places the slice (annotation kueue.x-k8s.io/podset-required-topology=" +
 					"cloud.google.com/gce-topology-block on the Pod): no slice affinity"},
 		},
@@ -177,7 +177,7 @@ func TestDecide(t *testing.T) {
 			pod:   makePod().annotation(constants.SliceTopologyAnnotation, "2x4").obj(),
 			slice: subslice,
 			nodes: func(*testing.T) func() ([]Node, error) { return nodesOf(pool...) },
-			want: Decision{Key: constants.GCETopologySubblockKey, Source: SourceNodes,
+			want: KeyChoice{Key: constants.GCETopologySubblockKey, Source: SourceNodes,
 				Reason: "a cloud.google.com/gce-topology-subblock domain holds exactly 2 of the 4 Nodes matching the nodeSelector",
 				Nodes:  &Fit{Key: constants.GCETopologySubblockKey, Matching: 4, Labeled: 4}},
 		},
@@ -185,7 +185,7 @@ func TestDecide(t *testing.T) {
 			pod:   makePod().obj(),
 			slice: subslice,
 			nodes: func(*testing.T) func() ([]Node, error) { return nodesOf() },
-			want: Decision{Key: constants.NodePoolTopologyKey, Source: SourceDefault,
+			want: KeyChoice{Key: constants.NodePoolTopologyKey, Source: SourceDefault,
 				Reason: "no Node matches the nodeSelector yet, so the subslice is kept on one node pool", Nodes: &Fit{}},
 		},
 		"a subslice on Nodes of another selector keeps its node pool": {
@@ -194,7 +194,7 @@ func TestDecide(t *testing.T) {
 			nodes: func(*testing.T) func() ([]Node, error) {
 				return nodesOf(tpuNode("a", v5e, "2x4", "q", "b1", "sb1", "h1"), tpuNode("b", v5e, "2x4", "q", "b1", "sb1", "h2"))
 			},
-			want: Decision{Key: constants.NodePoolTopologyKey, Source: SourceDefault,
+			want: KeyChoice{Key: constants.NodePoolTopologyKey, Source: SourceDefault,
 				Reason: "no Node matches the nodeSelector yet, so the subslice is kept on one node pool", Nodes: &Fit{}},
 		},
 		"a subslice on Nodes without GCE topology labels keeps its node pool": {
@@ -203,7 +203,7 @@ func TestDecide(t *testing.T) {
 			nodes: func(*testing.T) func() ([]Node, error) {
 				return nodesOf(tpuNode("a", v6e, "4x4", "p", "", "", ""), tpuNode("b", v6e, "4x4", "p", "", "", ""))
 			},
-			want: Decision{Key: constants.NodePoolTopologyKey, Source: SourceDefault,
+			want: KeyChoice{Key: constants.NodePoolTopologyKey, Source: SourceDefault,
 				Reason: "none of the 2 Nodes matching the nodeSelector has a GCE topology label, so the subslice is kept on one node pool",
 				Nodes:  &Fit{Matching: 2}},
 		},
@@ -211,14 +211,14 @@ func TestDecide(t *testing.T) {
 			pod:   makePod().obj(),
 			slice: topology.Slice{Topology: topology.Topology{Dims: []int32{2, 6}}, Annotated: true, ChipsPerPod: 4, Hosts: 3},
 			nodes: func(*testing.T) func() ([]Node, error) { return nodesOf(pool...) },
-			want: Decision{Key: constants.NodePoolTopologyKey, Source: SourceDefault,
+			want: KeyChoice{Key: constants.NodePoolTopologyKey, Source: SourceDefault,
 				Reason: "no GCE topology domain holds exactly 3 of the 4 Nodes matching the nodeSelector, so the subslice is kept on one node pool",
 				Nodes:  &Fit{Matching: 4, Labeled: 4}},
 		},
 		"a subslice without a Node source keeps its node pool": {
 			pod:   makePod().obj(),
 			slice: subslice,
-			want:  Decision{Key: constants.NodePoolTopologyKey, Source: SourceDefault, Reason: "a TPU node pool is one slice"},
+			want:  KeyChoice{Key: constants.NodePoolTopologyKey, Source: SourceDefault, Reason: "a TPU node pool is one slice"},
 		},
 		"a Node list error is returned, so the Pod is not admitted with a key that may be wrong": {
 			pod:   makePod().obj(),
@@ -231,7 +231,7 @@ func TestDecide(t *testing.T) {
 		},
 		"a nil Pod of a whole slice keeps its node pool": {
 			slice: whole,
-			want:  Decision{Key: constants.NodePoolTopologyKey, Source: SourceDefault, Reason: "a TPU node pool is one slice"},
+			want:  KeyChoice{Key: constants.NodePoolTopologyKey, Source: SourceDefault, Reason: "a TPU node pool is one slice"},
 		},
 	}
 	for name, tc := range cases {

@@ -78,8 +78,7 @@ var kueueTopologyAnnotations = [...]string{
 //     -slice-required-topology, -slice-required-topology-constraints): Kueue chooses the domain;
 //  3. annotation cloud.google.com/skip-tpu-webhook-check set to "true": the user says so.
 //
-// The RayCluster's labels are read too, not only the Pod's: KubeRay does not copy the RayCluster's
-// labels to its Pods, and the guide's dynamic-slicing manifest sets the queue label only there.
+// Callers pass the RayCluster too (docs/design.md, "Kueue and dynamic slicing" says why).
 func Managed(objs ...Object) Signal {
 	for _, o := range objs {
 		if v := o.Labels[constants.KueueQueueNameLabel]; v != "" {

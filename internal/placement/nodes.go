@@ -63,12 +63,8 @@ type Fit struct {
 // FindFit looks for the smallest GCE topology domain that holds exactly hosts of the Nodes that
 // match selector (every key and value). At each level of Levels, the matching Nodes are grouped by
 // their value of that label (Nodes without it are left out at that level); the first level with
-// a group of exactly hosts Nodes is Fit.Key.
-//
-// The counts are of Nodes, not of free capacity: a domain of the right size that other slices
-// occupy still fits, and the slice's anti-affinity then keeps the Pods off it. An exact count is
-// asked for because a larger domain would let the slice's hosts spread over non-adjacent hosts
-// of it, and a smaller one cannot hold the slice.
+// a group of exactly hosts Nodes is Fit.Key. It counts Nodes, not free capacity (docs/design.md,
+// "Why an exact Node count").
 func FindFit(nodes []Node, selector map[string]string, hosts int32) Fit {
 	var fit Fit
 	matching := make([]Node, 0, len(nodes))

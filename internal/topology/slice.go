@@ -19,6 +19,7 @@ package topology
 import (
 	"fmt"
 	"math"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -154,33 +155,29 @@ func Hosts(t Topology, chipsPerPod int64) (int32, error) {
 	return int32(hosts), nil
 }
 
-// FromPod reads a Pod's (or Pod template's) slice topology, accelerator and TPU resources and
-// returns its Slice. annotations are the Pod's (or template's) metadata.annotations, may be nil.
+// fromPodCalls counts the calls of FromPod in this process.
+var fromPodCalls atomic.Int64
+
+// FromPodCalls returns how many times FromPod has run in this process. Tests use it to check that
+// one admission reads a Pod's slice once.
+func FromPodCalls() int64 {
+	return fromPodCalls.Load()
+}
+
+// FromPod returns the Slice of a Pod (or Pod template) from its annotations (may be nil) and spec:
+// its topology is the cloud.google.com/gke-tpu-slice-topology annotation when present, else the
+// cloud.google.com/gke-tpu-topology nodeSelector; with the annotation, a nodeSelector topology is
+// the parent and must contain it (docs/design.md, "Slice topology").
 //
-// The slice's topology is the cloud.google.com/gke-tpu-slice-topology annotation when the key is
-// present (GKE subslicing and dynamic slicing), else the cloud.google.com/gke-tpu-topology
-// nodeSelector. With the annotation, the nodeSelector topology is the parent slice the subslice
-// is cut from; it is optional (dynamic slicing names only the accelerator) and, when present,
-// must contain the subslice (Topology.Contains).
+// The first failed check is returned as an *Error, in this order: the slice topology is given and
+// parses (ErrMissingTopology, ErrEmptySliceTopology, ErrInvalidTopology), then the parent parses;
+// a known accelerator's dimensions (ErrDimensionMismatch); containment (ErrNotInParent); TPU chips
+// requested (ErrNoTPUChips); the chips per Pod divide the slice into hosts (ErrChipsMismatch).
 //
-// The checks run in this order, and the first failure is returned as an *Error:
-//
-//  1. with the annotation: its value is not empty (FieldSliceTopology, ErrEmptySliceTopology)
-//     and parses (FieldSliceTopology, ErrInvalidTopology); without it, the topology nodeSelector
-//     is present (FieldTopology, ErrMissingTopology);
-//  2. the topology nodeSelector, when present, parses (FieldTopology, ErrInvalidTopology);
-//  3. for a known accelerator, the slice's topology and then the parent have the accelerator's
-//     number of dimensions (FieldAccelerator, ErrDimensionMismatch); an unknown or missing
-//     accelerator is not checked;
-//  4. the parent contains the slice's topology (FieldSliceTopology, ErrNotInParent);
-//  5. some container requests google.com/tpu (FieldResources, ErrNoTPUChips);
-//  6. the chips per Pod divide the chips of the slice's topology into at least one host
-//     (FieldResources, ErrChipsMismatch).
-//
-// FromPod does not decide whether a Pod is a TPU Pod: a spec without TPU resources and without
-// topology fails with ErrMissingTopology. Callers that must skip non-TPU Pods should check
-// ChipsPerPod or TPUContainers first. It does not bound the host count either: see CheckMaxHosts.
+// FromPod neither decides whether a Pod is a TPU Pod (check ChipsPerPod first) nor bounds the
+// hosts (CheckMaxHosts).
 func FromPod(annotations map[string]string, spec *corev1.PodSpec) (Slice, error) {
+	fromPodCalls.Add(1)
 	if spec == nil {
 		spec = &corev1.PodSpec{}
 	}

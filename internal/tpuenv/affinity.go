@@ -27,11 +27,11 @@ import (
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
 )
 
-// affinityKey returns the topologyKey of id's slice terms: id.AffinityTopologyKey, or
+// affinityKey returns the topologyKey of the slice of vals terms: vals.AffinityTopologyKey, or
 // cloud.google.com/gke-nodepool when it is empty.
-func affinityKey(id Identity) string {
-	if id.AffinityTopologyKey != "" {
-		return id.AffinityTopologyKey
+func affinityKey(vals Values) string {
+	if vals.AffinityTopologyKey != "" {
+		return vals.AffinityTopologyKey
 	}
 	return constants.NodePoolTopologyKey
 }
@@ -62,14 +62,14 @@ func otherSlicesAntiAffinityTerm(slice, key string) corev1.PodAffinityTerm {
 	}
 }
 
-// mergeAffinity adds the required slice affinity and anti-affinity terms of id, on affinityKey(id),
+// mergeAffinity adds the required slice affinity and anti-affinity terms of vals, on affinityKey(vals),
 // to pod, keeping every term the Pod already has and adding none that is already present. With
-// id.NoAffinity it leaves the Pod's affinity untouched.
-func mergeAffinity(pod *corev1.Pod, id Identity) {
-	if id.NoAffinity {
+// vals.NoAffinity it leaves the Pod's affinity untouched.
+func mergeAffinity(pod *corev1.Pod, vals Values) {
+	if vals.NoAffinity {
 		return
 	}
-	key := affinityKey(id)
+	key := affinityKey(vals)
 	if pod.Spec.Affinity == nil {
 		pod.Spec.Affinity = &corev1.Affinity{}
 	}
@@ -78,12 +78,12 @@ func mergeAffinity(pod *corev1.Pod, id Identity) {
 		affinity.PodAffinity = &corev1.PodAffinity{}
 	}
 	affinity.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution = addTerm(
-		affinity.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution, sliceAffinityTerm(id.SliceName, key))
+		affinity.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution, sliceAffinityTerm(vals.SliceName, key))
 	if affinity.PodAntiAffinity == nil {
 		affinity.PodAntiAffinity = &corev1.PodAntiAffinity{}
 	}
 	affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution = addTerm(
-		affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution, otherSlicesAntiAffinityTerm(id.SliceName, key))
+		affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution, otherSlicesAntiAffinityTerm(vals.SliceName, key))
 }
 
 // addTerm appends term to terms unless a semantically equal term is already there.

@@ -38,7 +38,7 @@ func keyedSliceAffinity(slice, key string) *corev1.Affinity {
 }
 
 func TestApplyAffinityTopologyKey(t *testing.T) {
-	withKey := func(id tpuenv.Identity, key string, none bool) tpuenv.Identity {
+	withKey := func(id tpuenv.Values, key string, none bool) tpuenv.Values {
 		id.AffinityTopologyKey, id.NoAffinity = key, none
 		return id
 	}
@@ -51,7 +51,7 @@ func TestApplyAffinityTopologyKey(t *testing.T) {
 	}
 	cases := map[string]struct {
 		affinity     *corev1.Affinity
-		id           tpuenv.Identity
+		id           tpuenv.Values
 		wantAffinity *corev1.Affinity
 	}{
 		"the chosen key is on both slice terms": {

@@ -23,28 +23,16 @@ import (
 	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
 )
 
-// megascaleCoordinator returns the MEGASCALE_COORDINATOR_ADDRESS of a multislice container of id:
+// megascaleCoordinator returns the MEGASCALE_COORDINATOR_ADDRESS of a multislice container of vals:
 // host 0 of replica 0 of the group, "<Hostname(group, 0, 0)>.<subdomain>", with ":8081" on v7x
-// (the MEGASCALE_PORT of its container 0). ok is false for a single-host slice, whose container
-// gets no coordinator address from the operator.
-//
-// That name only resolves for a multi-host group: the headless Service publishes a DNS record for
-// a Pod only when the Pod sets spec.hostname and spec.subdomain, which the operator does for
-// multi-host slices alone (single-host Pods keep the hostname KubeRay gives them, and KubeRay
-// creates "<cluster>-headless" only for clusters with a multi-host group). The reference webhook
-// writes "<group>-0-0.<cluster>-headless" for single-host slices too, which never resolves, so
-// every slice's megascale client waits for a coordinator that cannot be found. No name the
-// operator can compute at admission points at the first Pod of a single-host group (its IP is not
-// known yet), so the operator leaves the address to whoever can know it: the user's env, or Ray,
-// whose TPU utilities (ray.util.tpu.get_tpu_coordinator_env_vars, the multi-slice placement
-// groups) pass slice 0's head address at run time. MEGASCALE_SLICE_ID and MEGASCALE_PORT are still
-// written: they do not depend on DNS.
-func megascaleCoordinator(id Identity) (string, bool) {
-	if !id.multiHost() {
+// (the MEGASCALE_PORT of its container 0). ok is false for a single-host slice, which has no DNS
+// name to give (docs/design.md, "Multislice and v7x gaps").
+func megascaleCoordinator(vals Values) (string, bool) {
+	if !vals.multiHost() {
 		return "", false
 	}
-	coordinator := naming.Hostname(id.GroupName, 0, 0) + "." + id.Subdomain
-	if id.V7x {
+	coordinator := naming.Hostname(vals.GroupName, 0, 0) + "." + vals.Subdomain
+	if vals.V7x {
 		coordinator += ":" + strconv.Itoa(constants.MegascalePortBase)
 	}
 	return coordinator, true

@@ -27,33 +27,33 @@ import (
 	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
 )
 
-// Strip undoes Apply(pod, id, tpuContainers) on a Pod that carries the identity id although it is
+// Strip undoes Apply(pod, vals, tpuContainers) on a Pod that carries the identity vals although it is
 // being created as a new Pod: a manifest copied from a running worker, a template or a dry-run
-// output. It removes every value Apply would have set for id, where the Pod still has exactly
+// output. It removes every value Apply would have set for vals, where the Pod still has exactly
 // that value, so that applying the Pod's own new identity afterwards leaves nothing of the old one
 // (a defaulted MEGASCALE_SLICE_ID or TPU_PROCESS_ADDRESSES of another slice would otherwise stay,
 // since Apply keeps a value the user set). A value the user set to something else is kept.
 //
-// id may be partial (only ClaimToken, when the Pod carries a token but no identity): what it does
+// vals may be partial (only ClaimToken, when the Pod carries a token but no identity): what it does
 // not describe is left alone.
-func Strip(pod *corev1.Pod, id Identity, tpuContainers []int) {
-	removeIf(pod.Labels, constants.ReplicaIndexLabel, naming.ReplicaIndexValue(id.GroupName, id.ReplicaIndex), id.GroupName != "")
-	removeIf(pod.Labels, tpuv1alpha1.SliceLabel, id.SliceName, id.SliceName != "")
-	removeIf(pod.Labels, tpuv1alpha1.WorkerIDLabel, itoa(id.WorkerID), id.GroupName != "")
+func Strip(pod *corev1.Pod, vals Values, tpuContainers []int) {
+	removeIf(pod.Labels, constants.ReplicaIndexLabel, naming.ReplicaIndexValue(vals.GroupName, vals.ReplicaIndex), vals.GroupName != "")
+	removeIf(pod.Labels, tpuv1alpha1.SliceLabel, vals.SliceName, vals.SliceName != "")
+	removeIf(pod.Labels, tpuv1alpha1.WorkerIDLabel, itoa(vals.WorkerID), vals.GroupName != "")
 	delete(pod.Annotations, tpuv1alpha1.ClaimTokenAnnotation)
-	if id.GroupName == "" {
+	if vals.GroupName == "" {
 		return
 	}
-	if id.multiHost() {
-		if pod.Spec.Hostname == naming.Hostname(id.GroupName, id.ReplicaIndex, id.WorkerID) {
+	if vals.multiHost() {
+		if pod.Spec.Hostname == naming.Hostname(vals.GroupName, vals.ReplicaIndex, vals.WorkerID) {
 			pod.Spec.Hostname = ""
 		}
-		if pod.Spec.Subdomain == id.Subdomain {
+		if pod.Spec.Subdomain == vals.Subdomain {
 			pod.Spec.Subdomain = ""
 		}
-		stripAffinity(pod, id.SliceName)
+		stripAffinity(pod, vals.SliceName)
 	}
-	values := newSliceValues(id, len(tpuContainers))
+	lists := newHostLists(vals, len(tpuContainers))
 	for c, i := range tpuContainers {
 		container := &pod.Spec.Containers[i]
 		// What Apply adds to a container that has only the variables Apply reads.
@@ -61,7 +61,7 @@ func Strip(pod *corev1.Pod, id Identity, tpuContainers []int) {
 		if hasEnv(container.Env, constants.EnvMegascaleNumSlices) {
 			seed = []corev1.EnvVar{{Name: constants.EnvMegascaleNumSlices}}
 		}
-		applied := applyEnv(seed, values, c)
+		applied := applyEnv(seed, lists, c)
 		container.Env = slices.DeleteFunc(container.Env, func(e corev1.EnvVar) bool {
 			return e.Name != constants.EnvMegascaleNumSlices && slices.ContainsFunc(applied, func(a corev1.EnvVar) bool {
 				return equality.Semantic.DeepEqual(a, e)

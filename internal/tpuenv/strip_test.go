@@ -36,13 +36,13 @@ func TestStrip(t *testing.T) {
 	userAffinity := &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
 		NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "pool", Operator: corev1.NodeSelectorOpIn, Values: []string{"a"}}}}},
 	}}}
-	id := func(hosts int32, v7x bool) tpuenv.Identity {
-		return tpuenv.Identity{GroupName: "tpu", ReplicaIndex: 1, WorkerID: 2 % hosts, Hosts: hosts, Subdomain: "rc-headless", V7x: v7x,
+	id := func(hosts int32, v7x bool) tpuenv.Values {
+		return tpuenv.Values{GroupName: "tpu", ReplicaIndex: 1, WorkerID: 2 % hosts, Hosts: hosts, Subdomain: "rc-headless", V7x: v7x,
 			SliceName: "rc-tpu-abc-1", ClaimToken: "t"}
 	}
 	cases := map[string]struct {
 		pod *corev1.Pod
-		id  tpuenv.Identity
+		id  tpuenv.Values
 	}{
 		"single-host": {
 			pod: testutil.MakeWorkerPod("ml", "rc", "uid", "tpu").TPU(4).Topology("tpu-v6e-slice", "2x2").Obj(),
@@ -95,7 +95,7 @@ func TestStrip(t *testing.T) {
 	t.Run("a token without an identity removes only the token", func(t *testing.T) {
 		pod := testutil.MakeWorkerPod("ml", "rc", "uid", "tpu").TPU(4).Annotation(tpuv1alpha1.ClaimTokenAnnotation, "t").
 			Label(tpuv1alpha1.SliceLabel, "s").Obj()
-		tpuenv.Strip(pod, tpuenv.Identity{ClaimToken: "t"}, []int{0})
+		tpuenv.Strip(pod, tpuenv.Values{ClaimToken: "t"}, []int{0})
 		if _, ok := pod.Annotations[tpuv1alpha1.ClaimTokenAnnotation]; ok || pod.Labels[tpuv1alpha1.SliceLabel] != "s" {
 			t.Errorf("Strip() left annotations %v labels %v", pod.Annotations, pod.Labels)
 		}

@@ -58,21 +58,21 @@ func TorchTopology(dims []int32, v7x bool) string {
 	return strings.Join(parts, ",")
 }
 
-// TorchSlicebuilderAddresses returns the TORCH_TPU_SLICEBUILDER_ADDRESSES value of id's slice:
+// TorchSlicebuilderAddresses returns the TORCH_TPU_SLICEBUILDER_ADDRESSES value of the slice of vals:
 // for every host h of the slice in order, then every slice-builder process p of that host,
-// "<host>:<8471+p>", comma-joined. A host has id.ChipsPerHost processes, twice that on v7x. host is
+// "<host>:<8471+p>", comma-joined. A host has vals.ChipsPerHost processes, twice that on v7x. host is
 // "localhost" for a single-host slice, else "<Hostname(group, replica, h)>.<subdomain>", the names
-// of TPU_WORKER_HOSTNAMES. It returns "" when id has no hosts or no chips per host.
-func TorchSlicebuilderAddresses(id Identity) string {
-	perHost := torchProcessesPerHost(id)
-	if id.Hosts < 1 || perHost < 1 {
+// of TPU_WORKER_HOSTNAMES. It returns "" when vals has no hosts or no chips per host.
+func TorchSlicebuilderAddresses(vals Values) string {
+	perHost := torchProcessesPerHost(vals)
+	if vals.Hosts < 1 || perHost < 1 {
 		return ""
 	}
-	addrs := make([]string, 0, int64(id.Hosts)*perHost)
-	for h := range id.Hosts {
+	addrs := make([]string, 0, int64(vals.Hosts)*perHost)
+	for h := range vals.Hosts {
 		host := "localhost"
-		if id.multiHost() {
-			host = naming.Hostname(id.GroupName, id.ReplicaIndex, h) + "." + id.Subdomain
+		if vals.multiHost() {
+			host = naming.Hostname(vals.GroupName, vals.ReplicaIndex, h) + "." + vals.Subdomain
 		}
 		for p := range perHost {
 			addrs = append(addrs, host+":"+strconv.FormatInt(constants.TorchSlicebuilderPortBase+p, 10))
@@ -86,46 +86,46 @@ func TorchSlicebuilderAddresses(id Identity) string {
 // cannot be started: execve fails with E2BIG ("argument list too long").
 const maxEnvEntry = 32 * 4096
 
-// torchAddressesFit reports whether TORCH_TPU_SLICEBUILDER_ADDRESSES of id's slice can be passed
+// torchAddressesFit reports whether TORCH_TPU_SLICEBUILDER_ADDRESSES of the slice of vals can be passed
 // to a container at all (maxEnvEntry), bounding its length by the longest address times their
 // number without building it. It lists every chip of the slice (every TensorCore on v7x), about 35
 // bytes each, so past about 3,700 of them, around 900 hosts of 4 chips, it cannot: the operator
 // then writes neither TorchTPU variable (docs/spec.md §4), and the Pod stays small.
-func torchAddressesFit(id Identity) bool {
-	perHost := torchProcessesPerHost(id)
-	if id.Hosts < 1 || perHost < 1 {
+func torchAddressesFit(vals Values) bool {
+	perHost := torchProcessesPerHost(vals)
+	if vals.Hosts < 1 || perHost < 1 {
 		return true
 	}
 	host := "localhost"
-	if id.multiHost() {
-		host = naming.Hostname(id.GroupName, id.ReplicaIndex, id.Hosts-1) + "." + id.Subdomain
+	if vals.multiHost() {
+		host = naming.Hostname(vals.GroupName, vals.ReplicaIndex, vals.Hosts-1) + "." + vals.Subdomain
 	}
 	longest := int64(len(host)) + 1 + int64(len(strconv.FormatInt(constants.TorchSlicebuilderPortBase+perHost-1, 10)))
-	total := int64(id.Hosts)*perHost*(longest+1) - 1
+	total := int64(vals.Hosts)*perHost*(longest+1) - 1
 	return int64(len(constants.EnvTorchSlicebuilderAddresses))+1+total+1 <= maxEnvEntry
 }
 
-// torchProcessesPerHost is the number of torch_tpu slice-builder processes of one host of id.
-func torchProcessesPerHost(id Identity) int64 {
-	if id.V7x {
-		return id.ChipsPerHost * v7xCoresPerChip
+// torchProcessesPerHost is the number of torch_tpu slice-builder processes of one host of vals.
+func torchProcessesPerHost(vals Values) int64 {
+	if vals.V7x {
+		return vals.ChipsPerHost * v7xCoresPerChip
 	}
-	return id.ChipsPerHost
+	return vals.ChipsPerHost
 }
 
 // addTorchEnv adds TORCH_TPU_TOPOLOGY and TORCH_TPU_SLICEBUILDER_ADDRESSES to env, each unless env
 // has an entry of that name. Neither is added when env already defines TORCH_TPU_TOPOLOGY (value or
-// valueFrom: the user configures torch_tpu), nor when id does not describe the slice's shape.
-func addTorchEnv(env []corev1.EnvVar, values *sliceValues) []corev1.EnvVar {
-	id := values.id
-	if hasEnv(env, constants.EnvTorchTopology) || !torchAddressesFit(id) {
+// valueFrom: the user configures torch_tpu), nor when vals does not describe the slice's shape.
+func addTorchEnv(env []corev1.EnvVar, lists *hostLists) []corev1.EnvVar {
+	vals := lists.vals
+	if hasEnv(env, constants.EnvTorchTopology) || !torchAddressesFit(vals) {
 		return env
 	}
-	topology := TorchTopology(id.Topology, id.V7x)
+	topology := TorchTopology(vals.Topology, vals.V7x)
 	if topology == "" {
 		return env
 	}
-	addresses := values.torchSlicebuilderAddresses()
+	addresses := lists.torchSlicebuilderAddresses()
 	if addresses == "" {
 		return env
 	}

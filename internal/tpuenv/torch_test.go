@@ -51,8 +51,8 @@ func hostsOf(n int) []string {
 
 // sliceOf returns host 0 of replica 0 of group "tpu", a slice of topology dims made of the given
 // number of hosts, each with the given number of chips.
-func sliceOf(dims []int32, hosts int32, chips int64, v7x bool) tpuenv.Identity {
-	return tpuenv.Identity{
+func sliceOf(dims []int32, hosts int32, chips int64, v7x bool) tpuenv.Values {
+	return tpuenv.Values{
 		GroupName: "tpu", ReplicaIndex: 0, Hosts: hosts, Subdomain: testSubdomain, V7x: v7x,
 		SliceName: "rc-tpu-0", ClaimToken: testToken, Topology: dims, ChipsPerHost: chips,
 	}
@@ -60,7 +60,7 @@ func sliceOf(dims []int32, hosts int32, chips int64, v7x bool) tpuenv.Identity {
 
 // torchCases are the TorchTPU values of one Pod of each TPU generation, single- and multi-host.
 var torchCases = map[string]struct {
-	id            tpuenv.Identity
+	id            tpuenv.Values
 	wantTopology  string
 	wantAddresses string
 }{
@@ -176,7 +176,7 @@ func TestTorchEdgeCases(t *testing.T) {
 	long := sliceOf([]int32{4, 4}, 4, 4, false)
 	long.GroupName = group60
 	cases := map[string]struct {
-		id            tpuenv.Identity
+		id            tpuenv.Values
 		wantTopology  string
 		wantAddresses string
 	}{
@@ -219,7 +219,7 @@ func TestApplyTorchEnv(t *testing.T) {
 			Env("TPU_WORKER_HOSTNAMES", "tpu-0-0.rc-headless,tpu-0-1.rc-headless")
 	}
 	cases := map[string]struct {
-		id             tpuenv.Identity
+		id             tpuenv.Values
 		containers     []corev1.Container
 		tpuContainers  []int
 		wantContainers []corev1.Container
@@ -253,7 +253,7 @@ func TestApplyTorchEnv(t *testing.T) {
 				Env("TORCH_TPU_TOPOLOGY", "2,4,1").EnvVars(devicePluginEnv()...).Obj()},
 		},
 		"an identity without the slice's shape writes neither": {
-			id: func() tpuenv.Identity {
+			id: func() tpuenv.Values {
 				id := v6e
 				id.Topology, id.ChipsPerHost = nil, 0
 				return id
@@ -309,8 +309,8 @@ func TestApplyTorchEnv(t *testing.T) {
 // environment entry may be (Linux MAX_ARG_STRLEN, 128 KiB) gets neither TorchTPU variable: its
 // containers could not be started.
 func TestTorchEnvOnlyWhenItFitsAnEnvEntry(t *testing.T) {
-	id := func(hosts int32) tpuenv.Identity {
-		return tpuenv.Identity{GroupName: "tpu", Hosts: hosts, Subdomain: "rc-headless", Topology: []int32{16, 16, 16}, ChipsPerHost: 4}
+	id := func(hosts int32) tpuenv.Values {
+		return tpuenv.Values{GroupName: "tpu", Hosts: hosts, Subdomain: "rc-headless", Topology: []int32{16, 16, 16}, ChipsPerHost: 4}
 	}
 	for hosts, want := range map[int32]bool{64: true, 1024: true, 2240: false} {
 		var env []corev1.EnvVar

@@ -19,7 +19,7 @@ limitations under the License.
 // claim and, for multi-host slices, its hostname, subdomain and scheduling affinity.
 //
 // The package is pure: it makes no API calls and decides nothing. The webhook chooses the slice and
-// worker ID, then calls Apply. Apply is deterministic and idempotent: applying the same Identity
+// worker ID, then calls Apply. Apply is deterministic and idempotent: applying the same Values
 // twice, or to a Pod the API server has since round-tripped, changes nothing more.
 package tpuenv
 
@@ -38,8 +38,9 @@ import (
 // hostIPFieldPath is the Pod field the TPU device plugin address is derived from.
 const hostIPFieldPath = "status.hostIP"
 
-// Identity is the claimed identity of one TPU worker Pod.
-type Identity struct {
+// Values are what Apply writes into one TPU worker Pod: its claimed place in the slice (group,
+// replica, worker ID), the slice's shape and name, its claim token and its slice affinity.
+type Values struct {
 	// GroupName is the RayCluster worker group name (label ray.io/group).
 	GroupName string
 	// ReplicaIndex is the slice index inside the group.
@@ -73,66 +74,46 @@ type Identity struct {
 	NoAffinity          bool
 }
 
-// multiHost reports whether the identity belongs to a slice of more than one host.
-func (id Identity) multiHost() bool {
-	return id.Hosts > 1
+// multiHost reports whether vals belong to a slice of more than one host.
+func (vals Values) multiHost() bool {
+	return vals.Hosts > 1
 }
 
-// Applied reports whether pod already carries this operator's claim annotation
-// (tpuv1alpha1.ClaimTokenAnnotation with a non-empty value), as on a webhook re-invocation.
-func Applied(pod *corev1.Pod) bool {
-	return pod.Annotations[tpuv1alpha1.ClaimTokenAnnotation] != ""
-}
-
-// Apply writes id into pod in place.
+// Apply writes vals into pod in place, what docs/spec.md §4 lists; applying it again changes
+// nothing. tpuContainers are the indexes of the containers requesting TPUs, in order (a
+// container's position numbers it on v7x); other containers are left alone.
 //
-// tpuContainers are the indexes into pod.Spec.Containers of the containers that request TPUs, in
-// order; the position c of an index in tpuContainers numbers that container for the per-container
-// values of v7x. Every index must be valid. Other containers are left untouched.
-//
-// Per TPU container, the operator-owned variables TPU_WORKER_ID, TPU_NAME and (multi-host)
-// TPU_WORKER_HOSTNAMES are always set: an existing entry is overwritten in place (its valueFrom
-// dropped) and later entries of the same name are removed. All other variables (process
-// addresses and port on v7x multi-host, or single-host with several TPU containers; MEGASCALE_*
-// when the container defines MEGASCALE_NUM_SLICES, the coordinator address only when multi-host,
-// see megascaleCoordinator; the TPU device plugin host IP and address) are added only when the
-// container has no entry of that name. New entries are appended in a fixed order, except that
-// TPU_DEVICE_PLUGIN_HOST_IP is inserted before a user's TPU_DEVICE_PLUGIN_ADDR so that
-// $(TPU_DEVICE_PLUGIN_HOST_IP) expands.
-//
-// TORCH_TPU_TOPOLOGY and TORCH_TPU_SLICEBUILDER_ADDRESSES are such defaults too, written when id
-// carries the slice's shape and the container does not configure torch_tpu itself (addTorchEnv).
-//
-// On the Pod, Apply sets the replicaIndex, slice and worker ID labels and the claim token
-// annotation; when multi-host, also spec.hostname, spec.subdomain and the required slice
-// affinity and anti-affinity, merged with the Pod's own affinity (on id.AffinityTopologyKey, none
-// with id.NoAffinity).
-func Apply(pod *corev1.Pod, id Identity, tpuContainers []int) {
-	applyMetadata(pod, id)
-	if id.multiHost() {
-		pod.Spec.Hostname = naming.Hostname(id.GroupName, id.ReplicaIndex, id.WorkerID)
-		pod.Spec.Subdomain = id.Subdomain
-		mergeAffinity(pod, id)
+// In each TPU container the operator-owned variables (TPU_WORKER_ID, TPU_NAME and, multi-host,
+// TPU_WORKER_HOSTNAMES) replace any entry of that name; every other variable is added only where
+// the container has no entry of that name. On the Pod, Apply sets the slice labels and the
+// claim-token annotation and, multi-host, spec.hostname, spec.subdomain and the slice affinity,
+// merged with the Pod's own (none with vals.NoAffinity).
+func Apply(pod *corev1.Pod, vals Values, tpuContainers []int) {
+	applyMetadata(pod, vals)
+	if vals.multiHost() {
+		pod.Spec.Hostname = naming.Hostname(vals.GroupName, vals.ReplicaIndex, vals.WorkerID)
+		pod.Spec.Subdomain = vals.Subdomain
+		mergeAffinity(pod, vals)
 	}
-	values := newSliceValues(id, len(tpuContainers))
+	lists := newHostLists(vals, len(tpuContainers))
 	for c, i := range tpuContainers {
 		container := &pod.Spec.Containers[i]
-		container.Env = applyEnv(container.Env, values, c)
+		container.Env = applyEnv(container.Env, lists, c)
 	}
 }
 
-// sliceValues are the values of id, written into each of n TPU containers, that grow with the
+// hostLists are the values of vals, written into each of n TPU containers, that grow with the
 // slice's hosts. Each is built at most once per Apply or Strip and shared by every container
 // (a string is immutable), so that the cost is O(hosts), not O(hosts × containers).
-type sliceValues struct {
-	id Identity
-	n  int
+type hostLists struct {
+	vals Values
+	n    int
 
 	hostnames, processAddrs, torchAddrs *string
 }
 
-func newSliceValues(id Identity, n int) *sliceValues {
-	return &sliceValues{id: id, n: n}
+func newHostLists(vals Values, n int) *hostLists {
+	return &hostLists{vals: vals, n: n}
 }
 
 // once returns *slot, building it with build the first time.
@@ -144,66 +125,66 @@ func once(slot **string, build func() string) string {
 	return **slot
 }
 
-func (v *sliceValues) workerHostnames() string {
-	return once(&v.hostnames, func() string {
-		return WorkerHostnames(v.id.GroupName, v.id.ReplicaIndex, v.id.Hosts, v.id.Subdomain)
+func (l *hostLists) workerHostnames() string {
+	return once(&l.hostnames, func() string {
+		return WorkerHostnames(l.vals.GroupName, l.vals.ReplicaIndex, l.vals.Hosts, l.vals.Subdomain)
 	})
 }
 
-func (v *sliceValues) processAddresses() string {
-	return once(&v.processAddrs, func() string { return processAddresses(v.id, v.n) })
+func (l *hostLists) processAddresses() string {
+	return once(&l.processAddrs, func() string { return processAddresses(l.vals, l.n) })
 }
 
-func (v *sliceValues) torchSlicebuilderAddresses() string {
-	return once(&v.torchAddrs, func() string { return TorchSlicebuilderAddresses(v.id) })
+func (l *hostLists) torchSlicebuilderAddresses() string {
+	return once(&l.torchAddrs, func() string { return TorchSlicebuilderAddresses(l.vals) })
 }
 
-func applyMetadata(pod *corev1.Pod, id Identity) {
+func applyMetadata(pod *corev1.Pod, vals Values) {
 	if pod.Labels == nil {
 		pod.Labels = make(map[string]string, 3)
 	}
-	pod.Labels[constants.ReplicaIndexLabel] = naming.ReplicaIndexValue(id.GroupName, id.ReplicaIndex)
-	pod.Labels[tpuv1alpha1.SliceLabel] = id.SliceName
-	pod.Labels[tpuv1alpha1.WorkerIDLabel] = itoa(id.WorkerID)
+	pod.Labels[constants.ReplicaIndexLabel] = naming.ReplicaIndexValue(vals.GroupName, vals.ReplicaIndex)
+	pod.Labels[tpuv1alpha1.SliceLabel] = vals.SliceName
+	pod.Labels[tpuv1alpha1.WorkerIDLabel] = itoa(vals.WorkerID)
 	if pod.Annotations == nil {
 		pod.Annotations = make(map[string]string, 1)
 	}
-	pod.Annotations[tpuv1alpha1.ClaimTokenAnnotation] = id.ClaimToken
+	pod.Annotations[tpuv1alpha1.ClaimTokenAnnotation] = vals.ClaimToken
 }
 
-// applyEnv returns env with the variables of TPU container c of values.n applied.
-func applyEnv(env []corev1.EnvVar, values *sliceValues, c int) []corev1.EnvVar {
-	id, n := values.id, values.n
-	workerID := int(id.WorkerID)
-	if id.V7x {
+// applyEnv returns env with the variables of TPU container c of lists.n applied.
+func applyEnv(env []corev1.EnvVar, lists *hostLists, c int) []corev1.EnvVar {
+	vals, n := lists.vals, lists.n
+	workerID := int(vals.WorkerID)
+	if vals.V7x {
 		workerID = workerID*n + c
 	}
 
 	// Operator-owned: always ours.
 	env = setEnv(env, constants.EnvWorkerID, strconv.Itoa(workerID))
-	env = setEnv(env, constants.EnvName, tpuName(id.GroupName, id.ReplicaIndex))
-	if id.multiHost() {
-		env = setEnv(env, constants.EnvWorkerHostnames, values.workerHostnames())
+	env = setEnv(env, constants.EnvName, tpuName(vals.GroupName, vals.ReplicaIndex))
+	if vals.multiHost() {
+		env = setEnv(env, constants.EnvWorkerHostnames, lists.workerHostnames())
 	}
 
 	// Defaults: the user's entry wins.
 	// v7x runs one libtpu process per TPU container. The processes of a slice find each other by
 	// these addresses: across hosts by DNS name, on one host by localhost; a single process alone
 	// on its host needs none.
-	if id.V7x && (id.multiHost() || n > 1) {
+	if vals.V7x && (vals.multiHost() || n > 1) {
 		if !hasEnv(env, constants.EnvProcessAddresses) {
-			env = addEnv(env, constants.EnvProcessAddresses, values.processAddresses())
+			env = addEnv(env, constants.EnvProcessAddresses, lists.processAddresses())
 		}
 		env = addEnv(env, constants.EnvProcessPort, strconv.Itoa(constants.ProcessPortBase+c))
 	}
-	env = addTorchEnv(env, values)
+	env = addTorchEnv(env, lists)
 	if hasEnv(env, constants.EnvMegascaleNumSlices) {
 		port := constants.MegascalePortBase
-		if id.V7x {
+		if vals.V7x {
 			port += c
 		}
-		env = addEnv(env, constants.EnvMegascaleSliceID, itoa(id.ReplicaIndex))
-		if coordinator, ok := megascaleCoordinator(id); ok {
+		env = addEnv(env, constants.EnvMegascaleSliceID, itoa(vals.ReplicaIndex))
+		if coordinator, ok := megascaleCoordinator(vals); ok {
 			env = addEnv(env, constants.EnvMegascaleCoordinator, coordinator)
 		}
 		env = addEnv(env, constants.EnvMegascalePort, strconv.Itoa(port))
@@ -231,12 +212,12 @@ func applyEnv(env []corev1.EnvVar, values *sliceValues, c int) []corev1.EnvVar {
 // processAddresses returns the TPU_PROCESS_ADDRESSES value of a v7x slice with n TPU containers
 // per host: for each host, then each container k, "<hostname>.<subdomain>:<8471+k>"; on a
 // single host, whose Pod has no DNS name, "localhost:<8471+k>".
-func processAddresses(id Identity, n int) string {
-	addrs := make([]string, 0, int(id.Hosts)*n)
-	for h := range id.Hosts {
+func processAddresses(vals Values, n int) string {
+	addrs := make([]string, 0, int(vals.Hosts)*n)
+	for h := range vals.Hosts {
 		host := "localhost"
-		if id.multiHost() {
-			host = naming.Hostname(id.GroupName, id.ReplicaIndex, h) + "." + id.Subdomain
+		if vals.multiHost() {
+			host = naming.Hostname(vals.GroupName, vals.ReplicaIndex, h) + "." + vals.Subdomain
 		}
 		for k := range n {
 			addrs = append(addrs, host+":"+strconv.Itoa(constants.ProcessPortBase+k))

@@ -25,7 +25,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
 	"github.com/ray-tpu/tpu-slice-operator/internal/tpuenv"
 )
@@ -91,7 +90,7 @@ func sliceAffinity(slice string) *corev1.Affinity {
 }
 
 // singleHost is replica 2 of a group of one-host slices.
-var singleHost = tpuenv.Identity{
+var singleHost = tpuenv.Values{
 	GroupName:    testGroup,
 	ReplicaIndex: 2,
 	WorkerID:     0,
@@ -102,8 +101,8 @@ var singleHost = tpuenv.Identity{
 }
 
 // multiHost is host worker of replica 1 of a group of four-host slices.
-func multiHost(worker int32) tpuenv.Identity {
-	return tpuenv.Identity{
+func multiHost(worker int32) tpuenv.Values {
+	return tpuenv.Values{
 		GroupName:    testGroup,
 		ReplicaIndex: 1,
 		WorkerID:     worker,
@@ -118,8 +117,8 @@ func multiHost(worker int32) tpuenv.Identity {
 const hostnames4 = "tpu-group-1-0.rc-headless,tpu-group-1-1.rc-headless,tpu-group-1-2.rc-headless,tpu-group-1-3.rc-headless"
 
 // v7x is host worker of replica of a group of Ironwood slices of the given number of hosts.
-func v7x(replica, worker, hosts int32) tpuenv.Identity {
-	return tpuenv.Identity{
+func v7x(replica, worker, hosts int32) tpuenv.Values {
+	return tpuenv.Values{
 		GroupName:    testGroup,
 		ReplicaIndex: replica,
 		WorkerID:     worker,
@@ -191,7 +190,7 @@ func TestApply(t *testing.T) {
 
 	cases := map[string]struct {
 		pod           *corev1.Pod
-		id            tpuenv.Identity
+		id            tpuenv.Values
 		tpuContainers []int
 		wantPod       *corev1.Pod
 	}{
@@ -209,7 +208,7 @@ func TestApply(t *testing.T) {
 				ObjectMeta: metav1.ObjectMeta{Name: "tpu-pod", Namespace: "default"},
 				Spec:       corev1.PodSpec{Containers: []corev1.Container{testutil.MakeContainer("tpu").TPU(4).Obj()}},
 			},
-			id: tpuenv.Identity{
+			id: tpuenv.Values{
 				GroupName: "hand-made", ReplicaIndex: 0, WorkerID: 0, Hosts: 1,
 				SliceName: "rc-hand-made-0", ClaimToken: "a1b2c3",
 			},
@@ -654,7 +653,7 @@ func TestApply(t *testing.T) {
 		},
 		"60-character group gets the same shortened hostname in spec.hostname and TPU_WORKER_HOSTNAMES": {
 			pod: workerPod(group60, rayWorker().Obj()).Obj(),
-			id: tpuenv.Identity{
+			id: tpuenv.Values{
 				GroupName: group60, ReplicaIndex: 0, WorkerID: 1, Hosts: 2,
 				Subdomain: testSubdomain, SliceName: "rc-long-0", ClaimToken: testToken,
 			},
@@ -671,7 +670,7 @@ func TestApply(t *testing.T) {
 		},
 		"group with uppercase and underscore gets a sanitized hostname but keeps its name in TPU_NAME and replicaIndex": {
 			pod: workerPod("TPU_Group", rayWorker().Obj()).Obj(),
-			id: tpuenv.Identity{
+			id: tpuenv.Values{
 				GroupName: "TPU_Group", ReplicaIndex: 0, WorkerID: 0, Hosts: 2,
 				Subdomain: testSubdomain, SliceName: "rc-tpu-group-0", ClaimToken: testToken,
 			},
@@ -707,7 +706,7 @@ func TestApply(t *testing.T) {
 func TestApplyAfterRoundTrip(t *testing.T) {
 	cases := map[string]struct {
 		pod           *corev1.Pod
-		id            tpuenv.Identity
+		id            tpuenv.Values
 		tpuContainers []int
 	}{
 		"single-host": {
@@ -786,42 +785,4 @@ func roundTrip(t *testing.T, pod *corev1.Pod) *corev1.Pod {
 		t.Fatalf("Unmarshaling Pod: %v", err)
 	}
 	return out
-}
-
-func TestApplied(t *testing.T) {
-	applied := workerPod(testGroup, rayWorker().Obj()).Obj()
-	tpuenv.Apply(applied, multiHost(0), []int{0})
-
-	cases := map[string]struct {
-		pod  *corev1.Pod
-		want bool
-	}{
-		"Pod without annotations": {
-			pod:  workerPod(testGroup, rayWorker().Obj()).Obj(),
-			want: false,
-		},
-		"Pod with unrelated annotations": {
-			pod:  workerPod(testGroup, rayWorker().Obj()).Annotation("ray.io/ft-enabled", "false").Obj(),
-			want: false,
-		},
-		"Pod with an empty claim token": {
-			pod:  workerPod(testGroup, rayWorker().Obj()).Annotation(tpuv1alpha1.ClaimTokenAnnotation, "").Obj(),
-			want: false,
-		},
-		"Pod with a claim token": {
-			pod:  workerPod(testGroup, rayWorker().Obj()).Annotation(tpuv1alpha1.ClaimTokenAnnotation, testToken).Obj(),
-			want: true,
-		},
-		"Pod after Apply": {
-			pod:  applied,
-			want: true,
-		},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			if got := tpuenv.Applied(tc.pod); got != tc.want {
-				t.Errorf("Applied() = %t, want %t", got, tc.want)
-			}
-		})
-	}
 }

@@ -80,7 +80,7 @@ func (b *bench) payloadFloor(ctx context.Context, s scenario) (floor, error) {
 			panic(err) // the tests' builder makes a valid TPU worker Pod
 		}
 		worker, replica := int32(i)%s.hosts, int32(i)/s.hosts //nolint:gosec // at most a few thousand.
-		tpuenv.Apply(pod, tpuenv.Identity{
+		tpuenv.Apply(pod, tpuenv.Values{
 			GroupName: "tpu", ReplicaIndex: replica, WorkerID: worker, Hosts: slice.Hosts,
 			Subdomain: naming.HeadlessServiceName(rc.Name), SliceName: naming.SliceName(rc.Name, "tpu", replica),
 			ClaimToken: "payload-floor", Topology: slice.Topology.Dims, ChipsPerHost: slice.ChipsPerPod,
@@ -250,7 +250,7 @@ func (b *bench) claimAndCreate(ctx context.Context, alloc *allocator.Allocator, 
 	if err != nil {
 		return err
 	}
-	tpuenv.Apply(pod, tpuenv.Identity{
+	tpuenv.Apply(pod, tpuenv.Values{
 		GroupName: req.GroupName, ReplicaIndex: a.Replica, WorkerID: a.WorkerID, Hosts: slice.Hosts,
 		Subdomain: naming.HeadlessServiceName(req.ClusterName), SliceName: a.SliceName, ClaimToken: a.Token,
 	}, slice.TPUContainers)

@@ -128,7 +128,7 @@ var _ = Describe("Bounds before work (docs/spec.md §5, §10)", func() {
 		Expect(err).NotTo(HaveOccurred())
 		claimed := func(token string) *corev1.Pod {
 			pod := testutil.WorkerPodFor(rc, "tpu").Obj()
-			tpuenv.Apply(pod, tpuenv.Identity{GroupName: "tpu", ReplicaIndex: first.Replica, WorkerID: first.WorkerID, Hosts: 4,
+			tpuenv.Apply(pod, tpuenv.Values{GroupName: "tpu", ReplicaIndex: first.Replica, WorkerID: first.WorkerID, Hosts: 4,
 				Subdomain: rc.Name + "-headless", SliceName: first.SliceName, ClaimToken: token}, topology.TPUContainers(&pod.Spec))
 			return pod
 		}
