@@ -151,7 +151,7 @@ func (m *model) start() {
 	m.op = operatorProcess{
 		deleted: deleted,
 		alloc: allocator.New(cache, live, allocator.Options{
-			Timeout: allocator.DefaultTimeout, Tombstones: deleted, Metrics: metrics.NewClaimMetrics(),
+			Timeout: allocator.DefaultTimeout, Tombstones: deleted, Metrics: metrics.New(),
 		}),
 		rec: &TPUSliceAssignmentReconciler{
 			client: cache, reader: live, recorder: &events.FakeRecorder{}, tombstones: deleted,
