@@ -31,6 +31,7 @@ import (
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/claims"
+	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
 	"github.com/ray-tpu/tpu-slice-operator/internal/identity"
 	"github.com/ray-tpu/tpu-slice-operator/internal/lifecycle"
 	"github.com/ray-tpu/tpu-slice-operator/internal/tombstones"
@@ -80,7 +81,7 @@ func (r *TPUSliceAssignmentReconciler) livePods(ctx context.Context, slice *tpuv
 		listed[list.Items[i].UID] = true
 	}
 	var missing []string
-	graves := map[string]tombstones.Pod{} // by the pending claim's token
+	deletedPods := map[string]tombstones.Pod{} // by the pending claim's token
 	for _, c := range slice.Status.Claims {
 		switch {
 		case c.PodUID != "":
@@ -94,7 +95,7 @@ func (r *TPUSliceAssignmentReconciler) livePods(ctx context.Context, slice *tpuv
 			if !ok || listed[t.UID] || t.Slice != slice.Name || t.WorkerID != c.WorkerID {
 				continue
 			}
-			graves[c.Token] = t
+			deletedPods[c.Token] = t
 			missing = append(missing, t.Name)
 		}
 	}
@@ -113,7 +114,7 @@ func (r *TPUSliceAssignmentReconciler) livePods(ctx context.Context, slice *tpuv
 			}
 		}
 	}
-	for token, t := range graves {
+	for token, t := range deletedPods {
 		if !present[t.UID] {
 			v.gone[token] = true
 		}
@@ -189,7 +190,7 @@ func (r *TPUSliceAssignmentReconciler) getPods(ctx context.Context, namespace st
 // does not exist: Pods created before the operator ran, or a create that committed after its slice
 // was deleted (a scale-down while it was in flight). The returned slice is then reconciled as any
 // other, which records those Pods' claims (docs/spec.md §8). It returns nil when no live Pod of a
-// live RayCluster generation names the slice.
+// live RayCluster's UID names the slice.
 func (r *TPUSliceAssignmentReconciler) recreate(ctx context.Context, key types.NamespacedName) (*tpuv1alpha1.TPUSliceAssignment, error) {
 	var pods corev1.PodList
 	if err := r.client.List(ctx, &pods, client.InNamespace(key.Namespace), client.MatchingFields{identity.SliceIndex: key.Name}); err != nil {
@@ -206,7 +207,7 @@ func (r *TPUSliceAssignmentReconciler) recreate(ctx context.Context, key types.N
 			return nil, err
 		}
 		slice := claims.NewSlice(key.Namespace, spec)
-		if err := r.client.Create(ctx, slice); err != nil {
+		if err := r.client.Create(ctx, slice, client.FieldOwner(constants.FieldManager)); err != nil {
 			if apierrors.IsAlreadyExists(err) {
 				return nil, nil // another writer was first; its create event reconciles it.
 			}
@@ -219,7 +220,7 @@ func (r *TPUSliceAssignmentReconciler) recreate(ctx context.Context, key types.N
 }
 
 // specFor returns the spec of the slice a live Pod's identity names, and false when its RayCluster
-// generation or worker group no longer exists (the Pod awaits the garbage collector or KubeRay).
+// UID or worker group no longer exists (the Pod awaits the garbage collector or KubeRay).
 func (r *TPUSliceAssignmentReconciler) specFor(ctx context.Context, pod *corev1.Pod, id identity.Identity) (tpuv1alpha1.TPUSliceAssignmentSpec, bool, error) {
 	rc, err := r.rayCluster(ctx, pod.Namespace, id.Cluster, id.ClusterUID)
 	if err != nil || rc == nil || !id.OfClusterUID(rc.UID) {

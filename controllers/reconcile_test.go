@@ -32,6 +32,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -49,10 +51,10 @@ import (
 // newReconcileTestReconciler is the reconciler under test: reads through cache, live reads through
 // live, the defaults' pending TTL and bind settle, the test's clock.
 func newReconcileTestReconciler(cache client.Client, live client.Reader, events *testutil.EventRecorder,
-	graves *tombstones.Tombstones, now func() time.Time) *TPUSliceAssignmentReconciler {
+	deleted *tombstones.Tombstones, clock clock.PassiveClock) *TPUSliceAssignmentReconciler {
 	return &TPUSliceAssignmentReconciler{
-		client: cache, reader: live, recorder: events, tombstones: graves,
-		pendingTTL: DefaultPendingTTL, bindSettleTime: DefaultBindSettle, now: now, seen: newObservations(),
+		client: cache, reader: live, recorder: events, tombstones: deleted,
+		pendingTTL: DefaultPendingTTL, bindSettleTime: DefaultBindSettle, clock: clock, seen: newObservations(),
 	}
 }
 
@@ -430,17 +432,17 @@ func TestReconcile(t *testing.T) {
 				}
 				stored = storedMalformed(store, tc.malformed, seeded.ResourceVersion)
 			}
-			graves := tombstones.New(0)
+			deleted := tombstones.New(0)
 			for _, pod := range tc.left {
-				graves.Record(pod.Obj())
+				deleted.Record(pod.Obj())
 			}
 			events := &testutil.EventRecorder{}
-			clock := t0
+			clock := clocktesting.NewFakePassiveClock(t0)
 			r := newReconcileTestReconciler(interceptor.NewClient(workerPodCache(stored), tc.faults),
-				interceptor.NewClient(stored, tc.liveFaults), events, graves, func() time.Time { return clock })
+				interceptor.NewClient(stored, tc.liveFaults), events, deleted, clock)
 
 			for i, rd := range tc.rounds {
-				clock = t0.Add(rd.at)
+				clock.SetTime(t0.Add(rd.at))
 				got, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: key})
 				if gotErr := err != nil; gotErr != rd.wantErr {
 					t.Fatalf("Reconcile() #%d at t0+%v error = %v, want error %v", i+1, rd.at, err, rd.wantErr)

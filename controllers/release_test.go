@@ -27,6 +27,7 @@ import (
 	rayutils "github.com/ray-project/kuberay/ray-operator/controllers/ray/utils"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
@@ -189,16 +190,16 @@ func TestReleaseOnlyOnThePodsOwnFate(t *testing.T) {
 						return c.Get(ctx, key, obj, opts...)
 					},
 				}).Build()
-			graves := tombstones.New(0)
+			deleted := tombstones.New(0)
 			if tc.tombstone != nil {
-				graves.Record(tc.tombstone)
+				deleted.Record(tc.tombstone)
 			}
 			ttl := time.Minute
 			if tc.expired {
 				ttl = 0
 			}
-			r := &TPUSliceAssignmentReconciler{client: cache, reader: live, tombstones: graves, pendingTTL: ttl,
-				now: func() time.Time { return t0 }, seen: newObservations()}
+			r := &TPUSliceAssignmentReconciler{client: cache, reader: live, tombstones: deleted, pendingTTL: ttl,
+				clock: clocktesting.NewFakePassiveClock(t0), seen: newObservations()}
 
 			_, _, d, err := r.decide(t.Context(), tc.slice.Obj().DeepCopy())
 			if gotErr := err != nil; gotErr != tc.wantErr {

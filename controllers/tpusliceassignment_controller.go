@@ -28,6 +28,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -37,6 +38,7 @@ import (
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/claims"
+	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
 	"github.com/ray-tpu/tpu-slice-operator/internal/lifecycle"
 	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
 	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
@@ -63,7 +65,8 @@ type TPUSliceAssignmentReconciler struct {
 	pendingTTL time.Duration
 	// bindSettleTime is how long a slice must go without new claims before its claims are bound.
 	bindSettleTime time.Duration
-	now            func() time.Time
+	clock          clock.PassiveClock
+	metrics        *metrics.Metrics
 	// seen is what this reconciler observed of each slice, on its own clock.
 	seen *observations
 }
@@ -71,6 +74,12 @@ type TPUSliceAssignmentReconciler struct {
 // NewTPUSliceAssignmentReconciler returns a reconciler reading through mgr's cache and, to confirm
 // what it removes, its API reader.
 func NewTPUSliceAssignmentReconciler(mgr ctrl.Manager, opts Options) *TPUSliceAssignmentReconciler {
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = metrics.Default
+	}
 	return &TPUSliceAssignmentReconciler{
 		client:         mgr.GetClient(),
 		reader:         mgr.GetAPIReader(),
@@ -78,7 +87,8 @@ func NewTPUSliceAssignmentReconciler(mgr ctrl.Manager, opts Options) *TPUSliceAs
 		tombstones:     opts.Tombstones,
 		pendingTTL:     opts.PendingTTL,
 		bindSettleTime: opts.BindSettle,
-		now:            time.Now,
+		clock:          opts.Clock,
+		metrics:        opts.Metrics,
 		seen:           newObservations(),
 	}
 }
@@ -111,7 +121,7 @@ func (r *TPUSliceAssignmentReconciler) rayClusterToSlices(ctx context.Context, o
 }
 
 // Reconcile brings one slice's claims in line with the Pods that hold its worker IDs, re-creates a
-// slice that live Pods still hold IDs of, and removes the slice when its RayCluster generation is
+// slice that live Pods still hold IDs of, and removes the slice when its RayCluster UID is
 // gone or it is an empty replica above the group's count.
 func (r *TPUSliceAssignmentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	slice := &tpuv1alpha1.TPUSliceAssignment{}
@@ -132,7 +142,7 @@ func (r *TPUSliceAssignmentReconciler) Reconcile(ctx context.Context, req ctrl.R
 		return ctrl.Result{}, err
 	}
 	if rc == nil || rc.UID != slice.Spec.RayClusterUID {
-		return ctrl.Result{}, r.deleteSlice(ctx, slice, rc, "its RayCluster generation "+string(slice.Spec.RayClusterUID)+" no longer exists")
+		return ctrl.Result{}, r.deleteSlice(ctx, slice, rc, "its RayCluster with UID "+string(slice.Spec.RayClusterUID)+" no longer exists")
 	}
 	// A slice with malformed lines is repaired only once they have been seen for the pending TTL
 	// (docs/spec.md §8): a bad line may have been the claim of a Pod whose create is still in
@@ -140,13 +150,13 @@ func (r *TPUSliceAssignmentReconciler) Reconcile(ctx context.Context, req ctrl.R
 	// group meanwhile. Found by the model test: a pending claim's line overwritten, the repair at
 	// once, its ID handed out again, then the late create committed.
 	if malformed := len(slice.Status.MalformedLines) > 0; malformed {
-		if wait := r.pendingTTL - r.seen.malformedFor(req.NamespacedName, true, r.now()); wait > 0 {
+		if wait := r.pendingTTL - r.seen.malformedFor(req.NamespacedName, true, r.clock.Now()); wait > 0 {
 			ctrl.LoggerFrom(ctx).Info("Slice holds stored lines that do not parse; repairing them from the live Pods once creates in flight have landed",
 				"slice", klog.KObj(slice), "lines", slice.Status.MalformedLines, "after", wait)
 			return ctrl.Result{RequeueAfter: wait}, nil
 		}
 	} else {
-		r.seen.malformedFor(req.NamespacedName, false, r.now())
+		r.seen.malformedFor(req.NamespacedName, false, r.clock.Now())
 	}
 	// A slice with malformed lines cannot be encoded for the label's patch: it is repaired first,
 	// and the repair's update event labels it.
@@ -257,14 +267,14 @@ func (r *TPUSliceAssignmentReconciler) labelCluster(ctx context.Context, slice *
 		labeled.Labels = map[string]string{}
 	}
 	labeled.Labels[rayutils.RayClusterLabelKey] = value
-	if err := r.client.Patch(ctx, labeled, patch); err != nil {
+	if err := r.client.Patch(ctx, labeled, patch, client.FieldOwner(constants.FieldManager)); err != nil {
 		return false, client.IgnoreNotFound(err)
 	}
 	return true, nil
 }
 
 func (r *TPUSliceAssignmentReconciler) view(slice *tpuv1alpha1.TPUSliceAssignment, pods []corev1.Pod, gone func(token string) bool) lifecycle.View {
-	now := r.now()
+	now := r.clock.Now()
 	pendingFor := r.seen.observe(client.ObjectKeyFromObject(slice), slice, now)
 	return lifecycle.View{Slice: slice, Pods: pods, Gone: gone, PendingFor: pendingFor}
 }
@@ -283,7 +293,7 @@ func (r *TPUSliceAssignmentReconciler) write(ctx context.Context, rc *rayv1.RayC
 	if !applyHealth(&updated.Status, res) && !changed {
 		return updated, 0, nil
 	}
-	if err := r.client.Status().Update(ctx, updated); err != nil {
+	if err := r.client.Status().Update(ctx, updated, client.FieldOwner(constants.FieldManager)); err != nil {
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 			return nil, conflictRequeueDelay, nil
 		}
@@ -308,7 +318,7 @@ func (r *TPUSliceAssignmentReconciler) deleteDuplicates(ctx context.Context, sli
 		if err := r.client.Delete(ctx, dup.Pod, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("deleting duplicate TPU worker Pod %s: %w", dup.Pod.Name, err)
 		}
-		metrics.PodsDeleted.Inc()
+		r.metrics.PodsDeleted.Inc()
 		ctrl.LoggerFrom(ctx).Info("Deleted TPU worker Pod whose ID another live Pod holds", "pod", klog.KObj(dup.Pod),
 			"workerID", dup.WorkerID, "holder", dup.Holder)
 	}
@@ -324,7 +334,7 @@ func (r *TPUSliceAssignmentReconciler) bindSettle(key types.NamespacedName, d li
 	if r.bindSettleTime <= 0 || d.Destructive {
 		return 0
 	}
-	if wait := r.seen.changedAt(key).Add(r.bindSettleTime).Sub(r.now()); wait > 0 {
+	if wait := r.seen.changedAt(key).Add(r.bindSettleTime).Sub(r.clock.Now()); wait > 0 {
 		return wait
 	}
 	return 0
@@ -349,12 +359,12 @@ func (r *TPUSliceAssignmentReconciler) recordChanges(rc *rayv1.RayCluster, slice
 			noteTPUClaimRepaired, c.WorkerID, slice.Name)
 	}
 	for _, c := range d.Adopted {
-		metrics.ClaimsAdopted.WithLabelValues(metrics.AdoptedByReconciler).Inc()
+		r.metrics.ClaimsAdopted.WithLabelValues(metrics.AdoptedByReconciler).Inc()
 		r.recorder.Eventf(podOf(c), slice, corev1.EventTypeNormal, tpuv1alpha1.ReasonTPUWorkerAdopted, "Adopt",
 			noteTPUWorkerAdopted, c.WorkerID, slice.Name)
 	}
 	for _, rel := range d.Released {
-		metrics.ClaimsReleased.WithLabelValues(rel.Reason).Inc()
+		r.metrics.ClaimsReleased.WithLabelValues(rel.Reason).Inc()
 		r.recorder.Eventf(rc, slice, corev1.EventTypeNormal, tpuv1alpha1.ReasonTPUClaimReleased, "Release",
 			noteTPUClaimReleased, rel.Claim.WorkerID, slice.Name, rel.Reason)
 	}

@@ -307,7 +307,7 @@ func TestPodWebhookDeadline(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			slow := slowAllocator{giveUp: 3 * time.Second}
-			w := &podWebhook{planner: slow, claimer: slow, clusters: noRayClusters, live: noRayClusters, timeout: timeout}
+			w := &podWebhook{planner: slow, claimer: slow, metrics: metrics.Default, clusters: noRayClusters, live: noRayClusters, timeout: timeout}
 			if tc.slowRayCluster {
 				w.live = testutil.NewClientBuilder().WithInterceptorFuncs(interceptor.Funcs{
 					Get: func(ctx context.Context, _ client.WithWatch, _ client.ObjectKey, _ client.Object, _ ...client.GetOption) error {

@@ -20,6 +20,7 @@ import (
 	"context"
 
 	"github.com/ray-tpu/tpu-slice-operator/internal/allocator"
+	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
 	"github.com/ray-tpu/tpu-slice-operator/internal/placement"
 	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
 )
@@ -89,5 +90,5 @@ var noRayClusters = testutil.NewClientBuilder().Build()
 // newPodWebhook returns the Pod webhook claiming and planning through stub, without RayClusters or
 // Nodes to read (placement then decides on the Pod alone).
 func newPodWebhook(stub *stubClaimer) *podWebhook {
-	return &podWebhook{planner: stub, claimer: stub, clusters: noRayClusters, live: noRayClusters}
+	return &podWebhook{planner: stub, claimer: stub, clusters: noRayClusters, live: noRayClusters, metrics: metrics.Default}
 }

@@ -47,7 +47,7 @@ const adoptionMemo = time.Hour
 // ID is taken is left to the reconciler, which reports the conflict. It runs on the group's drain
 // goroutine, so one group's adoption never runs twice at once in a process.
 func (a *Allocator) ensureAdopted(ctx context.Context, key groupKey, q *queue, req Request) error {
-	now := a.now()
+	now := a.clock.Now()
 	a.mu.Lock()
 	at, done := a.adopted[key]
 	a.mu.Unlock()
@@ -71,7 +71,7 @@ func (a *Allocator) ensureAdopted(ctx context.Context, key groupKey, q *queue, r
 }
 
 // unclaimedCandidates lists, live, the group's Pods that carry a TPU identity of this RayCluster
-// generation and host count, by replica.
+// UID and host count, by replica.
 func (a *Allocator) unclaimedCandidates(ctx context.Context, req Request) (map[int32][]*corev1.Pod, error) {
 	var pods corev1.PodList
 	if err := a.reader.List(ctx, &pods, client.InNamespace(req.Namespace), client.MatchingLabels{
@@ -105,7 +105,7 @@ func (a *Allocator) adoptReplica(ctx context.Context, q *queue, req Request, rep
 			return err
 		}
 		if slice != nil && (slice.Spec.RayClusterUID != req.ClusterUID || slice.Spec.Hosts != req.Hosts) {
-			// Another generation or host count: the planner decides what happens to that slice.
+			// Another RayCluster UID or host count: the planner decides what happens to that slice.
 			return nil
 		}
 		w, adopted := adoption(slice, pods)
@@ -115,7 +115,7 @@ func (a *Allocator) adoptReplica(ctx context.Context, q *queue, req Request, rep
 		written, over, err := a.writeSlice(ctx, req, replica, slice, w)
 		if err == nil {
 			q.remember(replica, over, written)
-			metrics.ClaimsAdopted.WithLabelValues(metrics.AdoptedAtAdmission).Add(float64(len(adopted)))
+			a.m.ClaimsAdopted.WithLabelValues(metrics.AdoptedAtAdmission).Add(float64(len(adopted)))
 			logf.FromContext(ctx).Info("Adopted TPU worker Pods that carry an identity but no claim",
 				"slice", written.Name, "workerIDs", adopted)
 			return nil

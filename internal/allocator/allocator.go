@@ -26,8 +26,7 @@ limitations under the License.
 //
 // The allocator only ever adds claims (docs/spec.md §10): it takes over a claim or replaces a slice
 // only when a live read confirms that no live Pod holds it, and deletes a slice of another
-// RayCluster generation only after a live read confirms that the request's generation is the live
-// one. Before it hands out the first ID of a worker group, it records the live Pods that already
+// RayCluster UID only after a live read confirms that the request's UID is the live one. Before it hands out the first ID of a worker group, it records the live Pods that already
 // carry an identity of the group (adoption, docs/spec.md §3.4).
 package allocator
 
@@ -40,6 +39,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
@@ -54,9 +54,9 @@ import (
 type Request struct {
 	Namespace   string
 	ClusterName string
-	// ClusterUID is the RayCluster generation the Pod names (its controller ownerReference), ""
+	// ClusterUID is the RayCluster UID the Pod names (its controller ownerReference), ""
 	// when it names none. The allocator checks it against the live RayCluster: a request of
-	// another generation is denied.
+	// another UID is denied.
 	ClusterUID  types.UID
 	GroupName   string
 	Hosts       int32
@@ -111,8 +111,11 @@ type Options struct {
 	// Tombstones are the claim tokens of Pods seen deleted: a pending claim whose Pod is among
 	// them may be taken over at once. Nil means none is known.
 	Tombstones *tombstones.Tombstones
-	// Metrics receive the claims' counts and times (metrics.Claims, the served set, when nil).
-	Metrics *metrics.ClaimMetrics
+	// Metrics receive the claims' counts and times (metrics.Default, the served set, when nil).
+	Metrics *metrics.Metrics
+	// Clock tells the time of contention windows, adoption memos and claim durations
+	// (clock.RealClock when nil). Waits (backoff, deadlines) run on contexts and timers.
+	Clock clock.PassiveClock
 }
 
 // Allocator claims worker IDs. The zero value is not usable: use New.
@@ -120,8 +123,8 @@ type Allocator struct {
 	client client.Client // cached reads and all writes
 	reader client.Reader // live reads
 	opts   Options
-	now    func() time.Time
-	m      *metrics.ClaimMetrics
+	clock  clock.PassiveClock
+	m      *metrics.Metrics
 
 	mu     sync.Mutex
 	queues map[groupKey]*queue
@@ -140,9 +143,13 @@ func New(c client.Client, reader client.Reader, opts Options) *Allocator {
 	}
 	m := opts.Metrics
 	if m == nil {
-		m = metrics.Claims
+		m = metrics.Default
 	}
-	return &Allocator{client: c, reader: reader, opts: opts, now: time.Now, m: m,
+	clk := opts.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	return &Allocator{client: c, reader: reader, opts: opts, clock: clk, m: m,
 		queues: map[groupKey]*queue{}, adopted: map[groupKey]time.Time{}}
 }
 
@@ -162,7 +169,7 @@ type call struct {
 	ctx     context.Context
 	result  chan result
 	// m receives, and attempts and conflicts feed, the claim metrics.
-	m                   *metrics.ClaimMetrics
+	m                   *metrics.Metrics
 	attempts, conflicts int
 }
 
@@ -194,8 +201,8 @@ func NewToken() string {
 func (a *Allocator) Claim(ctx context.Context, req Request) (Assignment, error) {
 	ctx, cancel := context.WithTimeout(ctx, a.opts.Timeout)
 	defer cancel()
-	start := time.Now()
-	defer func() { a.m.Duration.Observe(time.Since(start).Seconds()) }()
+	start := a.clock.Now()
+	defer func() { a.m.Duration.Observe(a.clock.Since(start).Seconds()) }()
 	cluster, err := a.prepare(ctx, &req)
 	if err != nil {
 		return Assignment{}, err
@@ -243,7 +250,7 @@ func (a *Allocator) Plan(ctx context.Context, req Request) (Assignment, error) {
 	}
 	p := outcomes[0].Placement
 	key := req.AffinityTopologyKey
-	if s := current[p.Replica]; s != nil && claims.SameGeneration(s, req.ClusterUID, "") && s.Spec.AffinityTopologyKey != "" {
+	if s := current[p.Replica]; s != nil && claims.SameClusterUID(s, req.ClusterUID, "") && s.Spec.AffinityTopologyKey != "" {
 		key = s.Spec.AffinityTopologyKey
 	}
 	return Assignment{SliceName: naming.SliceName(req.ClusterName, req.GroupName, p.Replica), Replica: p.Replica, WorkerID: p.WorkerID,
@@ -251,7 +258,7 @@ func (a *Allocator) Plan(ctx context.Context, req Request) (Assignment, error) {
 }
 
 // prepare checks req's bounds and resolves its RayCluster, setting req.ClusterUID to the live
-// generation.
+// RayCluster's UID.
 func (a *Allocator) prepare(ctx context.Context, req *Request) (clusterInfo, error) {
 	if req.Claim.Token != "" && !tpuv1alpha1.ValidToken(req.Claim.Token) {
 		return clusterInfo{}, a.deny(false, "claim token %q is not 1 to 64 characters without spaces", req.Claim.Token)

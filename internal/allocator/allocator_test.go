@@ -36,6 +36,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -91,9 +92,7 @@ func newClient(t *testing.T, funcs interceptor.Funcs, objs ...client.Object) cli
 
 // newAllocator returns an Allocator whose clock stands at now.
 func newAllocator(c client.Client, reader client.Reader, timeout time.Duration) *Allocator {
-	a := New(c, reader, Options{Timeout: timeout, Metrics: metrics.NewClaimMetrics()})
-	a.now = func() time.Time { return now }
-	return a
+	return New(c, reader, Options{Timeout: timeout, Metrics: metrics.New(), Clock: clocktesting.NewFakePassiveClock(now)})
 }
 
 // request asks for a worker ID in the v6e group "tpu" of slices of hosts hosts.
@@ -362,7 +361,7 @@ func TestClaim(t *testing.T) {
 				}},
 			}},
 		},
-		"the slice of a deleted RayCluster of the same name is replaced by a new generation": {
+		"the slice of a deleted RayCluster of the same name is replaced by the new UID's": {
 			objs: []client.Object{existingSlice(0, oldUID).
 				Claim(0, "old-0", "old-pod-0", "old-uid-0").
 				Claim(1, "old-1", "", "").Obj()},

@@ -25,10 +25,11 @@ import (
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/claims"
+	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
 )
 
 // writeSlice makes the slice of replica hold exactly w.Claims, conditional on the state it was
-// planned on: a create (AlreadyExists if someone was first), for a replaced generation a delete
+// planned on: a create (AlreadyExists if someone was first), for a slice of a deleted RayCluster UID a delete
 // with UID and resourceVersion preconditions first, and a resourceVersion-checked status update.
 // It returns the slice as the API server stored it, and the versions its writes went over ("" for
 // none), which a cache may still show.
@@ -45,14 +46,14 @@ func (a *Allocator) writeSlice(ctx context.Context, req Request, replica int32,
 	if slice != nil && w.Replace {
 		a.countWrite()
 		if err := a.client.Delete(ctx, slice, client.Preconditions{UID: &slice.UID, ResourceVersion: &slice.ResourceVersion}); err != nil {
-			return nil, nil, fmt.Errorf("removing dead generation of slice %s: %w", slice.Name, err)
+			return nil, nil, fmt.Errorf("removing slice %s of a deleted RayCluster UID: %w", slice.Name, err)
 		}
 		slice = nil
 	}
 	if slice == nil {
 		slice = claims.NewSlice(req.Namespace, sliceSpec(req, replica, w))
 		a.countWrite()
-		if err := a.client.Create(ctx, slice); err != nil {
+		if err := a.client.Create(ctx, slice, client.FieldOwner(constants.FieldManager)); err != nil {
 			return nil, nil, fmt.Errorf("creating slice: %w", err)
 		}
 		over = append(over, "", slice.ResourceVersion)
@@ -62,7 +63,7 @@ func (a *Allocator) writeSlice(ctx context.Context, req Request, replica int32,
 	slice.Status.Claims = w.Claims
 	slice.Status.Claimed = int32(len(w.Claims)) //nolint:gosec // at most Hosts claims.
 	a.countWrite()
-	if err := a.client.Status().Update(ctx, slice); err != nil {
+	if err := a.client.Status().Update(ctx, slice, client.FieldOwner(constants.FieldManager)); err != nil {
 		return nil, nil, err
 	}
 	return slice, over, nil
