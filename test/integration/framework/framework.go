@@ -232,6 +232,17 @@ type InstanceOptions struct {
 	ForwardToken string
 }
 
+// Replicas returns, for StartInstances, the options of webhook replicas as the production install
+// runs them: each forwards claims, and only replica 0 may run the reconciler. base holds every
+// replica's other operator options.
+func Replicas(base operator.Options) func(i int) InstanceOptions {
+	return func(i int) InstanceOptions {
+		o := base
+		o.DisableControllers = o.DisableControllers || i > 0
+		return InstanceOptions{Operator: o, Forward: true}
+	}
+}
+
 // StartInstances starts n instances, with the options opts gives for each index, and makes the
 // proxy spread admissions over them.
 func (e *Env) StartInstances(ctx context.Context, n int, opts func(i int) InstanceOptions) ([]*Instance, error) {
