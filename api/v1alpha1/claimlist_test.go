@@ -25,71 +25,21 @@ import (
 )
 
 func TestClaimListJSON(t *testing.T) {
-	cases := map[string]struct {
-		list     ClaimList
-		wantJSON string
-	}{
+	runJSON(t, claimsField, map[string]jsonCase[ClaimList]{
 		"no claims":                       {list: nil, wantJSON: `{"claimed":0}`},
 		"pending and bound, sorted by ID": {list: ClaimList{{WorkerID: 2, Token: "t2"}, {WorkerID: 0, Token: "t0", PodName: "w0", PodUID: "u0"}}, wantJSON: `{"workers":"0 t0 w0 u0\n2 t2","claimed":0}`},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			data, err := json.Marshal(TPUSliceAssignmentStatus{Claims: tc.list})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(tc.wantJSON, string(data)); diff != "" {
-				t.Errorf("Marshal() (-want,+got):\n%s", diff)
-			}
-			var back TPUSliceAssignmentStatus
-			if err := json.Unmarshal(data, &back); err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(len(tc.list), len(back.Claims)); diff != "" {
-				t.Errorf("round trip lost claims (-want,+got):\n%s", diff)
-			}
-		})
-	}
+	})
 }
 
 func TestClaimListUnmarshal(t *testing.T) {
-	cases := map[string]struct {
-		json    string
-		want    ClaimList
-		wantErr string
-	}{
+	runUnmarshal(t, " a", "claimed twice", map[string]unmarshalCase[ClaimList]{
 		"the string form":        {json: `"0 t0 w0 u0\n3 t3"`, want: ClaimList{{WorkerID: 0, Token: "t0", PodName: "w0", PodUID: "u0"}, {WorkerID: 3, Token: "t3"}}},
-		"empty":                  {json: `""`},
-		"null":                   {json: `null`},
-		"an ID named twice":      {json: `"1 a\n1 b"`, wantErr: "worker ID 1 is claimed twice"},
-		"a negative ID":          {json: `"-1 a"`, wantErr: "not a non-negative integer"},
-		"a signed ID":            {json: `"+1 a"`, wantErr: "not a non-negative integer"},
-		"a leading zero":         {json: `"01 a"`, wantErr: "not a non-negative integer"},
 		"three fields":           {json: `"1 a w"`, wantErr: "want"},
 		"an empty token":         {json: `"1 "`, wantErr: "invalid token"},
 		"a token with a tab":     {json: `"1 a\tb"`, wantErr: "invalid token"},
 		"a bound claim half set": {json: `"1 a  u"`, wantErr: "needs its Pod's name and UID"},
-		"an empty line":          {json: `"1 a\n\n2 b"`, wantErr: "want"},
 		"not a string":           {json: `7`, wantErr: "claims"},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			var got ClaimList
-			err := json.Unmarshal([]byte(tc.json), &got)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("Unmarshal() error = %v, want one containing %q", err, tc.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("Unmarshal() (-want,+got):\n%s", diff)
-			}
-		})
-	}
+	})
 }
 
 // TestStatusReadsTheListFormOfEarlierVersions: a slice stored before the workers string decodes

@@ -20,6 +20,8 @@ import (
 	"cmp"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -34,10 +36,7 @@ import (
 // parsed back as itself; anything else is refused by the encoder, naming the claim, instead of
 // being stored as a line that no longer parses or that reads as other claims.
 func TestClaimListEncoderRefusesWhatDoesNotParseBack(t *testing.T) {
-	cases := map[string]struct {
-		list    ClaimList
-		wantErr string
-	}{
+	cases := map[string]encodeCase[ClaimList]{
 		"pending and bound claims":       {list: ClaimList{{WorkerID: 1, Token: "0123456789abcdef"}, {WorkerID: 0, Token: "e5f0a8c2-1d3b-4f5a-9c7e-123456789abc", PodName: "rc-g-worker-x7k2p", PodUID: "e5f0a8c2-1d3b-4f5a-9c7e-123456789abc"}}},
 		"a token of 64 characters":       {list: ClaimList{{WorkerID: 0, Token: strings.Repeat("x", 64)}}},
 		"a token with punctuation":       {list: ClaimList{{WorkerID: 0, Token: `a"b\c<d>&{e}~`}}},
@@ -57,67 +56,18 @@ func TestClaimListEncoderRefusesWhatDoesNotParseBack(t *testing.T) {
 		"a worker ID claimed twice":      {list: ClaimList{{WorkerID: 3, Token: "a"}, {WorkerID: 3, Token: "b"}}, wantErr: "worker ID 3 is claimed twice"},
 		"a negative worker ID":           {list: ClaimList{{WorkerID: -1, Token: "a"}}, wantErr: "worker ID -1 is negative"},
 	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			data, err := json.Marshal(TPUSliceAssignmentStatus{Claims: tc.list})
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("Marshal() = %s, %v; want an error containing %q", data, err, tc.wantErr)
-				}
-				if s := tc.list.String(); strings.Contains(s, "\n") {
-					t.Errorf("String() of a list that cannot be stored shows lines: %q", s)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("Marshal() error = %v", err)
-			}
-			var back TPUSliceAssignmentStatus
-			if err := json.Unmarshal(data, &back); err != nil {
-				t.Fatal(err)
-			}
-			if diff := gocmp.Diff(sortedClaims(tc.list), back.Claims); diff != "" {
-				t.Errorf("round trip (-want,+got):\n%s", diff)
-			}
-			if len(back.MalformedLines) > 0 {
-				t.Errorf("round trip found malformed lines: %q", back.MalformedLines)
-			}
-		})
-	}
+	runEncode(t, claimsField, sortedClaims, cases)
 }
 
 func TestHostListEncoderRefusesWhatDoesNotParseBack(t *testing.T) {
-	cases := map[string]struct {
-		list    HostList
-		wantErr string
-	}{
+	cases := map[string]encodeCase[HostList]{
 		"nodes and domains":            {list: HostList{{WorkerID: 0, Node: "gke-tpu-0", Domain: "pool-a", Ready: true}, {WorkerID: 1, Node: "gke-tpu-1", Domain: NoDomain}}},
 		"a node with a space":          {list: HostList{{WorkerID: 0, Node: "a b", Domain: "d"}}, wantErr: `hosts: worker ID 0: node "a b"`},
 		"a domain that injects a host": {list: HostList{{WorkerID: 0, Node: "n", Domain: "d Ready\n1 m"}}, wantErr: "not 1 to 253 printable characters"},
 		"a host named twice":           {list: HostList{{WorkerID: 2, Node: "a", Domain: "d"}, {WorkerID: 2, Node: "b", Domain: "d"}}, wantErr: "worker ID 2 is named twice"},
 		"a negative worker ID":         {list: HostList{{WorkerID: -3, Node: "a", Domain: "d"}}, wantErr: "worker ID -3 is negative"},
 	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			data, err := json.Marshal(TPUSliceAssignmentStatus{Hosts: tc.list})
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("Marshal() = %s, %v; want an error containing %q", data, err, tc.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("Marshal() error = %v", err)
-			}
-			var back TPUSliceAssignmentStatus
-			if err := json.Unmarshal(data, &back); err != nil {
-				t.Fatal(err)
-			}
-			if diff := gocmp.Diff(tc.list, back.Hosts); diff != "" {
-				t.Errorf("round trip (-want,+got):\n%s", diff)
-			}
-		})
-	}
+	runEncode(t, hostsField, func(l HostList) HostList { return l }, cases)
 }
 
 // TestStatusDecodesMalformedLines: a status whose stored lines do not parse decodes with every
@@ -310,4 +260,135 @@ func sortedClaims(l ClaimList) ClaimList {
 	out := slices.Clone(l)
 	slices.SortStableFunc(out, func(a, b WorkerClaim) int { return cmp.Compare(a.WorkerID, b.WorkerID) })
 	return out
+}
+
+// The runners of the table tests ClaimList and HostList share.
+
+// listField stores a list in a TPUSliceAssignmentStatus (in) and reads it back (out).
+type listField[L fmt.Stringer] struct {
+	in  func(L) TPUSliceAssignmentStatus
+	out func(TPUSliceAssignmentStatus) L
+}
+
+var (
+	claimsField = listField[ClaimList]{
+		in:  func(l ClaimList) TPUSliceAssignmentStatus { return TPUSliceAssignmentStatus{Claims: l} },
+		out: func(s TPUSliceAssignmentStatus) ClaimList { return s.Claims },
+	}
+	hostsField = listField[HostList]{
+		in:  func(l HostList) TPUSliceAssignmentStatus { return TPUSliceAssignmentStatus{Hosts: l} },
+		out: func(s TPUSliceAssignmentStatus) HostList { return s.Hosts },
+	}
+)
+
+// jsonCase is a list and the status JSON it is stored as.
+type jsonCase[L fmt.Stringer] struct {
+	list     L
+	wantJSON string
+}
+
+// runJSON checks that each case's list is stored as wantJSON and reads back as itself.
+func runJSON[L fmt.Stringer](t *testing.T, f listField[L], cases map[string]jsonCase[L]) {
+	t.Helper()
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			data, err := json.Marshal(f.in(tc.list))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := gocmp.Diff(tc.wantJSON, string(data)); diff != "" {
+				t.Errorf("Marshal() (-want,+got):\n%s", diff)
+			}
+			var back TPUSliceAssignmentStatus
+			if err := json.Unmarshal(data, &back); err != nil {
+				t.Fatal(err)
+			}
+			if diff := gocmp.Diff(tc.list.String(), f.out(back).String()); diff != "" {
+				t.Errorf("round trip (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// unmarshalCase is the stored JSON value of a list and what it decodes to, or the error.
+type unmarshalCase[L any] struct {
+	json    string
+	want    L
+	wantErr string
+}
+
+// runUnmarshal decodes into an L each case's JSON and that of the cases every list shares
+// (parseLines' rules), built from line, the fields of a valid line after the worker ID, and twice,
+// what the list calls a worker ID named twice.
+func runUnmarshal[L any](t *testing.T, line, twice string, cases map[string]unmarshalCase[L]) {
+	t.Helper()
+	all := map[string]unmarshalCase[L]{
+		"empty":                 {json: `""`},
+		"null":                  {json: `null`},
+		"an ID named twice":     {json: `"1` + line + `\n1` + line + `"`, wantErr: "worker ID 1 is " + twice},
+		"a negative ID":         {json: `"-1` + line + `"`, wantErr: "not a non-negative integer"},
+		"a signed ID":           {json: `"+1` + line + `"`, wantErr: "not a non-negative integer"},
+		"a leading zero":        {json: `"01` + line + `"`, wantErr: "not a non-negative integer"},
+		"an ID beyond int32":    {json: `"4294967296` + line + `"`, wantErr: "not a non-negative integer"},
+		"an empty line":         {json: `"1` + line + `\n\n2` + line + `"`, wantErr: "want"},
+		"a trailing line break": {json: `"1` + line + `\n"`, wantErr: "want"},
+	}
+	maps.Copy(all, cases)
+	for name, tc := range all {
+		t.Run(name, func(t *testing.T) {
+			var got L
+			err := json.Unmarshal([]byte(tc.json), &got)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("Unmarshal() error = %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := gocmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("Unmarshal() (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// encodeCase is a list and the error the encoder refuses it with ("": it is stored).
+type encodeCase[L fmt.Stringer] struct {
+	list    L
+	wantErr string
+}
+
+// runEncode checks that the encoder refuses each case's list with wantErr, String() then showing it
+// on one line, or stores it so that it decodes, with no malformed line, as want(list).
+func runEncode[L fmt.Stringer](t *testing.T, f listField[L], want func(L) L, cases map[string]encodeCase[L]) {
+	t.Helper()
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			data, err := json.Marshal(f.in(tc.list))
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("Marshal() = %s, %v; want an error containing %q", data, err, tc.wantErr)
+				}
+				if s := tc.list.String(); strings.Contains(s, "\n") {
+					t.Errorf("String() of a list that cannot be stored shows lines: %q", s)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Marshal() error = %v", err)
+			}
+			var back TPUSliceAssignmentStatus
+			if err := json.Unmarshal(data, &back); err != nil {
+				t.Fatal(err)
+			}
+			if diff := gocmp.Diff(want(tc.list), f.out(back)); diff != "" {
+				t.Errorf("round trip (-want,+got):\n%s", diff)
+			}
+			if len(back.MalformedLines) > 0 {
+				t.Errorf("round trip found malformed lines: %q", back.MalformedLines)
+			}
+		})
+	}
 }

@@ -164,21 +164,16 @@ func livePods(replica int32, except ...int32) []client.Object {
 
 // createdSlice is a slice as the allocator creates it, holding claims.
 func createdSlice(replica int32, replicaName string, held ...tpuv1alpha1.WorkerClaim) tpuv1alpha1.TPUSliceAssignment {
-	s := claims.NewSlice(testNS, sliceSpec(request(4), replica, claims.Write{ReplicaName: replicaName}))
-	s.Status.Claims = held
-	s.Status.Claimed = int32(len(held)) //nolint:gosec // test data.
-	return *s
+	return *newSlice(replica, replicaName).Claims(held...).Obj()
+}
+
+// newSlice builds on the slice the allocator creates for replica, before any claim.
+func newSlice(replica int32, replicaName string) *testutil.SliceWrapper {
+	return &testutil.SliceWrapper{TPUSliceAssignment: *claims.NewSlice(testNS, sliceSpec(request(4), replica, claims.Write{ReplicaName: replicaName}))}
 }
 
 func claim(id int32, token string) tpuv1alpha1.WorkerClaim {
 	return tpuv1alpha1.WorkerClaim{WorkerID: id, Token: token}
-}
-
-func boundClaim(id int32) tpuv1alpha1.WorkerClaim {
-	name := podName(0, id)
-	c := claim(id, "t-"+name)
-	c.PodName, c.PodUID = name, types.UID("uid-"+name)
-	return c
 }
 
 func storedSlices(t *testing.T, c client.Reader) []tpuv1alpha1.TPUSliceAssignment {
@@ -306,17 +301,11 @@ func TestClaim(t *testing.T) {
 				Claim(3, "pending", "", "").Obj()},
 		},
 		"the ID of a bound claim whose Pod is gone is taken over": {
-			objs:    objs([]client.Object{fullSlice(0).Obj()}, livePods(0, 2)),
-			req:     request(4),
-			desired: 1,
-			want:    Assignment{SliceName: sliceName(0), Replica: 0, WorkerID: 2},
-			wantSlices: []tpuv1alpha1.TPUSliceAssignment{{
-				ObjectMeta: fullSlice(0).Obj().ObjectMeta,
-				Spec:       fullSlice(0).Obj().Spec,
-				Status: tpuv1alpha1.TPUSliceAssignmentStatus{Claimed: 4, Claims: []tpuv1alpha1.WorkerClaim{
-					boundClaim(0), boundClaim(1), boundClaim(3), claim(2, newToken),
-				}},
-			}},
+			objs:       objs([]client.Object{fullSlice(0).Obj()}, livePods(0, 2)),
+			req:        request(4),
+			desired:    1,
+			want:       Assignment{SliceName: sliceName(0), Replica: 0, WorkerID: 2},
+			wantSlices: []tpuv1alpha1.TPUSliceAssignment{*fullSlice(0).Unclaim(2).Claims(claim(2, newToken)).Obj()},
 		},
 		"the lowest ID whose Pod is terminating is taken over": {
 			objs: objs([]client.Object{fullSlice(0).Obj()}, livePods(0, 1, 3),
@@ -324,42 +313,24 @@ func TestClaim(t *testing.T) {
 					livePod(0, 1).Terminating().Finalizer("example.com/keep").Obj(),
 					livePod(0, 3).Terminating().Finalizer("example.com/keep").Obj(),
 				}),
-			req:     request(4),
-			desired: 1,
-			want:    Assignment{SliceName: sliceName(0), Replica: 0, WorkerID: 1},
-			wantSlices: []tpuv1alpha1.TPUSliceAssignment{{
-				ObjectMeta: fullSlice(0).Obj().ObjectMeta,
-				Spec:       fullSlice(0).Obj().Spec,
-				Status: tpuv1alpha1.TPUSliceAssignmentStatus{Claimed: 4, Claims: []tpuv1alpha1.WorkerClaim{
-					boundClaim(0), boundClaim(2), boundClaim(3), claim(1, newToken),
-				}},
-			}},
+			req:        request(4),
+			desired:    1,
+			want:       Assignment{SliceName: sliceName(0), Replica: 0, WorkerID: 1},
+			wantSlices: []tpuv1alpha1.TPUSliceAssignment{*fullSlice(0).Unclaim(1).Claims(claim(1, newToken)).Obj()},
 		},
 		"the ID of a bound claim whose Pod failed is taken over": {
-			objs:    objs([]client.Object{fullSlice(0).Obj()}, livePods(0, 0), []client.Object{livePod(0, 0).Phase(corev1.PodFailed).Obj()}),
-			req:     request(4),
-			desired: 1,
-			want:    Assignment{SliceName: sliceName(0), Replica: 0, WorkerID: 0},
-			wantSlices: []tpuv1alpha1.TPUSliceAssignment{{
-				ObjectMeta: fullSlice(0).Obj().ObjectMeta,
-				Spec:       fullSlice(0).Obj().Spec,
-				Status: tpuv1alpha1.TPUSliceAssignmentStatus{Claimed: 4, Claims: []tpuv1alpha1.WorkerClaim{
-					boundClaim(1), boundClaim(2), boundClaim(3), claim(0, newToken),
-				}},
-			}},
+			objs:       objs([]client.Object{fullSlice(0).Obj()}, livePods(0, 0), []client.Object{livePod(0, 0).Phase(corev1.PodFailed).Obj()}),
+			req:        request(4),
+			desired:    1,
+			want:       Assignment{SliceName: sliceName(0), Replica: 0, WorkerID: 0},
+			wantSlices: []tpuv1alpha1.TPUSliceAssignment{*fullSlice(0).Unclaim(0).Claims(claim(0, newToken)).Obj()},
 		},
 		"the ID of a bound claim whose Pod name now belongs to another Pod is taken over": {
-			objs:    objs([]client.Object{fullSlice(0).Obj()}, livePods(0, 3), []client.Object{livePod(0, 3).UID("someone-else").Obj()}),
-			req:     request(4),
-			desired: 1,
-			want:    Assignment{SliceName: sliceName(0), Replica: 0, WorkerID: 3},
-			wantSlices: []tpuv1alpha1.TPUSliceAssignment{{
-				ObjectMeta: fullSlice(0).Obj().ObjectMeta,
-				Spec:       fullSlice(0).Obj().Spec,
-				Status: tpuv1alpha1.TPUSliceAssignmentStatus{Claimed: 4, Claims: []tpuv1alpha1.WorkerClaim{
-					boundClaim(0), boundClaim(1), boundClaim(2), claim(3, newToken),
-				}},
-			}},
+			objs:       objs([]client.Object{fullSlice(0).Obj()}, livePods(0, 3), []client.Object{livePod(0, 3).UID("someone-else").Obj()}),
+			req:        request(4),
+			desired:    1,
+			want:       Assignment{SliceName: sliceName(0), Replica: 0, WorkerID: 3},
+			wantSlices: []tpuv1alpha1.TPUSliceAssignment{*fullSlice(0).Unclaim(3).Claims(claim(3, newToken)).Obj()},
 		},
 		"the slice of a deleted RayCluster of the same name is replaced by the new UID's": {
 			objs: []client.Object{existingSlice(0, oldUID).
@@ -414,11 +385,9 @@ func TestClaim(t *testing.T) {
 			desired: 2,
 			req:     indexed(request(4), 1, 2, "tpu-xk2p9"),
 			want:    Assignment{SliceName: sliceName(1), Replica: 1, WorkerID: 2},
-			wantSlices: []tpuv1alpha1.TPUSliceAssignment{func() tpuv1alpha1.TPUSliceAssignment {
-				s := createdSlice(1, "tpu-xk2p9", claim(2, newToken))
-				s.Spec.ReplacedReplicaNames = []string{"tpu-old"}
-				return s
-			}()},
+			wantSlices: []tpuv1alpha1.TPUSliceAssignment{
+				*newSlice(1, "tpu-xk2p9").ReplacedReplicaNames("tpu-old").Claims(claim(2, newToken)).Obj(),
+			},
 		},
 		"KubeRay's indexes with another replica name wait while the old replica's claims may have live Pods": {
 			objs: []client.Object{existingSlice(1, clusterUID).ReplicaName("tpu-old").
@@ -439,17 +408,11 @@ func TestClaim(t *testing.T) {
 			},
 		},
 		"KubeRay's indexes on an ID whose Pod is gone take it over": {
-			objs:    objs([]client.Object{fullSlice(0).Obj()}, livePods(0, 1)),
-			desired: 1,
-			req:     indexed(request(4), 0, 1, ""),
-			want:    Assignment{SliceName: sliceName(0), Replica: 0, WorkerID: 1},
-			wantSlices: []tpuv1alpha1.TPUSliceAssignment{{
-				ObjectMeta: fullSlice(0).Obj().ObjectMeta,
-				Spec:       fullSlice(0).Obj().Spec,
-				Status: tpuv1alpha1.TPUSliceAssignmentStatus{Claimed: 4, Claims: []tpuv1alpha1.WorkerClaim{
-					boundClaim(0), boundClaim(2), boundClaim(3), claim(1, newToken),
-				}},
-			}},
+			objs:       objs([]client.Object{fullSlice(0).Obj()}, livePods(0, 1)),
+			desired:    1,
+			req:        indexed(request(4), 0, 1, ""),
+			want:       Assignment{SliceName: sliceName(0), Replica: 0, WorkerID: 1},
+			wantSlices: []tpuv1alpha1.TPUSliceAssignment{*fullSlice(0).Unclaim(1).Claims(claim(1, newToken)).Obj()},
 		},
 		"KubeRay's host index outside the slice is a permanent denial": {
 			desired: 1,

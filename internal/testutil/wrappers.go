@@ -305,10 +305,26 @@ func (s *SliceWrapper) ReplicaName(name string) *SliceWrapper {
 
 // Claim appends a claim; podName and podUID empty make it pending.
 func (s *SliceWrapper) Claim(id int32, token, podName string, podUID types.UID) *SliceWrapper {
-	s.Status.Claims = append(s.Status.Claims, tpuv1alpha1.WorkerClaim{
-		WorkerID: id, Token: token, PodName: podName, PodUID: podUID,
-	})
+	return s.Claims(tpuv1alpha1.WorkerClaim{WorkerID: id, Token: token, PodName: podName, PodUID: podUID})
+}
+
+// Claims appends claims as they are.
+func (s *SliceWrapper) Claims(claims ...tpuv1alpha1.WorkerClaim) *SliceWrapper {
+	s.Status.Claims = append(s.Status.Claims, claims...)
 	s.Status.Claimed = int32(len(s.Status.Claims)) //nolint:gosec // test data.
+	return s
+}
+
+// Unclaim removes the claim of worker ID id.
+func (s *SliceWrapper) Unclaim(id int32) *SliceWrapper {
+	s.Status.Claims = slices.DeleteFunc(s.Status.Claims, func(c tpuv1alpha1.WorkerClaim) bool { return c.WorkerID == id })
+	s.Status.Claimed = int32(len(s.Status.Claims)) //nolint:gosec // test data.
+	return s
+}
+
+// ReplacedReplicaNames sets the KubeRay replica names the slice has replaced.
+func (s *SliceWrapper) ReplacedReplicaNames(names ...string) *SliceWrapper {
+	s.Spec.ReplacedReplicaNames = names
 	return s
 }
 

@@ -141,9 +141,7 @@ func run(seed, stream uint64, gate bool, d time.Duration) {
 			conflictRate: 0.05, serverErrorRate: 0.02, ghostRate: 0.02, slowRate: 0.03, slowDelay: 150 * time.Millisecond,
 		},
 	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "chaos-"}}
-	Expect(k8sClient.Create(ctx, ns)).To(Succeed())
-	r.ns = ns.Name
+	r.ns = framework.CreateNamespace(ctx, k8sClient, "chaos")
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	DeferCleanup(stopWatch)
 	Expect(audit.watchNamespace(watchCtx, watchClient, r.ns)).To(Succeed())

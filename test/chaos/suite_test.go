@@ -45,14 +45,12 @@ limitations under the License.
 package chaos
 
 import (
-	"context"
 	"flag"
 	"testing"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
@@ -60,13 +58,13 @@ import (
 	"github.com/ray-tpu/tpu-slice-operator/test/integration/framework"
 )
 
+// ctx lives as long as the suite.
+var ctx = framework.SuiteContext()
+
 var (
 	seed     = flag.Uint64("chaos.seed", 0, "Seed of the random run (0: derived from the time, and printed).")
 	duration = flag.Duration("chaos.duration", 2*time.Minute, "Total chaos time, split evenly between the two KubeRay gate settings.")
 )
-
-// ctx lives as long as the suite; AfterSuite cancels it.
-var ctx, cancel = context.WithCancel(context.Background())
 
 var (
 	env *framework.Env
@@ -76,36 +74,23 @@ var (
 	// watchClient watches Pods, through no audit.
 	watchClient client.WithWatch
 	// audit records and judges every Pod deletion (I6).
-	audit       *auditor
-	stopKubeRay func() error
+	audit *auditor
 )
 
 func TestChaos(t *testing.T) {
-	RegisterFailHandler(Fail)
-	RunSpecs(t, "Chaos suite")
+	framework.RunSuite(t, "Chaos suite")
 }
 
 var _ = BeforeSuite(func() {
-	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(false)))
-	var err error
-	env, err = framework.Start()
-	Expect(err).NotTo(HaveOccurred())
+	env = framework.StartSuite(zap.UseDevMode(false))
 	audit = newAuditor(env.Client)
+	var err error
 	k8sClient, err = client.New(audit.wrap(env.Config, actorRunner), client.Options{Scheme: env.Client.Scheme()})
 	Expect(err).NotTo(HaveOccurred())
 	watchClient, err = client.NewWithWatch(env.Config, client.Options{Scheme: env.Client.Scheme()})
 	Expect(err).NotTo(HaveOccurred())
 	// KubeRay's deletions (scale-downs, replaced replicas) are audited as its own.
-	stopKubeRay, err = localenv.StartKubeRay(ctx, audit.wrap(env.Config, actorKubeRay))
+	stopKubeRay, err := localenv.StartKubeRay(ctx, audit.wrap(env.Config, actorKubeRay))
 	Expect(err).NotTo(HaveOccurred())
-})
-
-var _ = AfterSuite(func() {
-	if stopKubeRay != nil {
-		Expect(stopKubeRay()).To(Succeed())
-	}
-	cancel()
-	if env != nil {
-		Expect(env.Stop()).To(Succeed())
-	}
+	DeferCleanup(stopKubeRay)
 })

@@ -31,7 +31,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -70,9 +69,7 @@ func setGate(on bool) {
 func scenarios(gate bool) {
 	var ns string
 	BeforeEach(func() {
-		n := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-"}}
-		Expect(k8sClient.Create(ctx, n)).To(Succeed())
-		ns = n.Name
+		ns = framework.CreateNamespace(ctx, k8sClient, "e2e")
 	})
 
 	It("gives every host of two 64-host v6e slices a unique ID", func() {

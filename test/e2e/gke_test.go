@@ -21,19 +21,18 @@ import (
 	. "github.com/onsi/gomega"
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
 	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
+	"github.com/ray-tpu/tpu-slice-operator/test/integration/framework"
 )
 
 var _ = Describe("GKE dynamic slicing with Kueue (Ray's TPU subslicing guide)", Ordered, Serial, func() {
 	It("admits the guide's tpu7x manifest end to end: 192 hosts from the slice-topology annotation, an accelerator-only nodeSelector, suspended then resumed", func() {
-		n := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-dws-"}}
-		Expect(k8sClient.Create(ctx, n)).To(Succeed())
-		b := testutil.MakeRayCluster("dws", n.Name).TPUGroup("tpu", "tpu7x", "4x12x16", 4, 192, 1).
+		ns := framework.CreateNamespace(ctx, k8sClient, "e2e-dws")
+		b := testutil.MakeRayCluster("dws", ns).TPUGroup("tpu", "tpu7x", "4x12x16", 4, 192, 1).
 			WithoutNodeSelector(0, constants.TopologyNodeSelectorKey).
 			GroupAnnotation(0, constants.SliceTopologyAnnotation, "4x12x16").
 			Label(constants.KueueQueueNameLabel, "tpu7x-queue")

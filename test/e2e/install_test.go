@@ -19,7 +19,6 @@ package e2e
 import (
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -31,7 +30,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -94,13 +92,14 @@ func installIntoRunningCluster(ns string, gate bool) {
 
 	By("installing the operator's webhook replicas, then scaling the group up 2 → 3 at once")
 	before := adoptionCounts()
-	watcher := watchI1(ns)
-	defer watcher.stop()
+	watcher, err := env.WatchI1(ctx, ns, nil)
+	Expect(err).NotTo(HaveOccurred())
+	defer watcher.Stop()
 	env.BypassWith(nil)
 	startOperator(false)
 	update(rc, func(rc *rayv1.RayCluster) { rc.Spec.WorkerGroupSpecs[0].Replicas = ptr.To[int32](3) })
 	Eventually(func() []corev1.Pod { return workerPods(rc, "tpu") }, testutil.LongTimeout, testutil.Interval).Should(HaveLen(12))
-	_, err := framework.CheckAdmitted(ctx, k8sClient, ns)
+	_, err = framework.CheckAdmitted(ctx, k8sClient, ns)
 	Expect(err).NotTo(HaveOccurred(), "the new replica's Pods duplicate no adopted ID")
 
 	By("starting the reconciler too")
@@ -125,7 +124,7 @@ func installIntoRunningCluster(ns string, gate bool) {
 		return uids
 	}, testutil.LongTimeout, testutil.Interval).Should(And(HaveLen(12), Not(ContainElement(victim.UID))))
 	expectSettled(rc, map[string]int{"tpu": 12})
-	Expect(watcher.violations()).To(BeEmpty(), "I1 on every Pod event after the install")
+	Expect(watcher.Violations()).To(BeEmpty(), "I1 on every Pod event after the install")
 }
 
 // referenceWebhook returns what the reference webhook does to the TPU worker Pods of namespace ns
@@ -302,43 +301,4 @@ func waitNotFound(p *corev1.Pod) time.Time {
 		return apierrors.IsNotFound(err)
 	}, testutil.Timeout, time.Millisecond).Should(BeTrue())
 	return at
-}
-
-// i1Watcher checks I1 on the namespace's live Pods at every Pod watch event.
-type i1Watcher struct {
-	w    watch.Interface
-	done chan struct{}
-	mu   sync.Mutex
-	errs []string
-}
-
-func watchI1(ns string) *i1Watcher {
-	GinkgoHelper()
-	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: k8sClient.Scheme()})
-	Expect(err).NotTo(HaveOccurred())
-	w, err := wc.Watch(ctx, &corev1.PodList{}, client.InNamespace(ns))
-	Expect(err).NotTo(HaveOccurred())
-	iw := &i1Watcher{w: w, done: make(chan struct{})}
-	go func() {
-		defer close(iw.done)
-		for range w.ResultChan() {
-			if _, err := framework.CheckAdmitted(ctx, k8sClient, ns); err != nil && strings.Contains(err.Error(), "I1:") {
-				iw.mu.Lock()
-				iw.errs = append(iw.errs, err.Error())
-				iw.mu.Unlock()
-			}
-		}
-	}()
-	return iw
-}
-
-func (iw *i1Watcher) stop() {
-	iw.w.Stop()
-	<-iw.done
-}
-
-func (iw *i1Watcher) violations() []string {
-	iw.mu.Lock()
-	defer iw.mu.Unlock()
-	return iw.errs
 }

@@ -20,14 +20,11 @@ limitations under the License.
 package e2e
 
 import (
-	"context"
 	"testing"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/ray-tpu/tpu-slice-operator/controllers"
 	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
@@ -37,30 +34,26 @@ import (
 
 const webhookInstances = 3
 
-// ctx lives as long as the suite; AfterSuite cancels it.
-var ctx, cancel = context.WithCancel(context.Background())
+// ctx lives as long as the suite.
+var ctx = framework.SuiteContext()
 
 var (
-	env         *framework.Env
-	k8sClient   client.Client
-	instances   []*framework.Instance
-	stopKubeRay func() error
+	env       *framework.Env
+	k8sClient client.Client
+	instances []*framework.Instance
 )
 
 func TestE2E(t *testing.T) {
-	RegisterFailHandler(Fail)
-	RunSpecs(t, "KubeRay end-to-end suite")
+	framework.RunSuite(t, "KubeRay end-to-end suite")
 }
 
 var _ = BeforeSuite(func() {
-	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
-	var err error
-	env, err = framework.Start()
-	Expect(err).NotTo(HaveOccurred())
+	env = framework.StartSuite()
 	k8sClient = env.Client
 	startOperator(true)
-	stopKubeRay, err = env.StartKubeRay(ctx)
+	stopKubeRay, err := env.StartKubeRay(ctx)
 	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(stopKubeRay)
 })
 
 // startOperator starts the operator's instances (three webhook replicas forwarding claims as the
@@ -69,16 +62,11 @@ var _ = BeforeSuite(func() {
 func startOperator(reconcile bool) {
 	GinkgoHelper()
 	var err error
-	instances, err = env.StartInstances(ctx, webhookInstances, func(i int) framework.InstanceOptions {
-		return framework.InstanceOptions{
-			Operator: operator.Options{
-				DisableControllers: i > 0 || !reconcile,
-				Controllers:        controllers.Options{PendingTTL: pendingTTL},
-				Metrics:            metrics.Default, // shared: adoptionCounts reads it across restarts
-			},
-			Forward: true, // as the production install runs
-		}
-	})
+	instances, err = env.StartInstances(ctx, webhookInstances, framework.Replicas(operator.Options{
+		DisableControllers: !reconcile,
+		Controllers:        controllers.Options{PendingTTL: pendingTTL},
+		Metrics:            metrics.Default, // shared: adoptionCounts reads it across restarts
+	}))
 	Expect(err).NotTo(HaveOccurred())
 }
 
@@ -91,13 +79,3 @@ func stopOperator() {
 	}
 	instances = nil
 }
-
-var _ = AfterSuite(func() {
-	if stopKubeRay != nil {
-		Expect(stopKubeRay()).To(Succeed())
-	}
-	cancel()
-	if env != nil {
-		Expect(env.Stop()).To(Succeed())
-	}
-})

@@ -232,6 +232,17 @@ type InstanceOptions struct {
 	ForwardToken string
 }
 
+// Replicas returns, for StartInstances, the options of webhook replicas as the production install
+// runs them: each forwards claims, and only replica 0 may run the reconciler. base holds every
+// replica's other operator options.
+func Replicas(base operator.Options) func(i int) InstanceOptions {
+	return func(i int) InstanceOptions {
+		o := base
+		o.DisableControllers = o.DisableControllers || i > 0
+		return InstanceOptions{Operator: o, Forward: true}
+	}
+}
+
 // StartInstances starts n instances, with the options opts gives for each index, and makes the
 // proxy spread admissions over them.
 func (e *Env) StartInstances(ctx context.Context, n int, opts func(i int) InstanceOptions) ([]*Instance, error) {
@@ -398,33 +409,53 @@ const rejectPath = "/reject"
 // InstallRejectingWebhook registers a validating Pod webhook that runs after our mutating one and
 // refuses every Pod labeled RejectLabel=true: the Pod's claim is made, but the Pod never appears.
 func (e *Env) InstallRejectingWebhook(ctx context.Context) error {
+	return e.installPodWebhook(ctx, "reject", rejectPath, &metav1.LabelSelector{MatchLabels: map[string]string{RejectLabel: "true"}}, nil)
+}
+
+// installPodWebhook registers the validating webhook <name>.test.tpu.ray.io (configuration
+// test-<name>-pods) for the creates of the Pods selector selects, served by the Env's endpoint at
+// path, failing closed.
+func (e *Env) installPodWebhook(ctx context.Context, name, path string, selector *metav1.LabelSelector, timeoutSeconds *int32) error {
 	wio := &e.Env.WebhookInstallOptions
-	url := "https://" + net.JoinHostPort(wio.LocalServingHost, strconv.Itoa(wio.LocalServingPort)) + rejectPath
+	url := "https://" + net.JoinHostPort(wio.LocalServingHost, strconv.Itoa(wio.LocalServingPort)) + path
 	return e.Client.Create(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: "test-reject-pods"},
+		ObjectMeta: metav1.ObjectMeta{Name: "test-" + name + "-pods"},
 		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
-			Name:                    "reject.test.tpu.ray.io",
+			Name:                    name + ".test.tpu.ray.io",
 			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: wio.LocalServingCAData},
 			Rules:                   []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create}, Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}}}},
-			ObjectSelector:          &metav1.LabelSelector{MatchLabels: map[string]string{RejectLabel: "true"}},
+			ObjectSelector:          selector,
 			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
 			AdmissionReviewVersions: []string{"v1"},
 			FailurePolicy:           ptr.To(admissionregistrationv1.Fail),
+			TimeoutSeconds:          timeoutSeconds,
 		}},
 	})
 }
 
 func rejectAll(w http.ResponseWriter, r *http.Request) {
+	answerReview(w, r, func(req *admissionv1.AdmissionRequest) (*admissionv1.AdmissionResponse, error) {
+		return &admissionv1.AdmissionResponse{
+			UID: req.UID, Allowed: false,
+			Result: &metav1.Status{Code: http.StatusForbidden, Message: "rejected by the test's later validating webhook"},
+		}, nil
+	})
+}
+
+// answerReview decodes the AdmissionReview r carries and writes it back with the response respond
+// makes of its request, or answers 400 when either fails.
+func answerReview(w http.ResponseWriter, r *http.Request, respond func(*admissionv1.AdmissionRequest) (*admissionv1.AdmissionResponse, error)) {
 	var review admissionv1.AdmissionReview
 	if err := json.NewDecoder(r.Body).Decode(&review); err != nil || review.Request == nil {
 		http.Error(w, "bad AdmissionReview", http.StatusBadRequest)
 		return
 	}
-	review.Response = &admissionv1.AdmissionResponse{
-		UID: review.Request.UID, Allowed: false,
-		Result: &metav1.Status{Code: http.StatusForbidden, Message: "rejected by the test's later validating webhook"},
+	resp, err := respond(review.Request)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
 	}
-	review.Request = nil
+	review.Response, review.Request = resp, nil
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(&review)
 }
@@ -476,20 +507,17 @@ func (e *Env) BypassWith(mutate func(*corev1.Pod)) {
 }
 
 func admitMutated(w http.ResponseWriter, r *http.Request, mutate func(*corev1.Pod)) {
-	var review admissionv1.AdmissionReview
-	if err := json.NewDecoder(r.Body).Decode(&review); err != nil || review.Request == nil {
-		http.Error(w, "bad AdmissionReview", http.StatusBadRequest)
-		return
-	}
-	resp := &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: true}
-	if review.Request.Kind.Kind == "Pod" && review.Request.Operation == admissionv1.Create {
+	answerReview(w, r, func(req *admissionv1.AdmissionRequest) (*admissionv1.AdmissionResponse, error) {
+		resp := &admissionv1.AdmissionResponse{UID: req.UID, Allowed: true}
+		if req.Kind.Kind != "Pod" || req.Operation != admissionv1.Create {
+			return resp, nil
+		}
 		pod := &corev1.Pod{}
-		if err := json.Unmarshal(review.Request.Object.Raw, pod); err != nil {
-			http.Error(w, "bad Pod", http.StatusBadRequest)
-			return
+		if err := json.Unmarshal(req.Object.Raw, pod); err != nil {
+			return nil, errors.New("bad Pod")
 		}
 		if pod.Namespace == "" {
-			pod.Namespace = review.Request.Namespace
+			pod.Namespace = req.Namespace
 		}
 		raw := mustJSON(pod)
 		mutate(pod)
@@ -498,22 +526,14 @@ func admitMutated(w http.ResponseWriter, r *http.Request, mutate func(*corev1.Po
 			resp.Patch = mustJSON(patched.Patches)
 			resp.PatchType = ptr.To(admissionv1.PatchTypeJSONPatch)
 		}
-	}
-	review.Response, review.Request = resp, nil
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(&review)
+		return resp, nil
+	})
 }
 
 func allowUnchanged(w http.ResponseWriter, r *http.Request) {
-	var review admissionv1.AdmissionReview
-	if err := json.NewDecoder(r.Body).Decode(&review); err != nil || review.Request == nil {
-		http.Error(w, "bad AdmissionReview", http.StatusBadRequest)
-		return
-	}
-	review.Response = &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: true}
-	review.Request = nil
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(&review)
+	answerReview(w, r, func(req *admissionv1.AdmissionRequest) (*admissionv1.AdmissionResponse, error) {
+		return &admissionv1.AdmissionResponse{UID: req.UID, Allowed: true}, nil
+	})
 }
 
 // DelayLabel holds, on a Pod, how long (a Go duration) the validating webhook InstallDelayingWebhook
@@ -526,21 +546,8 @@ const delayPath = "/delay"
 // that holds each Pod labeled DelayLabel for that long before admitting it (at most 29 s: its
 // timeout is 30 s).
 func (e *Env) InstallDelayingWebhook(ctx context.Context) error {
-	wio := &e.Env.WebhookInstallOptions
-	url := "https://" + net.JoinHostPort(wio.LocalServingHost, strconv.Itoa(wio.LocalServingPort)) + delayPath
-	return e.Client.Create(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: "test-delay-pods"},
-		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
-			Name:                    "delay.test.tpu.ray.io",
-			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: wio.LocalServingCAData},
-			Rules:                   []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create}, Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}}}},
-			ObjectSelector:          &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: DelayLabel, Operator: metav1.LabelSelectorOpExists}}},
-			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
-			AdmissionReviewVersions: []string{"v1"},
-			FailurePolicy:           ptr.To(admissionregistrationv1.Fail),
-			TimeoutSeconds:          ptr.To[int32](30),
-		}},
-	})
+	return e.installPodWebhook(ctx, "delay", delayPath,
+		&metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: DelayLabel, Operator: metav1.LabelSelectorOpExists}}}, ptr.To[int32](30))
 }
 
 func delay(w http.ResponseWriter, r *http.Request) {

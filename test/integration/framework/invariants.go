@@ -22,11 +22,14 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
+	"sync"
 
 	rayutils "github.com/ray-project/kuberay/ray-operator/controllers/ray/utils"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
@@ -198,4 +201,72 @@ func CheckClaimsMatchPodsExcept(ctx context.Context, c client.Reader, namespace 
 		errs = append(errs, fmt.Errorf("I3: live Pod %s holds worker ID %d of slice %s but no claim", p.Name, id.WorkerID, id.SliceName()))
 	}
 	return errors.Join(errs...)
+}
+
+// I1Watcher checks I1 (CheckAdmittedPods) on a namespace's live Pods at every Pod watch event, and
+// records the Pods it sees deleted (for I6).
+type I1Watcher struct {
+	w        watch.Interface
+	done     chan struct{}
+	stopOnce sync.Once
+	mu       sync.Mutex
+	errs     []string
+	deleted  []string
+}
+
+// WatchI1 starts an I1Watcher on namespace ns, checking the Pods keep accepts (all when keep is
+// nil) with the Env's client. Stop it with Stop.
+func (e *Env) WatchI1(ctx context.Context, ns string, keep func(*corev1.Pod) bool) (*I1Watcher, error) {
+	wc, err := client.NewWithWatch(e.Config, client.Options{Scheme: e.Client.Scheme()})
+	if err != nil {
+		return nil, err
+	}
+	w, err := wc.Watch(ctx, &corev1.PodList{}, client.InNamespace(ns))
+	if err != nil {
+		return nil, err
+	}
+	iw := &I1Watcher{w: w, done: make(chan struct{})}
+	go func() {
+		defer close(iw.done)
+		for ev := range w.ResultChan() {
+			if pod, ok := ev.Object.(*corev1.Pod); ok && ev.Type == watch.Deleted {
+				iw.mu.Lock()
+				iw.deleted = append(iw.deleted, pod.Name)
+				iw.mu.Unlock()
+			}
+			if _, err := CheckAdmittedPods(ctx, e.Client, ns, keep); ViolatesI1(err) {
+				iw.mu.Lock()
+				iw.errs = append(iw.errs, err.Error())
+				iw.mu.Unlock()
+			}
+		}
+	}()
+	return iw, nil
+}
+
+// Stop stops the watch and waits for the last check; later calls do nothing.
+func (iw *I1Watcher) Stop() {
+	iw.stopOnce.Do(func() {
+		iw.w.Stop()
+		<-iw.done
+	})
+}
+
+// Violations returns the I1 violations seen so far, one CheckAdmittedPods error per event.
+func (iw *I1Watcher) Violations() []string {
+	iw.mu.Lock()
+	defer iw.mu.Unlock()
+	return slices.Clone(iw.errs)
+}
+
+// Deleted returns the names of the Pods seen deleted so far.
+func (iw *I1Watcher) Deleted() []string {
+	iw.mu.Lock()
+	defer iw.mu.Unlock()
+	return slices.Clone(iw.deleted)
+}
+
+// ViolatesI1 reports whether err, from CheckAdmitted or CheckAdmittedPods, names an I1 violation.
+func ViolatesI1(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "I1:")
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/onsi/gomega"
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -159,4 +160,12 @@ func SliceCount(ctx context.Context, c client.Reader, ns string) int {
 	var list tpuv1alpha1.TPUSliceAssignmentList
 	gomega.Expect(c.List(ctx, &list, client.InNamespace(ns))).To(gomega.Succeed())
 	return len(list.Items)
+}
+
+// CreateNamespace creates a namespace named <prefix>-<random> and returns its name.
+func CreateNamespace(ctx context.Context, c client.Client, prefix string) string {
+	ginkgo.GinkgoHelper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}
+	gomega.Expect(c.Create(ctx, ns)).To(gomega.Succeed())
+	return ns.Name
 }

@@ -46,9 +46,7 @@ const degradedWithin = 5 * time.Second
 var _ = Describe("Slice health", func() {
 	var ns string
 	BeforeEach(func() {
-		n := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "health-"}}
-		Expect(k8sClient.Create(ctx, n)).To(Succeed())
-		ns = n.Name
+		ns = framework.CreateNamespace(ctx, k8sClient, "health")
 	})
 
 	It("reports a 4-host slice bound inside one pool Scheduled, Placed and Ready, with Events on the RayCluster", func() {

@@ -19,15 +19,12 @@ limitations under the License.
 package health
 
 import (
-	"context"
 	"testing"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/ray-tpu/tpu-slice-operator/controllers"
 	"github.com/ray-tpu/tpu-slice-operator/internal/operator"
@@ -37,8 +34,8 @@ import (
 // pendingTTL is short here so that I3 settles quickly.
 const pendingTTL = 3 * time.Second
 
-// ctx lives as long as the suite; AfterSuite cancels it.
-var ctx, cancel = context.WithCancel(context.Background())
+// ctx lives as long as the suite.
+var ctx = framework.SuiteContext()
 
 var (
 	env       *framework.Env
@@ -46,29 +43,13 @@ var (
 )
 
 func TestHealth(t *testing.T) {
-	RegisterFailHandler(Fail)
-	RunSpecs(t, "Slice health suite")
+	framework.RunSuite(t, "Slice health suite")
 }
 
 var _ = BeforeSuite(func() {
-	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
-	var err error
-	env, err = framework.Start()
-	Expect(err).NotTo(HaveOccurred())
+	env = framework.StartSuite()
 	k8sClient = env.Client
 	// One webhook replica with the reconciler and one without, forwarding claims as in production.
-	_, err = env.StartInstances(ctx, 2, func(i int) framework.InstanceOptions {
-		return framework.InstanceOptions{
-			Operator: operator.Options{DisableControllers: i > 0, Controllers: controllers.Options{PendingTTL: pendingTTL}},
-			Forward:  true,
-		}
-	})
+	_, err := env.StartInstances(ctx, 2, framework.Replicas(operator.Options{Controllers: controllers.Options{PendingTTL: pendingTTL}}))
 	Expect(err).NotTo(HaveOccurred())
-})
-
-var _ = AfterSuite(func() {
-	cancel()
-	if env != nil {
-		Expect(env.Stop()).To(Succeed())
-	}
 })

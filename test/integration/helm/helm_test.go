@@ -20,7 +20,6 @@ limitations under the License.
 package helm
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -38,10 +37,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/ray-tpu/tpu-slice-operator/internal/localenv"
 	"github.com/ray-tpu/tpu-slice-operator/test/integration/framework"
@@ -54,30 +50,21 @@ const (
 	releaseNamespace = "tpu-helm"
 )
 
+// ctx lives as long as the suite.
+var ctx = framework.SuiteContext()
+
 var (
-	testEnv   *envtest.Environment
 	k8sClient client.Client
-	ctx       = context.Background()
 	chartDir  = filepath.Join(localenv.RootDir(), "charts", "tpu-slice-operator")
 )
 
 func TestHelm(t *testing.T) {
-	RegisterFailHandler(Fail)
-	RunSpecs(t, "Helm chart suite")
+	framework.RunSuite(t, "Helm chart suite")
 }
 
 var _ = BeforeSuite(func() {
-	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
 	// Only KubeRay's CRD: ours comes from the chart. No webhooks are served here.
-	var err error
-	testEnv, k8sClient, err = framework.StartBare()
-	Expect(err).NotTo(HaveOccurred())
-})
-
-var _ = AfterSuite(func() {
-	if testEnv != nil {
-		Expect(testEnv.Stop()).To(Succeed())
-	}
+	_, k8sClient = framework.StartBareSuite()
 })
 
 var _ = Describe("The Helm chart", func() {

@@ -19,7 +19,6 @@ package identity
 import (
 	"encoding/json"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -32,7 +31,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
@@ -47,9 +45,7 @@ import (
 var _ = Describe("No request can destroy live claims", func() {
 	var ns string
 	BeforeEach(func() {
-		n := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "guards-"}}
-		Expect(k8sClient.Create(ctx, n)).To(Succeed())
-		ns = n.Name
+		ns = framework.CreateNamespace(ctx, k8sClient, "guards")
 	})
 
 	It("refuses a Pod of another host count next to a running slice, and deletes none of its Pods", func() {
@@ -94,7 +90,7 @@ var _ = Describe("No request can destroy live claims", func() {
 	It("never lets a create of a deleted RayCluster generation touch the new one's slices", func() {
 		rc := cluster(ns, "regen", "4x4", 4, 4, 1)
 		watcher := watchI1(ns)
-		defer watcher.stop()
+		defer watcher.Stop()
 
 		By("a create of the first generation held 4 s in a slower webhook after our claim")
 		held := testutil.WorkerPodFor(rc, "tpu").Label(framework.DelayLabel, "4s").Obj()
@@ -134,7 +130,7 @@ var _ = Describe("No request can destroy live claims", func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(status).To(Equal(http.StatusOK))
 		Expect(string(body)).To(ContainSubstring("has been deleted"))
-		Expect(watcher.violations()).To(BeEmpty(), "I1 on every Pod event")
+		Expect(watcher.Violations()).To(BeEmpty(), "I1 on every Pod event")
 	})
 
 	It("never lets a Pod of an older KubeRay replica replace the newer one", func() {
@@ -210,55 +206,10 @@ func sliceOf(ns string) *tpuv1alpha1.TPUSliceAssignment {
 	return &list.Items[0]
 }
 
-// i1Watcher checks I1 on the namespace's live Pods at every Pod watch event.
-type i1Watcher struct {
-	w    watch.Interface
-	done chan struct{}
-	mu   sync.Mutex
-	errs []string
-}
-
-func watchI1(ns string) *i1Watcher {
+// watchI1 starts the framework's I1Watcher on the namespace's Pods labeled as KubeRay workers.
+func watchI1(ns string) *framework.I1Watcher {
 	GinkgoHelper()
-	var list corev1.PodList
-	w, err := envWatch(ns, &list)
+	w, err := env.WatchI1(ctx, ns, func(p *corev1.Pod) bool { return p.Labels[rayutils.RayNodeTypeLabelKey] == "worker" })
 	Expect(err).NotTo(HaveOccurred())
-	iw := &i1Watcher{w: w, done: make(chan struct{})}
-	go func() {
-		defer close(iw.done)
-		for range w.ResultChan() {
-			if _, err := framework.CheckAdmittedPods(ctx, k8sClient, ns, func(p *corev1.Pod) bool {
-				return p.Labels[rayutils.RayNodeTypeLabelKey] == "worker"
-			}); err != nil && containsI1(err) {
-				iw.mu.Lock()
-				iw.errs = append(iw.errs, err.Error())
-				iw.mu.Unlock()
-			}
-		}
-	}()
-	return iw
-}
-
-func (iw *i1Watcher) stop() {
-	iw.w.Stop()
-	<-iw.done
-}
-
-func (iw *i1Watcher) violations() []string {
-	iw.mu.Lock()
-	defer iw.mu.Unlock()
-	return iw.errs
-}
-
-// envWatch watches the namespace's objects of list's kind.
-func envWatch(ns string, list client.ObjectList) (watch.Interface, error) {
-	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: k8sClient.Scheme()})
-	if err != nil {
-		return nil, err
-	}
-	return wc.Watch(ctx, list, client.InNamespace(ns))
-}
-
-func containsI1(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "I1:")
+	return w
 }

@@ -47,9 +47,7 @@ const replacementBound = 2 * time.Second
 var _ = Describe("Claims follow the Pods' immutable identity", func() {
 	var ns string
 	BeforeEach(func() {
-		n := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "identity-"}}
-		Expect(k8sClient.Create(ctx, n)).To(Succeed())
-		ns = n.Name
+		ns = framework.CreateNamespace(ctx, k8sClient, "identity")
 	})
 	AfterEach(func() {
 		By("claims equal the live Pods once activity stops (I3), I1 and I2")

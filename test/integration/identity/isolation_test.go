@@ -17,17 +17,13 @@ limitations under the License.
 package identity
 
 import (
-	"slices"
 	"strconv"
-	"sync"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	rayutils "github.com/ray-project/kuberay/ray-operator/controllers/ray/utils"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
@@ -43,9 +39,7 @@ import (
 var _ = Describe("A Pod isolated by removing a KubeRay label", func() {
 	var ns string
 	BeforeEach(func() {
-		n := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "isolate-"}}
-		Expect(k8sClient.Create(ctx, n)).To(Succeed())
-		ns = n.Name
+		ns = framework.CreateNamespace(ctx, k8sClient, "isolate")
 	})
 	AfterEach(func() {
 		By("claims equal the live Pods, the isolated one included (I3), I1 and I2")
@@ -55,8 +49,9 @@ var _ = Describe("A Pod isolated by removing a KubeRay label", func() {
 	DescribeTable("keeps its claim while pending and bound, and is not deleted when the label is restored",
 		func(label string) {
 			rc := cluster(ns, "iso", "4x4", 4, 4, 1)
-			watcher := watchPods(ns)
-			defer watcher.stop()
+			watcher, err := env.WatchI1(ctx, ns, nil)
+			Expect(err).NotTo(HaveOccurred())
+			defer watcher.Stop()
 
 			By("kubectl label pod P " + label + "- right after P's create, while its claim is pending")
 			p := framework.MustCreate(ctx, k8sClient, testutil.WorkerPodFor(rc, "tpu").Obj())
@@ -73,7 +68,7 @@ var _ = Describe("A Pod isolated by removing a KubeRay label", func() {
 			for _, o := range others {
 				Expect(framework.WorkerID(o)).NotTo(Equal(id), "Pod %s got the isolated Pod's ID", o.Name)
 			}
-			err := k8sClient.Create(ctx, testutil.WorkerPodFor(rc, "tpu").Obj())
+			err = k8sClient.Create(ctx, testutil.WorkerPodFor(rc, "tpu").Obj())
 			Expect(err).To(MatchError(ContainSubstring("fully claimed")))
 
 			By("a bound Pod's " + label + " label removed too: nothing released")
@@ -89,9 +84,9 @@ var _ = Describe("A Pod isolated by removing a KubeRay label", func() {
 			Consistently(func() map[int32]types.UID { return claimsOf(ns) }, 2*controllers.DefaultBindSettle, testutil.Interval).Should(Equal(before))
 			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(p), &corev1.Pod{})).To(Succeed(), "P is running")
 
-			watcher.stop()
-			Expect(watcher.i1Violations()).To(BeEmpty(), "I1 on every Pod event")
-			Expect(watcher.deleted()).To(BeEmpty(), "I6: the operator deleted a running Pod")
+			watcher.Stop()
+			Expect(watcher.Violations()).To(BeEmpty(), "I1 on every Pod event")
+			Expect(watcher.Deleted()).To(BeEmpty(), "I6: the operator deleted a running Pod")
 		},
 		Entry("ray.io/group", rayutils.RayNodeGroupLabelKey),
 		Entry("ray.io/cluster", rayutils.RayClusterLabelKey),
@@ -135,58 +130,4 @@ func int32FromString(s string) int32 {
 	n, err := strconv.ParseInt(s, 10, 32)
 	Expect(err).NotTo(HaveOccurred())
 	return int32(n)
-}
-
-// podWatcher checks I1 on the namespace's live Pods, whatever their labels, at every Pod watch
-// event, and records every Pod deletion it sees.
-type podWatcher struct {
-	w        watch.Interface
-	done     chan struct{}
-	stopOnce sync.Once
-	mu       sync.Mutex
-	errs     []string
-	gone     []string
-}
-
-func watchPods(ns string) *podWatcher {
-	GinkgoHelper()
-	var list corev1.PodList
-	w, err := envWatch(ns, &list)
-	Expect(err).NotTo(HaveOccurred())
-	pw := &podWatcher{w: w, done: make(chan struct{})}
-	go func() {
-		defer close(pw.done)
-		for ev := range w.ResultChan() {
-			pw.mu.Lock()
-			if pod, ok := ev.Object.(*corev1.Pod); ok && ev.Type == watch.Deleted {
-				pw.gone = append(pw.gone, pod.Name)
-			}
-			pw.mu.Unlock()
-			if _, err := framework.CheckAdmittedPods(ctx, k8sClient, ns, nil); containsI1(err) {
-				pw.mu.Lock()
-				pw.errs = append(pw.errs, err.Error())
-				pw.mu.Unlock()
-			}
-		}
-	}()
-	return pw
-}
-
-func (pw *podWatcher) stop() {
-	pw.stopOnce.Do(func() {
-		pw.w.Stop()
-		<-pw.done
-	})
-}
-
-func (pw *podWatcher) i1Violations() []string {
-	pw.mu.Lock()
-	defer pw.mu.Unlock()
-	return slices.Clone(pw.errs)
-}
-
-func (pw *podWatcher) deleted() []string {
-	pw.mu.Lock()
-	defer pw.mu.Unlock()
-	return slices.Clone(pw.gone)
 }

@@ -31,7 +31,6 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
@@ -53,9 +52,7 @@ const injectingToken = "x\n1 y\n2 z"
 var _ = Describe("Stored claim lines", func() {
 	var ns string
 	BeforeEach(func() {
-		n := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "lines-"}}
-		Expect(k8sClient.Create(ctx, n)).To(Succeed())
-		ns = n.Name
+		ns = framework.CreateNamespace(ctx, k8sClient, "lines")
 	})
 
 	It("never take a claim token a Pod carries that would inject claims or break the line", func() {
@@ -100,9 +97,7 @@ var _ = Describe("Stored claim lines", func() {
 
 var _ = Describe("A slice whose stored lines do not parse", Serial, func() {
 	It("stops no other slice: it is reported, repaired from its live Pods, and a new operator instance becomes ready next to it", func() {
-		n := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "malformed-"}}
-		Expect(k8sClient.Create(ctx, n)).To(Succeed())
-		ns := n.Name
+		ns := framework.CreateNamespace(ctx, k8sClient, "malformed")
 		rc := cluster(ns, "bad", "4x4", 4, 4, 1)
 		held := framework.CreatePods(ctx, k8sClient, rc, "tpu", 2)
 		framework.ExpectBound(ctx, k8sClient, ns, 2)

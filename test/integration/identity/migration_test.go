@@ -21,8 +21,6 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -36,9 +34,7 @@ import (
 
 var _ = Describe("TPUSliceAssignments stored by earlier versions", Serial, func() {
 	It("stay readable, keep their claims, and are stored in the string form at their next write", func() {
-		n := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "migration-"}}
-		Expect(k8sClient.Create(ctx, n)).To(Succeed())
-		ns := n.Name
+		ns := framework.CreateNamespace(ctx, k8sClient, "migration")
 		rc := cluster(ns, "old", "4x4", 4, 4, 1)
 		By("the earlier version's objects are written while no reconciler runs, as before an upgrade")
 		Expect(instances[0].Stop()).To(Succeed())

@@ -25,7 +25,6 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
@@ -58,9 +57,7 @@ var _ = Describe("A Pod whose topology gives another host count than its group's
 	It("is denied at once naming both counts, and the group's own Pods all get their IDs, in any order", func() {
 		for _, round := range rounds {
 			By(round.name)
-			n := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "shape-"}}
-			Expect(k8sClient.Create(ctx, n)).To(Succeed())
-			ns := n.Name
+			ns := framework.CreateNamespace(ctx, k8sClient, "shape")
 			rc := cluster(ns, "shape", "4x4", 4, 4, 1)
 			watcher := watchI1(ns)
 			odd := func() *corev1.Pod { return testutil.WorkerPodFor(rc, "tpu").Topology("tpu-v6e-slice", "2x4").Obj() }
@@ -136,8 +133,8 @@ var _ = Describe("A Pod whose topology gives another host count than its group's
 			Expect(list.Items[0].Spec.Hosts).To(Equal(int32(4)), "no slice of the odd host count")
 			Expect(list.Items[0].Spec.Topology).To(Equal("4x4"))
 			expectSettled(ns)
-			watcher.stop()
-			Expect(watcher.violations()).To(BeEmpty(), "I1 on every Pod event")
+			watcher.Stop()
+			Expect(watcher.Violations()).To(BeEmpty(), "I1 on every Pod event")
 		}
 	})
 })

@@ -21,21 +21,18 @@ limitations under the License.
 package identity
 
 import (
-	"context"
 	"testing"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/ray-tpu/tpu-slice-operator/internal/operator"
 	"github.com/ray-tpu/tpu-slice-operator/test/integration/framework"
 )
 
-// ctx lives as long as the suite; AfterSuite cancels it.
-var ctx, cancel = context.WithCancel(context.Background())
+// ctx lives as long as the suite.
+var ctx = framework.SuiteContext()
 
 var (
 	env       *framework.Env
@@ -44,26 +41,14 @@ var (
 )
 
 func TestIdentity(t *testing.T) {
-	RegisterFailHandler(Fail)
-	RunSpecs(t, "Claim identity suite")
+	framework.RunSuite(t, "Claim identity suite")
 }
 
 var _ = BeforeSuite(func() {
-	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
-	var err error
-	env, err = framework.Start()
-	Expect(err).NotTo(HaveOccurred())
+	env = framework.StartSuite()
 	k8sClient = env.Client
 	Expect(env.InstallDelayingWebhook(ctx)).To(Succeed())
-	instances, err = env.StartInstances(ctx, 3, func(i int) framework.InstanceOptions {
-		return framework.InstanceOptions{Operator: operator.Options{DisableControllers: i != 0}, Forward: true}
-	})
+	var err error
+	instances, err = env.StartInstances(ctx, 3, framework.Replicas(operator.Options{}))
 	Expect(err).NotTo(HaveOccurred())
-})
-
-var _ = AfterSuite(func() {
-	cancel()
-	if env != nil {
-		Expect(env.Stop()).To(Succeed())
-	}
 })

@@ -54,11 +54,9 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -76,29 +74,21 @@ const (
 	deploymentName   = "tpu-slice-operator-controller-manager"
 )
 
+// ctx lives as long as the suite.
+var ctx = framework.SuiteContext()
+
 var (
 	testEnv   *envtest.Environment
 	k8sClient client.Client
-	ctx       = context.Background()
 )
 
 func TestInstall(t *testing.T) {
-	RegisterFailHandler(Fail)
-	RunSpecs(t, "Install suite")
+	framework.RunSuite(t, "Install suite")
 }
 
 var _ = BeforeSuite(func() {
-	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
 	// Only KubeRay's CRD: ours comes from the rendered install itself. No webhooks are served here.
-	var err error
-	testEnv, k8sClient, err = framework.StartBare()
-	Expect(err).NotTo(HaveOccurred())
-})
-
-var _ = AfterSuite(func() {
-	if testEnv != nil {
-		Expect(testEnv.Stop()).To(Succeed())
-	}
+	testEnv, k8sClient = framework.StartBareSuite()
 })
 
 // rendered is the output of kustomize build, object by object.
@@ -552,21 +542,20 @@ var _ = Describe("make deploy (config/default: built-in certificates)", Ordered,
 		validating.Webhooks[0].ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: ptr.To(closed + "/validate-ray-io-v1-raycluster")}
 		Expect(k8sClient.Update(ctx, &validating)).To(Succeed())
 
-		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "install-probe-"}}
-		Expect(k8sClient.Create(ctx, ns)).To(Succeed())
+		ns := framework.CreateNamespace(ctx, k8sClient, "install-probe")
 		refused := MatchError(ContainSubstring("failed calling webhook"))
 		worker := func() *testutil.PodWrapper {
-			return testutil.MakeWorkerPod(ns.Name, "probe", "uid-1", "workers").GenerateName("probe-workers-")
+			return testutil.MakeWorkerPod(ns, "probe", "uid-1", "workers").GenerateName("probe-workers-")
 		}
-		cpuCluster := testutil.MakeRayCluster("cpu", ns.Name).ManagedByMultiKueue().CPUGroup("cpu", 1).Obj()
-		tpuCluster := testutil.MakeRayCluster("tpu", ns.Name).ManagedByMultiKueue().CPUGroup("cpu", 1).
+		cpuCluster := testutil.MakeRayCluster("cpu", ns).ManagedByMultiKueue().CPUGroup("cpu", 1).Obj()
+		tpuCluster := testutil.MakeRayCluster("tpu", ns).ManagedByMultiKueue().CPUGroup("cpu", 1).
 			TPUGroup("tpu", "tpu-v6e-slice", "4x4", 4, 4, 1).Obj()
 		// The webhooks' configuration is read from the API server's cache: wait until it refuses.
 		Eventually(func() error { return k8sClient.Create(ctx, worker().TPU(4).Obj()) }, testutil.Timeout, testutil.Interval).Should(refused)
 		Expect(k8sClient.Create(ctx, tpuCluster)).To(refused)
 
 		Expect(k8sClient.Create(ctx, worker().Obj())).To(Succeed(), "a KubeRay worker Pod without TPUs")
-		Expect(k8sClient.Create(ctx, testutil.MakePod("plain-tpu", ns.Name).TPU(4).Obj())).To(Succeed(), "a TPU Pod that is not a KubeRay worker")
+		Expect(k8sClient.Create(ctx, testutil.MakePod("plain-tpu", ns).TPU(4).Obj())).To(Succeed(), "a TPU Pod that is not a KubeRay worker")
 		Expect(k8sClient.Create(ctx, cpuCluster)).To(Succeed(), "a RayCluster without TPU groups")
 	})
 })

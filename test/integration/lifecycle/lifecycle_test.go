@@ -28,7 +28,6 @@ import (
 	rayutils "github.com/ray-project/kuberay/ray-operator/controllers/ray/utils"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
@@ -40,9 +39,7 @@ import (
 var _ = Describe("Claim lifecycle", func() {
 	var ns string
 	BeforeEach(func() {
-		n := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "life-"}}
-		Expect(k8sClient.Create(ctx, n)).To(Succeed())
-		ns = n.Name
+		ns = framework.CreateNamespace(ctx, k8sClient, "life")
 	})
 	AfterEach(func() {
 		By("claims equal the live Pods once activity stops (I3)")
@@ -184,7 +181,7 @@ var _ = Describe("Claim lifecycle", func() {
 		By("stopping the reconciler's instance and one webhook instance while Pods are being admitted")
 		for i := range 2 {
 			Expect(instances[i].Stop()).To(Succeed())
-			inst, err := env.StartInstance(ctx, instanceOptions(i == 0))
+			inst, err := env.StartInstance(ctx, replicas(i))
 			Expect(err).NotTo(HaveOccurred())
 			instances[i] = inst
 			env.ServeWebhooksFrom(instances...)

@@ -17,15 +17,12 @@ limitations under the License.
 package lifecycle
 
 import (
-	"context"
 	"testing"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/ray-tpu/tpu-slice-operator/controllers"
 	"github.com/ray-tpu/tpu-slice-operator/internal/operator"
@@ -35,8 +32,8 @@ import (
 // pendingTTL is short here so that expiry scenarios run fast; I3 must hold within twice of it.
 const pendingTTL = 2 * time.Second
 
-// ctx lives as long as the suite; AfterSuite cancels it.
-var ctx, cancel = context.WithCancel(context.Background())
+// ctx lives as long as the suite.
+var ctx = framework.SuiteContext()
 
 var (
 	env       *framework.Env
@@ -45,35 +42,18 @@ var (
 )
 
 func TestLifecycle(t *testing.T) {
-	RegisterFailHandler(Fail)
-	RunSpecs(t, "Claim lifecycle suite")
+	framework.RunSuite(t, "Claim lifecycle suite")
 }
 
-func instanceOptions(reconciler bool) framework.InstanceOptions {
-	return framework.InstanceOptions{
-		Operator: operator.Options{
-			DisableControllers: !reconciler,
-			Controllers:        controllers.Options{PendingTTL: pendingTTL},
-		},
-		Forward: true, // as the production install runs
-	}
-}
+// replicas are the operator's instances: webhook replicas forwarding claims, the first reconciling.
+var replicas = framework.Replicas(operator.Options{Controllers: controllers.Options{PendingTTL: pendingTTL}})
 
 var _ = BeforeSuite(func() {
-	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
-	var err error
-	env, err = framework.Start()
-	Expect(err).NotTo(HaveOccurred())
+	env = framework.StartSuite()
 	k8sClient = env.Client
 	Expect(env.InstallRejectingWebhook(ctx)).To(Succeed())
 	Expect(env.InstallDelayingWebhook(ctx)).To(Succeed())
-	instances, err = env.StartInstances(ctx, 3, func(i int) framework.InstanceOptions { return instanceOptions(i == 0) })
+	var err error
+	instances, err = env.StartInstances(ctx, 3, replicas)
 	Expect(err).NotTo(HaveOccurred())
-})
-
-var _ = AfterSuite(func() {
-	cancel()
-	if env != nil {
-		Expect(env.Stop()).To(Succeed())
-	}
 })

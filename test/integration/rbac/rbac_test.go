@@ -315,9 +315,7 @@ func canI(attrs authorizationv1.ResourceAttributes) bool {
 
 func newNamespace() string {
 	GinkgoHelper()
-	n := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "rbac-"}}
-	Expect(admin.Create(ctx, n)).To(Succeed())
-	return n.Name
+	return framework.CreateNamespace(ctx, admin, "rbac")
 }
 
 // createPod creates a Pod as the administrator, retrying transient denials as KubeRay would, and

@@ -38,7 +38,6 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -62,8 +61,8 @@ var rbacKinds = map[string]bool{
 	"ClusterRole": true, "ClusterRoleBinding": true, "Role": true, "RoleBinding": true,
 }
 
-// ctx lives as long as the suite; AfterSuite cancels it.
-var ctx, cancel = context.WithCancel(context.Background())
+// ctx lives as long as the suite.
+var ctx = framework.SuiteContext()
 
 var (
 	env *framework.Env
@@ -85,15 +84,11 @@ var (
 )
 
 func TestRBAC(t *testing.T) {
-	RegisterFailHandler(Fail)
-	RunSpecs(t, "RBAC suite (operator as its ServiceAccount)")
+	framework.RunSuite(t, "RBAC suite (operator as its ServiceAccount)")
 }
 
 var _ = BeforeSuite(func() {
-	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
-	var err error
-	env, err = framework.Start()
-	Expect(err).NotTo(HaveOccurred())
+	env = framework.StartSuite()
 	admin = env.Client
 
 	By("applying the RBAC objects of config/" + installDir + " server-side")
@@ -122,6 +117,7 @@ var _ = BeforeSuite(func() {
 	}
 
 	By("building clients that impersonate " + saUser)
+	var err error
 	asSA, err = client.New(impersonate(nil), client.Options{Scheme: operator.Scheme})
 	Expect(err).NotTo(HaveOccurred())
 	// RBAC objects are effective as soon as the API server's authorizer cache has them.
@@ -172,10 +168,6 @@ var _ = AfterSuite(func() {
 		Expect(inst.Stop()).To(Succeed())
 	}
 	Expect(refusals.Entries()).To(BeEmpty(), "requests of the operator the API server refused")
-	cancel()
-	if env != nil {
-		Expect(env.Stop()).To(Succeed())
-	}
 })
 
 // impersonate returns the administrator's config impersonating the ServiceAccount. The API server

@@ -17,14 +17,11 @@ limitations under the License.
 package webhook
 
 import (
-	"context"
 	"testing"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/ray-tpu/tpu-slice-operator/internal/operator"
 	"github.com/ray-tpu/tpu-slice-operator/test/integration/framework"
@@ -33,8 +30,8 @@ import (
 // webhookInstances is the number of independent operator instances serving the webhooks (docs/spec.md I5).
 const webhookInstances = 3
 
-// ctx lives as long as the suite; AfterSuite cancels it.
-var ctx, cancel = context.WithCancel(context.Background())
+// ctx lives as long as the suite.
+var ctx = framework.SuiteContext()
 
 var (
 	env       *framework.Env
@@ -43,27 +40,13 @@ var (
 )
 
 func TestWebhooks(t *testing.T) {
-	RegisterFailHandler(Fail)
-	RunSpecs(t, "Webhook integration suite")
+	framework.RunSuite(t, "Webhook integration suite")
 }
 
 var _ = BeforeSuite(func() {
-	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
-	var err error
-	env, err = framework.Start()
-	Expect(err).NotTo(HaveOccurred())
+	env = framework.StartSuite()
 	k8sClient = env.Client
-	// Every instance serves the webhooks; the first also runs the reconciler.
-	instances, err = env.StartInstances(ctx, webhookInstances, func(i int) framework.InstanceOptions {
-		// Claim forwarding on, as the production install runs it.
-		return framework.InstanceOptions{Operator: operator.Options{DisableControllers: i > 0}, Forward: true}
-	})
+	var err error
+	instances, err = env.StartInstances(ctx, webhookInstances, framework.Replicas(operator.Options{}))
 	Expect(err).NotTo(HaveOccurred())
-})
-
-var _ = AfterSuite(func() {
-	cancel()
-	if env != nil {
-		Expect(env.Stop()).To(Succeed())
-	}
 })

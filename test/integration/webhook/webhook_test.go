@@ -26,7 +26,6 @@ import (
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
@@ -36,9 +35,7 @@ import (
 )
 
 func newNamespace() string {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "tpu-"}}
-	Expect(k8sClient.Create(ctx, ns)).To(Succeed())
-	return ns.Name
+	return framework.CreateNamespace(ctx, k8sClient, "tpu")
 }
 
 // createCluster creates a RayCluster that KubeRay's controller leaves alone: these tests create
