@@ -110,9 +110,9 @@ func (p *admittedPod) String() string {
 
 // operatorProcess is one incarnation of the operator: its allocator, reconciler and tombstones.
 type operatorProcess struct {
-	alloc  *allocator.Allocator
-	rec    *TPUSliceAssignmentReconciler
-	graves *tombstones.Tombstones
+	alloc   *allocator.Allocator
+	rec     *TPUSliceAssignmentReconciler
+	deleted *tombstones.Tombstones
 }
 
 type model struct {
@@ -141,19 +141,19 @@ func newModel(ctx context.Context) *model {
 
 // start runs a fresh operator process: empty memory, caches listed anew.
 func (m *model) start() {
-	graves := tombstones.New(0)
+	deleted := tombstones.New(0)
 	cache, live := m.w.cacheClient(), m.w.writer(true)
 	m.w.mu.Lock()
-	m.w.graves = graves
+	m.w.tombstones = deleted
 	m.w.mu.Unlock()
 	m.w.relist()
 	m.op = operatorProcess{
-		graves: graves,
+		deleted: deleted,
 		alloc: allocator.New(cache, live, allocator.Options{
-			Timeout: allocator.DefaultTimeout, Tombstones: graves, Metrics: metrics.NewClaimMetrics(),
+			Timeout: allocator.DefaultTimeout, Tombstones: deleted, Metrics: metrics.NewClaimMetrics(),
 		}),
 		rec: &TPUSliceAssignmentReconciler{
-			client: cache, reader: live, recorder: &events.FakeRecorder{}, tombstones: graves,
+			client: cache, reader: live, recorder: &events.FakeRecorder{}, tombstones: deleted,
 			pendingTTL: DefaultPendingTTL, bindSettleTime: DefaultBindSettle, now: time.Now, seen: newObservations(),
 		},
 	}

@@ -74,8 +74,8 @@ type world struct {
 	mu     sync.Mutex
 	pods   *view
 	slices *view
-	// graves receive the DELETED events of the Pod view (the current operator's tombstones).
-	graves *tombstones.Tombstones
+	// tombstones receive the DELETED events of the Pod view (the current operator's tombstones).
+	tombstones *tombstones.Tombstones
 	// gate, when set, holds every cached List of TPUSliceAssignments until it is closed (bursts).
 	gate chan struct{}
 	// violations are invariant breaches seen inside an API call (I6).
@@ -461,8 +461,8 @@ func cmpObj(a, b client.Object) client.Object {
 
 // tombstone records a Pod's DELETED event in the current operator's tombstones; w.mu is held.
 func (w *world) tombstone(obj client.Object) {
-	if pod, ok := obj.(*corev1.Pod); ok && w.graves != nil {
-		w.graves.Record(pod)
+	if pod, ok := obj.(*corev1.Pod); ok && w.tombstones != nil {
+		w.tombstones.Record(pod)
 	}
 }
 

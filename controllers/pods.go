@@ -80,7 +80,7 @@ func (r *TPUSliceAssignmentReconciler) livePods(ctx context.Context, slice *tpuv
 		listed[list.Items[i].UID] = true
 	}
 	var missing []string
-	graves := map[string]tombstones.Pod{} // by the pending claim's token
+	deletedPods := map[string]tombstones.Pod{} // by the pending claim's token
 	for _, c := range slice.Status.Claims {
 		switch {
 		case c.PodUID != "":
@@ -94,7 +94,7 @@ func (r *TPUSliceAssignmentReconciler) livePods(ctx context.Context, slice *tpuv
 			if !ok || listed[t.UID] || t.Slice != slice.Name || t.WorkerID != c.WorkerID {
 				continue
 			}
-			graves[c.Token] = t
+			deletedPods[c.Token] = t
 			missing = append(missing, t.Name)
 		}
 	}
@@ -113,7 +113,7 @@ func (r *TPUSliceAssignmentReconciler) livePods(ctx context.Context, slice *tpuv
 			}
 		}
 	}
-	for token, t := range graves {
+	for token, t := range deletedPods {
 		if !present[t.UID] {
 			v.gone[token] = true
 		}
@@ -189,7 +189,7 @@ func (r *TPUSliceAssignmentReconciler) getPods(ctx context.Context, namespace st
 // does not exist: Pods created before the operator ran, or a create that committed after its slice
 // was deleted (a scale-down while it was in flight). The returned slice is then reconciled as any
 // other, which records those Pods' claims (docs/spec.md §8). It returns nil when no live Pod of a
-// live RayCluster generation names the slice.
+// live RayCluster's UID names the slice.
 func (r *TPUSliceAssignmentReconciler) recreate(ctx context.Context, key types.NamespacedName) (*tpuv1alpha1.TPUSliceAssignment, error) {
 	var pods corev1.PodList
 	if err := r.client.List(ctx, &pods, client.InNamespace(key.Namespace), client.MatchingFields{identity.SliceIndex: key.Name}); err != nil {
@@ -219,7 +219,7 @@ func (r *TPUSliceAssignmentReconciler) recreate(ctx context.Context, key types.N
 }
 
 // specFor returns the spec of the slice a live Pod's identity names, and false when its RayCluster
-// generation or worker group no longer exists (the Pod awaits the garbage collector or KubeRay).
+// UID or worker group no longer exists (the Pod awaits the garbage collector or KubeRay).
 func (r *TPUSliceAssignmentReconciler) specFor(ctx context.Context, pod *corev1.Pod, id identity.Identity) (tpuv1alpha1.TPUSliceAssignmentSpec, bool, error) {
 	rc, err := r.rayCluster(ctx, pod.Namespace, id.Cluster, id.ClusterUID)
 	if err != nil || rc == nil || !id.OfGeneration(rc.UID) {

@@ -189,15 +189,15 @@ func TestReleaseOnlyOnThePodsOwnFate(t *testing.T) {
 						return c.Get(ctx, key, obj, opts...)
 					},
 				}).Build()
-			graves := tombstones.New(0)
+			deleted := tombstones.New(0)
 			if tc.tombstone != nil {
-				graves.Record(tc.tombstone)
+				deleted.Record(tc.tombstone)
 			}
 			ttl := time.Minute
 			if tc.expired {
 				ttl = 0
 			}
-			r := &TPUSliceAssignmentReconciler{client: cache, reader: live, tombstones: graves, pendingTTL: ttl,
+			r := &TPUSliceAssignmentReconciler{client: cache, reader: live, tombstones: deleted, pendingTTL: ttl,
 				now: func() time.Time { return t0 }, seen: newObservations()}
 
 			_, _, d, err := r.decide(t.Context(), tc.slice.Obj().DeepCopy())

@@ -111,7 +111,7 @@ func (r *TPUSliceAssignmentReconciler) rayClusterToSlices(ctx context.Context, o
 }
 
 // Reconcile brings one slice's claims in line with the Pods that hold its worker IDs, re-creates a
-// slice that live Pods still hold IDs of, and removes the slice when its RayCluster generation is
+// slice that live Pods still hold IDs of, and removes the slice when its RayCluster UID is
 // gone or it is an empty replica above the group's count.
 func (r *TPUSliceAssignmentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	slice := &tpuv1alpha1.TPUSliceAssignment{}
@@ -132,7 +132,7 @@ func (r *TPUSliceAssignmentReconciler) Reconcile(ctx context.Context, req ctrl.R
 		return ctrl.Result{}, err
 	}
 	if rc == nil || rc.UID != slice.Spec.RayClusterUID {
-		return ctrl.Result{}, r.deleteSlice(ctx, slice, rc, "its RayCluster generation "+string(slice.Spec.RayClusterUID)+" no longer exists")
+		return ctrl.Result{}, r.deleteSlice(ctx, slice, rc, "its RayCluster with UID "+string(slice.Spec.RayClusterUID)+" no longer exists")
 	}
 	// A slice with malformed lines is repaired only once they have been seen for the pending TTL
 	// (docs/spec.md §8): a bad line may have been the claim of a Pod whose create is still in

@@ -26,7 +26,7 @@ const (
 	// ReasonTPUClaimReleased is recorded on the RayCluster when a claim is released.
 	ReasonTPUClaimReleased = "TPUClaimReleased"
 
-	// ReasonTPUSliceRemoved is recorded on the RayCluster when a slice of another generation or
+	// ReasonTPUSliceRemoved is recorded on the RayCluster when a slice of another RayCluster UID or
 	// above the replica count is deleted.
 	ReasonTPUSliceRemoved = "TPUSliceRemoved"
 

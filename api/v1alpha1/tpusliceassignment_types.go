@@ -23,7 +23,7 @@ import (
 
 // TPUSliceAssignmentSpec identifies one slice: one replica of a RayCluster worker group.
 // The spec is written once, when the slice is first claimed, and never changes: the API server
-// refuses any change to it. A slice of a new generation is a new object.
+// refuses any change to it. A slice of a re-created RayCluster (a new UID) is a new object.
 // +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec is immutable: a slice of another generation is a new TPUSliceAssignment"
 type TPUSliceAssignmentSpec struct {
 	// rayClusterName is the name of the RayCluster that owns the slice.
@@ -32,7 +32,7 @@ type TPUSliceAssignmentSpec struct {
 	// +required
 	RayClusterName string `json:"rayClusterName"`
 
-	// rayClusterUID is the UID of the RayCluster generation the slice belongs to. A RayCluster deleted
+	// rayClusterUID is the UID of the RayCluster the slice belongs to. A RayCluster deleted
 	// and re-created with the same name is a different cluster: its Pods never join this slice.
 	// +required
 	RayClusterUID types.UID `json:"rayClusterUID"`
@@ -48,13 +48,13 @@ type TPUSliceAssignmentSpec struct {
 	ReplicaIndex int32 `json:"replicaIndex"`
 
 	// replicaName is KubeRay's replica name (label ray.io/worker-group-replica-name), set when KubeRay
-	// indexes multi-host replicas itself. A Pod with another replica name belongs to a newer generation.
+	// indexes multi-host replicas itself. A Pod with another replica name belongs to a newer replica.
 	// +optional
 	ReplicaName string `json:"replicaName,omitempty"`
 
-	// replacedReplicaNames are the KubeRay replica names earlier generations of this replica had,
+	// replacedReplicaNames are the KubeRay replica names this replica had before,
 	// oldest first. KubeRay never goes back to a replaced replica, so a Pod naming one of them is a
-	// create of an older generation still in flight, and is refused.
+	// create of an older replica name still in flight, and is refused.
 	// +kubebuilder:validation:MaxItems=16
 	// +listType=atomic
 	// +optional

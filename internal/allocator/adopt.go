@@ -71,7 +71,7 @@ func (a *Allocator) ensureAdopted(ctx context.Context, key groupKey, q *queue, r
 }
 
 // unclaimedCandidates lists, live, the group's Pods that carry a TPU identity of this RayCluster
-// generation and host count, by replica.
+// UID and host count, by replica.
 func (a *Allocator) unclaimedCandidates(ctx context.Context, req Request) (map[int32][]*corev1.Pod, error) {
 	var pods corev1.PodList
 	if err := a.reader.List(ctx, &pods, client.InNamespace(req.Namespace), client.MatchingLabels{
@@ -105,7 +105,7 @@ func (a *Allocator) adoptReplica(ctx context.Context, q *queue, req Request, rep
 			return err
 		}
 		if slice != nil && (slice.Spec.RayClusterUID != req.ClusterUID || slice.Spec.Hosts != req.Hosts) {
-			// Another generation or host count: the planner decides what happens to that slice.
+			// Another RayCluster UID or host count: the planner decides what happens to that slice.
 			return nil
 		}
 		w, adopted := adoption(slice, pods)

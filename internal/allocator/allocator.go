@@ -26,9 +26,9 @@ limitations under the License.
 //
 // The allocator only ever adds claims (docs/spec.md §10): it takes over a claim or replaces a slice
 // only when a live read confirms that no live Pod holds it, and deletes a slice of another
-// RayCluster generation only after a live read confirms that the request's generation is the live
-// one. Before it hands out the first ID of a worker group, it records the live Pods that already
-// carry an identity of the group (adoption, docs/spec.md §3.4).
+// RayCluster UID only after a live read confirms that the request's UID is the live one. Before it
+// hands out the first ID of a worker group, it records the live Pods that already carry an
+// identity of the group (adoption, docs/spec.md §3.4).
 package allocator
 
 import (
@@ -54,9 +54,9 @@ import (
 type Request struct {
 	Namespace   string
 	ClusterName string
-	// ClusterUID is the RayCluster generation the Pod names (its controller ownerReference), ""
+	// ClusterUID is the RayCluster UID the Pod names (its controller ownerReference), ""
 	// when it names none. The allocator checks it against the live RayCluster: a request of
-	// another generation is denied.
+	// another UID is denied.
 	ClusterUID  types.UID
 	GroupName   string
 	Hosts       int32
@@ -243,7 +243,7 @@ func (a *Allocator) Plan(ctx context.Context, req Request) (Assignment, error) {
 	}
 	p := outcomes[0].Placement
 	key := req.AffinityTopologyKey
-	if s := current[p.Replica]; s != nil && claims.SameGeneration(s, req.ClusterUID, "") && s.Spec.AffinityTopologyKey != "" {
+	if s := current[p.Replica]; s != nil && claims.SameClusterUID(s, req.ClusterUID, "") && s.Spec.AffinityTopologyKey != "" {
 		key = s.Spec.AffinityTopologyKey
 	}
 	return Assignment{SliceName: naming.SliceName(req.ClusterName, req.GroupName, p.Replica), Replica: p.Replica, WorkerID: p.WorkerID,
@@ -251,7 +251,7 @@ func (a *Allocator) Plan(ctx context.Context, req Request) (Assignment, error) {
 }
 
 // prepare checks req's bounds and resolves its RayCluster, setting req.ClusterUID to the live
-// generation.
+// RayCluster's UID.
 func (a *Allocator) prepare(ctx context.Context, req *Request) (clusterInfo, error) {
 	if req.Claim.Token != "" && !tpuv1alpha1.ValidToken(req.Claim.Token) {
 		return clusterInfo{}, a.deny(false, "claim token %q is not 1 to 64 characters without spaces", req.Claim.Token)

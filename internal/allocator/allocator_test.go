@@ -362,7 +362,7 @@ func TestClaim(t *testing.T) {
 				}},
 			}},
 		},
-		"the slice of a deleted RayCluster of the same name is replaced by a new generation": {
+		"the slice of a deleted RayCluster of the same name is replaced by the new UID's": {
 			objs: []client.Object{existingSlice(0, oldUID).
 				Claim(0, "old-0", "old-pod-0", "old-uid-0").
 				Claim(1, "old-1", "", "").Obj()},

@@ -41,7 +41,7 @@ func (a *Allocator) checkReplicaIndex(ctx context.Context, req *Request, cluster
 		return err
 	}
 	if rc.UID != req.ClusterUID {
-		return a.staleGeneration(req, rc.UID)
+		return a.staleClusterUID(req, rc.UID)
 	}
 	desired, ok := claims.DesiredReplicas(rc, req.GroupName)
 	if !ok {

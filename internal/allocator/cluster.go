@@ -34,7 +34,7 @@ type clusterInfo struct {
 	desired int32
 }
 
-// cluster resolves req's RayCluster: from the cache when it is the generation the Pod names and has
+// cluster resolves req's RayCluster: from the cache when it has the UID the Pod names and has
 // the Pod's group with the Pod's host count, else from the API server (a cluster just re-created,
 // or a group just added or resized, that the cache has not seen). The RayCluster is read here, by
 // whoever commits the claim, never taken from the request: a forwarded claim names its cluster, not
@@ -52,7 +52,7 @@ func (a *Allocator) cluster(ctx context.Context, req *Request) (clusterInfo, err
 		return clusterInfo{}, a.clusterReadDenial(key, err)
 	}
 	if req.ClusterUID != "" && rc.UID != req.ClusterUID {
-		return clusterInfo{}, a.staleGeneration(req, rc.UID)
+		return clusterInfo{}, a.staleClusterUID(req, rc.UID)
 	}
 	desired, ok := claims.DesiredReplicas(rc, req.GroupName)
 	if !ok {
@@ -81,7 +81,7 @@ func numOfHosts(rc *rayv1.RayCluster, group string) (hosts int32, ok bool) {
 // liveCluster reads a RayCluster from the API server; a missing one is a permanent denial.
 func (a *Allocator) liveCluster(ctx context.Context, key types.NamespacedName) (*rayv1.RayCluster, error) {
 	// A fresh object: client-go decodes into the object it is given without zeroing it, so
-	// fields the live RayCluster omits would keep a cached generation's values.
+	// fields the live RayCluster omits would keep a cached object's values.
 	rc := &rayv1.RayCluster{}
 	if err := a.reader.Get(ctx, key, rc); err != nil {
 		return nil, a.clusterReadDenial(key, client.IgnoreNotFound(err))
@@ -98,21 +98,21 @@ func (a *Allocator) clusterReadDenial(key types.NamespacedName, err error) error
 	return a.deny(!isPermanent(err), "reading RayCluster %s/%s: %v", key.Namespace, key.Name, err)
 }
 
-// confirmGeneration checks with a live read that req's RayCluster generation is the live one,
-// before a slice of another generation is deleted (docs/spec.md §10): the cache may still show a
-// deleted generation whose in-flight creates would otherwise replace the new one's slices.
-func (a *Allocator) confirmGeneration(ctx context.Context, req Request) error {
+// confirmLiveClusterUID checks with a live read that req's RayCluster UID is the live one,
+// before a slice of another UID is deleted (docs/spec.md §10): the cache may still show a
+// deleted RayCluster whose in-flight creates would otherwise replace the new one's slices.
+func (a *Allocator) confirmLiveClusterUID(ctx context.Context, req Request) error {
 	rc, err := a.liveCluster(ctx, types.NamespacedName{Namespace: req.Namespace, Name: req.ClusterName})
 	if err != nil {
 		return err
 	}
 	if rc.UID != req.ClusterUID {
-		return a.staleGeneration(&req, rc.UID)
+		return a.staleClusterUID(&req, rc.UID)
 	}
 	return nil
 }
 
-func (a *Allocator) staleGeneration(req *Request, live types.UID) error {
+func (a *Allocator) staleClusterUID(req *Request, live types.UID) error {
 	return a.deny(false, "the Pod's owner, RayCluster %s/%s with UID %s, has been deleted (the cluster now has UID %s): a create of the deleted generation is refused",
 		req.Namespace, req.ClusterName, req.ClusterUID, live)
 }

@@ -37,7 +37,7 @@ type shape struct {
 	accelerator string
 }
 
-// keyOf returns the queue of req: its worker group and generation, and its slice shape. A request
+// keyOf returns the queue of req: its worker group and RayCluster UID, and its slice shape. A request
 // of another shape than the group's own Pods (a stray or hand-made Pod, a forged review, a
 // template changed while its old Pods are still being created) never joins their batch, so every
 // request is planned with its own host count and topology, and neither can deny or misplace the
@@ -134,7 +134,7 @@ func (a *Allocator) commit(key groupKey, q *queue, batch []*call) {
 			return
 		}
 		ctx := latestDeadline(pending)
-		// Every call of the queue has its group, generation and shape (keyOf), so any of them
+		// Every call of the queue has its group, RayCluster UID and shape (keyOf), so any of them
 		// names the slices to plan on; the last resolved the RayCluster's replica count last.
 		last := pending[len(pending)-1]
 		err := a.ensureAdopted(ctx, key, q, last.req)

@@ -57,7 +57,7 @@ func TestClaimAdoptsPodsThatCarryAnIdentity(t *testing.T) {
 		rayCluster(2),
 		identityPod("ref-0-0", 0, 0).Obj(), identityPod("ref-0-1", 0, 1).Obj(), identityPod("ref-0-3", 0, 3).Obj(),
 		identityPod("ref-1-0", 1, 0).Obj(),
-		// Not adopted: finished, of another RayCluster generation, of another host count.
+		// Not adopted: finished, of another RayCluster UID, of another host count.
 		identityPod("done", 0, 2).Phase(corev1.PodSucceeded).Obj(),
 		func() *corev1.Pod {
 			p := identityPod("old-gen", 0, 2).Obj()
@@ -124,11 +124,11 @@ func TestClaimTakesOverAPendingClaimWhosePodWasSeenGone(t *testing.T) {
 		Claim(1, "t-w-0-1", "w-0-1", "uid-w-0-1").
 		Claim(2, "deleted-soon", "", "").
 		Claim(3, "in-flight", "", "").Obj()
-	graves := tombstones.New(time.Minute)
+	deletions := tombstones.New(time.Minute)
 	deleted := identityPod("quick", 0, 2).Annotation(tpuv1alpha1.ClaimTokenAnnotation, "deleted-soon").Obj()
-	graves.Record(deleted)
+	deletions.Record(deleted)
 	c := newClient(t, interceptor.Funcs{}, full, livePod(0, 0).Obj(), livePod(0, 1).Obj())
-	a := New(c, c, Options{Timeout: timeout, Tombstones: graves, Metrics: metrics.NewClaimMetrics()})
+	a := New(c, c, Options{Timeout: timeout, Tombstones: deletions, Metrics: metrics.NewClaimMetrics()})
 	a.now = func() time.Time { return now }
 	got, err := a.Claim(t.Context(), request(4))
 	if err != nil {
@@ -152,11 +152,11 @@ func TestClaimDoesNotTakeOverAPendingClaimWhoseSeenPodLives(t *testing.T) {
 		Claim(0, "t-w-0-0", "w-0-0", "uid-w-0-0").Claim(1, "t-w-0-1", "w-0-1", "uid-w-0-1").
 		Claim(2, "t-w-0-2", "w-0-2", "uid-w-0-2").Claim(3, "relabelled", "", "").Obj()
 	relabelled := identityPod("relabelled", 0, 3).Annotation(tpuv1alpha1.ClaimTokenAnnotation, "relabelled").Obj()
-	graves := tombstones.New(time.Minute)
-	graves.Record(relabelled)
+	deletions := tombstones.New(time.Minute)
+	deletions.Record(relabelled)
 	live := newClient(t, interceptor.Funcs{}, append(livePods(0), full, relabelled)...)
 	cache := newClient(t, interceptor.Funcs{}, append(livePods(0), full)...) // the cache lost it
-	a := New(staleCache(live, cache), live, Options{Timeout: timeout, Tombstones: graves, Metrics: metrics.NewClaimMetrics()})
+	a := New(staleCache(live, cache), live, Options{Timeout: timeout, Tombstones: deletions, Metrics: metrics.NewClaimMetrics()})
 	_, err := a.Claim(t.Context(), request(4))
 	var denied *DeniedError
 	if !errors.As(err, &denied) || !denied.Transient {
@@ -177,7 +177,7 @@ func TestClaimDoesNotTakeOverAPendingClaimThroughACopiedToken(t *testing.T) {
 	own := identityPod("own", 0, 3).Obj()
 	tests := map[string]struct {
 		objs   []client.Object
-		graves func(*tombstones.Tombstones)
+		deletions func(*tombstones.Tombstones)
 	}{
 		"a finished copy in another slice carries the token": {
 			objs: []client.Object{identityPod("copy", 1, 0).Annotation(tpuv1alpha1.ClaimTokenAnnotation, "t-own").Phase(corev1.PodFailed).Obj()},
@@ -187,19 +187,19 @@ func TestClaimDoesNotTakeOverAPendingClaimThroughACopiedToken(t *testing.T) {
 				Annotation(tpuv1alpha1.ClaimTokenAnnotation, "t-own").Obj()},
 		},
 		"a deleted copy of another ID left a tombstone": {
-			graves: func(g *tombstones.Tombstones) {
+			deletions: func(g *tombstones.Tombstones) {
 				g.Record(identityPod("copy", 0, 1).Annotation(tpuv1alpha1.ClaimTokenAnnotation, "t-own").Obj())
 			},
 		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			graves := tombstones.New(time.Minute)
-			if tc.graves != nil {
-				tc.graves(graves)
+			deletions := tombstones.New(time.Minute)
+			if tc.deletions != nil {
+				tc.deletions(deletions)
 			}
 			c := newClient(t, interceptor.Funcs{}, append(append(livePods(0, 3), full, own), tc.objs...)...)
-			a := New(c, c, Options{Timeout: timeout, Tombstones: graves, Metrics: metrics.NewClaimMetrics()})
+			a := New(c, c, Options{Timeout: timeout, Tombstones: deletions, Metrics: metrics.NewClaimMetrics()})
 			_, err := a.Claim(t.Context(), request(4))
 			var denied *DeniedError
 			if !errors.As(err, &denied) || !denied.Transient {
@@ -212,13 +212,13 @@ func TestClaimDoesNotTakeOverAPendingClaimThroughACopiedToken(t *testing.T) {
 	}
 }
 
-// TestClaimStaleGeneration: docs/spec.md §10. A request of a RayCluster generation that was deleted
-// (its create still in flight, or a forwarded claim naming it) never replaces the live generation's
-// slices, even when the cache still shows the old generation.
-func TestClaimStaleGeneration(t *testing.T) {
+// TestClaimStaleClusterUID: docs/spec.md §10. A request naming the UID of a RayCluster that was
+// deleted (its create still in flight, or a forwarded claim naming it) never replaces the live
+// UID's slices, even when the cache still shows the old RayCluster.
+func TestClaimStaleClusterUID(t *testing.T) {
 	newGen := existingSlice(0, "rc-uid-3").Claim(0, "n0", "new-0", "uid-new-0").Obj()
 	oldCluster := rayCluster(1)
-	oldCluster.UID = clusterUID // the request's (deleted) generation
+	oldCluster.UID = clusterUID // the request's (deleted) UID
 	newCluster := rayCluster(1)
 	newCluster.UID = "rc-uid-3"
 	cache := newClient(t, interceptor.Funcs{}, newGen, oldCluster)

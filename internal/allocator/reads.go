@@ -97,8 +97,8 @@ func overlayOwnWrites(current claims.Slices, written map[int32]ownWrite) {
 // full or blocked group, every slice below the desired replica count) is read again from the API
 // server and the plan is made again, until it rests only on live reads. A full or blocked group is
 // then planned once more with takeover of claims whose Pod is confirmed gone. A plan that would
-// delete a slice of another RayCluster generation first confirms live that the request's
-// generation is the current one.
+// delete a slice of another RayCluster UID first confirms live that the request's
+// UID is the current one.
 //
 // Live reads are Gets, not a List: a Get is a quorum read from etcd, whereas a consistent List is
 // served by the watch cache once it has caught up with etcd's current revision, which, while the
@@ -121,7 +121,7 @@ func (a *Allocator) plan(ctx context.Context, q *queue, last *call, reqs []claim
 			if blocked {
 				outcomes, writes = claims.Plan(g, current, reqs, a.reclaimable(ctx, req))
 			}
-			if err := a.checkGenerations(ctx, req, current, writes); err != nil {
+			if err := a.confirmUIDBeforeReplace(ctx, req, current, writes); err != nil {
 				return plan{}, err
 			}
 			return plan{current: current, outcomes: outcomes, writes: writes}, nil
@@ -168,19 +168,19 @@ func (a *Allocator) unconfirmed(g claims.Group, current claims.Slices, writes ma
 	return stale
 }
 
-// checkGenerations confirms, before a plan replaces a slice of another RayCluster generation, that
-// the request's generation is the live one.
-func (a *Allocator) checkGenerations(ctx context.Context, req Request, current claims.Slices, writes map[int32]claims.Write) error {
+// confirmUIDBeforeReplace confirms, before a plan replaces a slice of another RayCluster UID, that
+// the request's UID is the live one.
+func (a *Allocator) confirmUIDBeforeReplace(ctx context.Context, req Request, current claims.Slices, writes map[int32]claims.Write) error {
 	for replica, w := range writes {
 		if s := current[replica]; w.Replace && s != nil && s.Spec.RayClusterUID != req.ClusterUID {
-			return a.confirmGeneration(ctx, req)
+			return a.confirmLiveClusterUID(ctx, req)
 		}
 	}
 	return nil
 }
 
 // anyBlocked reports whether some request could not be placed for a reason a live look at the
-// claims may change: every slice full, a replica still held by an older generation, a slice of
+// claims may change: every slice full, a replica still held by an older replica name, a slice of
 // another host count that may have no live Pods left.
 func anyBlocked(outcomes []claims.Outcome) bool {
 	for _, o := range outcomes {

@@ -270,7 +270,7 @@ func TestGroupCommitPlansEachShapeOnItsOwn(t *testing.T) {
 	}
 }
 
-// TestKeyOf: the queue key, and so the batch, separates requests by group, generation and slice
+// TestKeyOf: the queue key, and so the batch, separates requests by group, RayCluster UID and slice
 // shape, and by nothing a Pod of the same slice may differ in.
 func TestKeyOf(t *testing.T) {
 	base := request(4)
@@ -282,7 +282,7 @@ func TestKeyOf(t *testing.T) {
 		"another topology of the same hosts":    {change: func(r *Request) { r.Topology = "2x8" }},
 		"another accelerator":                   {change: func(r *Request) { r.Accelerator = "tpu-v5-lite-podslice" }},
 		"another group":                         {change: func(r *Request) { r.GroupName = "other" }},
-		"another generation":                    {change: func(r *Request) { r.ClusterUID = oldUID }},
+		"another RayCluster UID":                {change: func(r *Request) { r.ClusterUID = oldUID }},
 		"another affinity key joins the batch":  {change: func(r *Request) { r.AffinityTopologyKey = "k" }, wantSame: true},
 		"KubeRay's index labels join the batch": {change: func(r *Request) { r.Claim.ReplicaIndex = ptr.To(int32(1)) }, wantSame: true},
 	}

@@ -28,8 +28,9 @@ import (
 )
 
 // writeSlice makes the slice of replica hold exactly w.Claims, conditional on the state it was
-// planned on: a create (AlreadyExists if someone was first), for a replaced generation a delete
-// with UID and resourceVersion preconditions first, and a resourceVersion-checked status update.
+// planned on: a create (AlreadyExists if someone was first), for a slice of a deleted RayCluster
+// UID a delete with UID and resourceVersion preconditions first, and a resourceVersion-checked
+// status update.
 // It returns the slice as the API server stored it, and the versions its writes went over ("" for
 // none), which a cache may still show.
 func (a *Allocator) writeSlice(ctx context.Context, req Request, replica int32,
@@ -45,7 +46,7 @@ func (a *Allocator) writeSlice(ctx context.Context, req Request, replica int32,
 	if slice != nil && w.Replace {
 		a.countWrite()
 		if err := a.client.Delete(ctx, slice, client.Preconditions{UID: &slice.UID, ResourceVersion: &slice.ResourceVersion}); err != nil {
-			return nil, nil, fmt.Errorf("removing dead generation of slice %s: %w", slice.Name, err)
+			return nil, nil, fmt.Errorf("removing slice %s of a deleted RayCluster UID: %w", slice.Name, err)
 		}
 		slice = nil
 	}

@@ -22,7 +22,7 @@ limitations under the License.
 //
 // Plan only ever adds claims (docs/spec.md §10). It replaces a slice, or takes over one of its
 // claims, only when the caller's Reclaimable confirms that no live Pod holds what is replaced, or
-// when the slice belongs to another RayCluster generation, which the caller must have confirmed
+// when the slice belongs to another RayCluster UID, which the caller must have confirmed
 // with a live read of the RayCluster.
 package claims
 
@@ -40,7 +40,7 @@ import (
 
 // Group describes the worker group every request of a Plan call belongs to.
 type Group struct {
-	// ClusterUID is the live RayCluster generation; slices recorded for another UID are dead.
+	// ClusterUID is the live RayCluster's UID; slices recorded for another UID are dead.
 	ClusterUID types.UID
 	// Hosts is the number of hosts per slice, from the requests' topology.
 	Hosts int32
@@ -59,8 +59,8 @@ type Request struct {
 	// single-host group.
 	ReplicaIndex *int32
 	HostIndex    *int32
-	// ReplicaName is KubeRay's replica name; a slice recorded with another name is of another
-	// generation of that replica.
+	// ReplicaName is KubeRay's replica name; a slice recorded with another name holds an earlier
+	// (or later) KubeRay replica at that index.
 	ReplicaName string
 }
 
@@ -84,7 +84,7 @@ const (
 	// group's topology changed while the old replicas still run.
 	ReasonHostsMismatch Reason = "HostsMismatch"
 	// ReasonOlderReplica means the request's KubeRay replica name is one its slice has already
-	// replaced: a create of an older generation of the replica, which KubeRay never goes back to.
+	// replaced: a create of an older replica name, which KubeRay never goes back to.
 	ReasonOlderReplica Reason = "OlderReplica"
 	// ReasonBeyondDesired means KubeRay's labels name a replica index the group does not ask for
 	// (at or above its desired replicas). Transient: the caller's view of the RayCluster may
@@ -116,9 +116,9 @@ type Reclaimable func(replica int32, claim *tpuv1alpha1.WorkerClaim) bool
 // Slices is the caller's view of the group's slices, by replica index.
 type Slices map[int32]*tpuv1alpha1.TPUSliceAssignment
 
-// SameGeneration reports whether a slice belongs to the RayCluster generation clusterUID and, when
+// SameClusterUID reports whether a slice belongs to the RayCluster of UID clusterUID and, when
 // both are known, to the KubeRay replica replicaName.
-func SameGeneration(slice *tpuv1alpha1.TPUSliceAssignment, clusterUID types.UID, replicaName string) bool {
+func SameClusterUID(slice *tpuv1alpha1.TPUSliceAssignment, clusterUID types.UID, replicaName string) bool {
 	if slice == nil || slice.Spec.RayClusterUID != clusterUID {
 		return false
 	}
@@ -129,8 +129,9 @@ func SameGeneration(slice *tpuv1alpha1.TPUSliceAssignment, clusterUID types.UID,
 type Write struct {
 	// Claims is the slice's whole claim list after the commit.
 	Claims []tpuv1alpha1.WorkerClaim
-	// Replace is set when the existing slice is of a dead generation and is deleted and created
-	// anew (with ReplicaName and ReplacedReplicaNames).
+	// Replace is set when the existing slice cannot take claims as it is (another RayCluster UID,
+	// another host count, a replaced KubeRay replica) and is deleted and created anew (with
+	// ReplicaName and ReplacedReplicaNames).
 	Replace bool
 	// ReplicaName is the KubeRay replica name a new slice records.
 	ReplicaName string
@@ -166,7 +167,7 @@ func Plan(g Group, current Slices, reqs []Request, reclaimable Reclaimable) ([]O
 		}
 		st := p.replica(out.Placement.Replica)
 		if !st.usable {
-			// A new slice, or a new generation of a dead one.
+			// A new slice, or one that replaces a dead one.
 			st.usable, st.claims = true, nil
 			st.write = Write{Replace: st.slice != nil, ReplicaName: req.ReplicaName, ReplacedReplicaNames: st.replacedNames(g.ClusterUID, req.ReplicaName)}
 		}
@@ -192,11 +193,11 @@ func Plan(g Group, current Slices, reqs []Request, reclaimable Reclaimable) ([]O
 // replicaState is the planner's view of one replica's slice.
 type replicaState struct {
 	slice *tpuv1alpha1.TPUSliceAssignment
-	// usable reports whether claims may be added to the slice as it is (current generation, same
-	// host count); claims are its claims as planned so far.
+	// usable reports whether claims may be added to the slice as it is (current RayCluster UID,
+	// same host count); claims are its claims as planned so far.
 	usable bool
 	claims []tpuv1alpha1.WorkerClaim
-	// otherHosts is set for a current-generation slice recorded with another host count.
+	// otherHosts is set for a slice of the current RayCluster UID recorded with another host count.
 	otherHosts bool
 	// write is what the plan writes to the slice so far.
 	write Write
@@ -214,8 +215,8 @@ func (st *replicaState) claim(id int32) *tpuv1alpha1.WorkerClaim {
 	return nil
 }
 
-// replacedNames are the replica names a new generation of this slice records as replaced: those of
-// the old slice when it is of the same RayCluster generation.
+// replacedNames are the replica names a slice that replaces this one records as replaced: those of
+// the old slice when it is of the same RayCluster UID.
 func (st *replicaState) replacedNames(clusterUID types.UID, newName string) []string {
 	if st.slice == nil || st.slice.Spec.RayClusterUID != clusterUID {
 		return nil
@@ -257,10 +258,10 @@ func (p *planner) replica(r int32) *replicaState {
 	return st
 }
 
-// hostsMismatch reports whether a current-generation slice of the group recorded with another host
-// count still holds a claim no Reclaimable confirms gone: its Pods run with the old topology, and
-// a Pod of the new one would split the group (docs/spec.md §10). A slice whose claims are all gone
-// is replaced.
+// hostsMismatch reports whether a slice of the group, of the current RayCluster UID, recorded with
+// another host count still holds a claim no Reclaimable confirms gone: its Pods run with the old
+// topology, and a Pod of the new one would split the group (docs/spec.md §10). A slice whose
+// claims are all gone is replaced.
 func (p *planner) hostsMismatch() (string, bool) {
 	for _, r := range p.sortedReplicas() {
 		st := p.state[r]
@@ -297,8 +298,8 @@ func (p *planner) sortedReplicas() []int32 {
 	return out
 }
 
-// free reports whether a new generation may be started at replica r: no slice, a slice of another
-// RayCluster generation, or one of another host count whose claims are all gone.
+// free reports whether a new slice may be started at replica r: no slice, a slice of another
+// RayCluster UID, or one of another host count whose claims are all gone.
 func (p *planner) free(r int32) bool {
 	st := p.state[r]
 	return st == nil || (!st.usable && (st.slice == nil || st.slice.Spec.RayClusterUID != p.group.ClusterUID || st.otherHosts))
@@ -357,7 +358,7 @@ func (p *planner) placeIndexed(req *Request) Outcome {
 	if replica >= p.group.DesiredReplicas {
 		return Outcome{Reason: ReasonBeyondDesired, Message: BeyondDesiredMessage(replica, p.group.DesiredReplicas)}
 	}
-	if out, done := p.newReplicaGeneration(replica, req.ReplicaName); done {
+	if out, done := p.newReplicaName(replica, req.ReplicaName); done {
 		return out
 	}
 	st := p.replica(replica)
@@ -374,18 +375,18 @@ func (p *planner) placeIndexed(req *Request) Outcome {
 		"worker ID %d of replica %d is held by another Pod (%s); it is released once that Pod is gone", id, replica, describe(held))}
 }
 
-// newReplicaGeneration handles a request whose KubeRay replica name differs from the one its
+// newReplicaName handles a request whose KubeRay replica name differs from the one its
 // slice records. KubeRay replaces a replica whole under a new name and never goes back to an old
-// one, so a name the slice has already replaced is an older generation (a create still in flight
-// from before the replacement) and is denied. Any other name starts a new generation of the
-// replica, but only once every claim of the old one is confirmed gone: a request cannot, by naming
-// a replica, take IDs from live Pods (docs/spec.md §10).
-func (p *planner) newReplicaGeneration(replica int32, name string) (Outcome, bool) {
+// one, so a name the slice has already replaced is an older replica (a create still in flight
+// from before the replacement) and is denied. Any other name replaces the slice's replica,
+// but only once every claim of the old one is confirmed gone: a request cannot, by naming a
+// replica, take IDs from live Pods (docs/spec.md §10).
+func (p *planner) newReplicaName(replica int32, name string) (Outcome, bool) {
 	st := p.replica(replica)
 	if !st.usable || name == "" || st.slice == nil {
 		return Outcome{}, false
 	}
-	// The generation as planned so far: an earlier request of this plan may have started one.
+	// The replica name as planned so far: an earlier request of this plan may have replaced it.
 	current, replaced := st.slice.Spec.ReplicaName, st.slice.Spec.ReplacedReplicaNames
 	if st.write.Claims != nil && st.write.Replace {
 		current, replaced = st.write.ReplicaName, st.write.ReplacedReplicaNames

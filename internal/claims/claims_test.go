@@ -42,7 +42,7 @@ const (
 	oldUID     types.UID = "uid-deleted"
 )
 
-// makeSlice starts the slice of replica of the test group, in the current cluster generation.
+// makeSlice starts the slice of replica of the test group, of the current RayCluster UID.
 func makeSlice(replica, hosts int32) *testutil.SliceWrapper {
 	return testutil.MakeSlice(fmt.Sprintf("%s-%s-%d", testCluster, testGroup, replica), testNamespace,
 		testCluster, clusterUID, testGroup, replica, hosts)
@@ -273,7 +273,7 @@ func TestPlanWithoutKubeRayIndexes(t *testing.T) {
 			wantOutcomes:  []claims.Outcome{takeover(0, 0, existing(0, "p0", "", ""))},
 			wantTouched:   map[int32][]tpuv1alpha1.WorkerClaim{0: {existing(1, "p1", "", ""), pending(0, "t1")}},
 		},
-		"a slice of a deleted RayCluster generation counts as empty": {
+		"a slice of a deleted RayCluster UID counts as empty": {
 			group: claims.Group{ClusterUID: clusterUID, Hosts: 2, DesiredReplicas: 1},
 			current: sliceMap(testutil.MakeSlice("rc-tpu-0", testNamespace, testCluster, oldUID, testGroup, 0, 2).
 				Claim(0, "old0", "pod-old0", "uid-old0").
@@ -449,7 +449,7 @@ func TestPlanWithKubeRayIndexes(t *testing.T) {
 				Message: "replica 1 is still held by 1 claims of KubeRay replica rs-old; it is replaced by rs-new once those Pods are gone"}},
 			wantTouched: map[int32][]tpuv1alpha1.WorkerClaim{},
 		},
-		"a Pod of a replica name the slice has already replaced is an older generation": {
+		"a Pod of a replica name the slice has already replaced is an older replica": {
 			group: group,
 			current: sliceMap(func() *tpuv1alpha1.TPUSliceAssignment {
 				s := makeSlice(1, hosts).ReplicaName("rs-new").Obj()
@@ -462,7 +462,7 @@ func TestPlanWithKubeRayIndexes(t *testing.T) {
 				Message: "the Pod belongs to KubeRay replica rs-old, which replica 1 has already replaced with rs-new; a create of the older replica is refused (KubeRay recreates what it still wants)"}},
 			wantTouched: map[int32][]tpuv1alpha1.WorkerClaim{},
 		},
-		"a slice of a deleted RayCluster at the requested replica is a dead generation": {
+		"a slice of a deleted RayCluster at the requested replica is replaced": {
 			group: group,
 			current: sliceMap(testutil.MakeSlice("rc-tpu-1", testNamespace, testCluster, oldUID, testGroup, 1, hosts).
 				ReplicaName("rs-b").
@@ -471,7 +471,7 @@ func TestPlanWithKubeRayIndexes(t *testing.T) {
 			wantOutcomes: []claims.Outcome{placed(1, 1)},
 			wantTouched:  map[int32][]tpuv1alpha1.WorkerClaim{1: {pending(1, "t1")}},
 		},
-		"two Pods of a new generation in one call both land in the emptied slice": {
+		"two Pods of a new replica name in one call both land in the emptied slice": {
 			group: group,
 			current: sliceMap(func() *tpuv1alpha1.TPUSliceAssignment {
 				s := full(1, hosts, "old")
@@ -552,7 +552,7 @@ func TestPlanDoesNotModifyItsInput(t *testing.T) {
 	}
 }
 
-func TestSameGeneration(t *testing.T) {
+func TestSameClusterUID(t *testing.T) {
 	cases := map[string]struct {
 		slice       *tpuv1alpha1.TPUSliceAssignment
 		replicaName string
@@ -591,8 +591,8 @@ func TestSameGeneration(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			if got := claims.SameGeneration(tc.slice, clusterUID, tc.replicaName); got != tc.want {
-				t.Errorf("SameGeneration() = %v, want %v", got, tc.want)
+			if got := claims.SameClusterUID(tc.slice, clusterUID, tc.replicaName); got != tc.want {
+				t.Errorf("SameClusterUID() = %v, want %v", got, tc.want)
 			}
 		})
 	}
@@ -704,7 +704,7 @@ func TestPlanInvariants(t *testing.T) {
 		desired := int32(rng.IntN(4))
 		group := claims.Group{ClusterUID: clusterUID, Hosts: hosts, DesiredReplicas: desired}
 
-		// Random slices, some beyond the desired count, some of a deleted generation.
+		// Random slices, some beyond the desired count, some of a deleted RayCluster UID.
 		current := claims.Slices{}
 		for r := range desired + 2 {
 			if rng.IntN(3) == 0 {
@@ -795,18 +795,18 @@ func TestPlanInvariants(t *testing.T) {
 	t.Logf("placed %d requests, refused %d as Full", placedTotal, fullTotal)
 }
 
-// liveClaims returns the claims of the slices of the group's generation, by replica.
+// liveClaims returns the claims of the slices of the group's RayCluster UID, by replica.
 func liveClaims(g claims.Group, current claims.Slices) map[int32][]tpuv1alpha1.WorkerClaim {
 	out := map[int32][]tpuv1alpha1.WorkerClaim{}
 	for r, s := range current {
-		if claims.SameGeneration(s, g.ClusterUID, "") && s.Spec.Hosts == g.Hosts {
+		if claims.SameClusterUID(s, g.ClusterUID, "") && s.Spec.Hosts == g.Hosts {
 			out[r] = s.Status.Claims
 		}
 	}
 	return out
 }
 
-// freeIDs counts the unclaimed IDs of replicas [0, DesiredReplicas) of the group's generation.
+// freeIDs counts the unclaimed IDs of replicas [0, DesiredReplicas) of the group's RayCluster UID.
 func freeIDs(g claims.Group, current claims.Slices) int {
 	live := liveClaims(g, current)
 	free := 0
@@ -883,7 +883,7 @@ func TestPlanRecordsReplacedReplicaNames(t *testing.T) {
 	}
 	want := map[int32]claims.Write{
 		1: {Claims: []tpuv1alpha1.WorkerClaim{pending(0, "t1"), pending(1, "t2")}, Replace: true, ReplicaName: "rs-c", ReplacedReplicaNames: []string{"rs-a", "rs-b"}},
-		// Another RayCluster generation's names are not carried over.
+		// Another RayCluster UID's names are not carried over.
 		0: {Claims: []tpuv1alpha1.WorkerClaim{pending(0, "t3")}, Replace: true, ReplicaName: "rs-y"},
 	}
 	if diff := cmp.Diff(want, writes, cmpopts.EquateEmpty()); diff != "" {

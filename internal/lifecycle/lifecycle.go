@@ -194,8 +194,8 @@ func (dc *decider) index() {
 		if !ok || !tpuv1alpha1.ValidPodName(p.Name) || !tpuv1alpha1.ValidPodUID(string(p.UID)) || id.Cluster != s.Spec.RayClusterName || id.Group != s.Spec.GroupName || id.Replica != s.Spec.ReplicaIndex {
 			continue
 		}
-		// A Pod of a deleted RayCluster generation (same names, another owner UID) awaits the
-		// garbage collector: it never holds an ID of the new generation.
+		// A Pod of a deleted RayCluster (same names, another owner UID) awaits the
+		// garbage collector: it never holds an ID of the re-created one.
 		if !id.OfGeneration(s.Spec.RayClusterUID) {
 			continue
 		}

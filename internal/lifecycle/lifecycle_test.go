@@ -84,7 +84,7 @@ func claim(id int32, token, pod string) tpuv1alpha1.WorkerClaim {
 	return c
 }
 
-// notClaimed is the Claimed condition of a slice of generation 0 with a host not bound to a Pod.
+// notClaimed is the Claimed condition of a slice of metadata.generation 0 with a host not bound to a Pod.
 func notClaimed(msg string) metav1.Condition {
 	return metav1.Condition{Type: tpuv1alpha1.ConditionClaimed, Status: metav1.ConditionFalse, Reason: tpuv1alpha1.ReasonHostsMissing, Message: msg}
 }
@@ -114,8 +114,8 @@ func view(slice *tpuv1alpha1.TPUSliceAssignment, ps []corev1.Pod, ages map[strin
 func TestDecide(t *testing.T) {
 	lateFree := workerPod("late", "t-late", 2).Obj()
 	// A Pod of a deleted RayCluster of the same name: same identity, another owner UID.
-	oldGeneration := workerPod("old", "t-old", 2).Obj()
-	oldGeneration.OwnerReferences[0].UID = "uid-deleted-generation"
+	ofDeletedCluster := workerPod("old", "t-old", 2).Obj()
+	ofDeletedCluster.OwnerReferences[0].UID = "uid-deleted-cluster"
 	lateHeld := workerPod("late", "t-late", 1).Obj()
 	firstLate := workerPod("late-1", "t-late-1", 3).Created(longAgo.Add(time.Second)).Obj()
 	secondLate := workerPod("late-2", "t-late-2", 3).Created(longAgo.Add(2 * time.Second)).Obj()
@@ -337,9 +337,9 @@ func TestDecide(t *testing.T) {
 				Claimed:     notClaimed("1 of 4 hosts bound to a Pod, 1 claimed"),
 			},
 		},
-		"a Pod of a deleted RayCluster generation never takes an ID of the new one": {
+		"a Pod of a deleted RayCluster UID never takes an ID of the new one": {
 			slice: makeSlice().Claim(0, "t0", "w0", "uid-w0").Obj(),
-			pods:  pods(workerPod("w0", "t0", 0).Obj(), oldGeneration),
+			pods:  pods(workerPod("w0", "t0", 0).Obj(), ofDeletedCluster),
 			want: lifecycle.Decision{
 				Claims:  []tpuv1alpha1.WorkerClaim{claim(0, "t0", "w0")},
 				Claimed: notClaimed("1 of 4 hosts bound to a Pod, 1 claimed"),

@@ -40,7 +40,7 @@ type ClaimMetrics struct {
 	Conflicts prometheus.Histogram
 	// Duration observes how long a claim took inside the allocator, to its commit or denial.
 	Duration prometheus.Histogram
-	// Writes counts the API writes claims made (creates, deletes of dead generations, status
+	// Writes counts the API writes claims made (creates, deletes of slices of a deleted RayCluster UID, status
 	// updates), LostWrites those that lost a conflict to another writer: with several replicas,
 	// the cost of their racing for one slice.
 	Writes, LostWrites prometheus.Counter

@@ -36,7 +36,7 @@ const hashLen = 8
 // "<cluster>-<group>-<hash>-<replica>", lowercased, at most 63 characters so it also fits in a label
 // value. The hash covers the exact cluster and group names, so two groups whose names only collide
 // after joining or shortening ("a-b"+"c" and "a"+"b-c") never share a slice. The RayCluster UID is not
-// part of the name: a re-created cluster reuses the name, and the spec's UID tells the generations apart.
+// part of the name: a re-created cluster reuses the name, and the spec's UID tells the two apart.
 func SliceName(cluster, group string, replica int32) string {
 	suffix := "-" + shortHash(cluster+"/"+group) + "-" + strconv.Itoa(int(replica))
 	prefix := sanitize(cluster + "-" + group)

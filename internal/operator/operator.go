@@ -262,14 +262,14 @@ func New(cfg *rest.Config, mgrOpts manager.Options, opts Options) (manager.Manag
 // cache's indexes by spec identity and claim token, and the tombstones of deleted Pods. It returns
 // the parts it built.
 func Setup(mgr manager.Manager, opts Options) (*Parts, error) {
-	graves, err := watchPods(mgr, opts.Tombstones)
+	deleted, err := watchPods(mgr, opts.Tombstones)
 	if err != nil {
 		return nil, err
 	}
-	opts.Controllers.Tombstones = graves
+	opts.Controllers.Tombstones = deleted
 	parts := &Parts{}
 	if !opts.DisableWebhooks {
-		if err := parts.setupWebhooks(mgr, opts, graves); err != nil {
+		if err := parts.setupWebhooks(mgr, opts, deleted); err != nil {
 			return nil, fmt.Errorf("setting up webhooks: %w", err)
 		}
 	}
@@ -291,13 +291,13 @@ type Parts struct {
 
 // setupWebhooks builds the allocator the Pod webhook claims through, with claim forwarding's Router
 // in front of it when forwarding is on, and registers the webhooks.
-func (p *Parts) setupWebhooks(mgr manager.Manager, opts Options, graves *tombstones.Tombstones) error {
+func (p *Parts) setupWebhooks(mgr manager.Manager, opts Options, deleted *tombstones.Tombstones) error {
 	maxHosts := int32(min(opts.MaxSliceHosts, math.MaxInt32)) //nolint:gosec // clamped.
 	if maxHosts <= 0 {
 		maxHosts = topology.DefaultMaxSliceHosts
 	}
 	alloc := allocator.New(mgr.GetClient(), mgr.GetAPIReader(), allocator.Options{
-		Timeout: opts.ClaimTimeout, MaxSliceHosts: maxHosts, Tombstones: graves, Metrics: opts.Metrics,
+		Timeout: opts.ClaimTimeout, MaxSliceHosts: maxHosts, Tombstones: deleted, Metrics: opts.Metrics,
 	})
 	var claimer webhooks.Claimer = alloc
 	if opts.Forward.Enabled() {
@@ -318,7 +318,7 @@ func (p *Parts) setupWebhooks(mgr manager.Manager, opts Options, graves *tombsto
 }
 
 // watchPods registers the Pod cache's field indexes and returns the tombstones its informer records.
-func watchPods(mgr manager.Manager, graves *tombstones.Tombstones) (*tombstones.Tombstones, error) {
+func watchPods(mgr manager.Manager, deleted *tombstones.Tombstones) (*tombstones.Tombstones, error) {
 	ctx := context.Background()
 	for name, index := range map[string]client.IndexerFunc{
 		identity.SliceIndex: identity.SliceIndexValue,
@@ -332,13 +332,13 @@ func watchPods(mgr manager.Manager, graves *tombstones.Tombstones) (*tombstones.
 	if err != nil {
 		return nil, fmt.Errorf("starting the Pod informer: %w", err)
 	}
-	if graves == nil {
-		graves = tombstones.New(0)
+	if deleted == nil {
+		deleted = tombstones.New(0)
 	}
-	if _, err := informer.AddEventHandler(graves.Handler()); err != nil {
+	if _, err := informer.AddEventHandler(deleted.Handler()); err != nil {
 		return nil, fmt.Errorf("watching Pod deletions: %w", err)
 	}
-	return graves, nil
+	return deleted, nil
 }
 
 // CachesSynced is a readiness check that passes once every informer of c has synced.

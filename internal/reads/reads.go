@@ -26,7 +26,7 @@ import (
 )
 
 // CacheThenLive reads key from cache and returns it when good accepts it. Otherwise (not cached,
-// a cache error, or not good: an older generation, a claim the cache has not seen yet) it reads
+// a cache error, or not good: an older RayCluster UID, a claim the cache has not seen yet) it reads
 // key from live into a fresh object, because client-go decodes into the object it is given without
 // zeroing it, so a reused one would keep the fields the live object omits. It returns nil and no
 // error when the object does not exist live, and the live read's error otherwise. The live read
