@@ -198,7 +198,7 @@ func (r *Rotator) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile
 	plan, err := r.ensureSecret(ctx, now)
 	if apierrors.IsConflict(err) {
 		// Another replica wrote first; its write queues this key again.
-		r.log.V(1).Info("Certificate objects changed meanwhile, checking again", "error", err.Error())
+		r.log.V(1).Info("Certificate objects changed meanwhile, checking again", "err", err)
 		return reconcile.Result{RequeueAfter: minRequeue}, nil
 	}
 	if err != nil {
@@ -209,7 +209,7 @@ func (r *Rotator) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile
 	// configurations do not trust yet.
 	injected, err := r.inject(ctx, plan.Material.CABundle)
 	if apierrors.IsConflict(err) {
-		r.log.V(1).Info("Webhook configuration changed meanwhile, checking again", "error", err.Error())
+		r.log.V(1).Info("Webhook configuration changed meanwhile, checking again", "err", err)
 		return reconcile.Result{RequeueAfter: minRequeue}, nil
 	}
 	if err != nil {
