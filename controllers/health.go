@@ -232,7 +232,7 @@ func (r *TPUSliceAssignmentReconciler) recordHealth(ctx context.Context, rc *ray
 			"status", t.cond.Status, "reason", t.cond.Reason, "message", t.cond.Message)
 		switch {
 		case t.reason == tpuv1alpha1.ReasonTPUSliceReady && !health.WasReady(before.Status.Conditions):
-			metrics.SliceTimeToReady.Observe(r.now().Sub(after.CreationTimestamp.Time).Seconds())
+			metrics.SliceTimeToReady.Observe(r.clock.Since(after.CreationTimestamp.Time).Seconds())
 		case t.reason == tpuv1alpha1.ReasonTPUSliceDegraded:
 			metrics.SliceDegraded.WithLabelValues(t.cond.Reason).Inc()
 		}

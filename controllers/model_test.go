@@ -41,6 +41,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
 	"pgregory.net/rapid"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -154,7 +155,7 @@ func (m *model) start() {
 		}),
 		rec: &TPUSliceAssignmentReconciler{
 			client: cache, reader: live, recorder: &events.FakeRecorder{}, tombstones: deleted,
-			pendingTTL: DefaultPendingTTL, bindSettleTime: DefaultBindSettle, now: time.Now, seen: newObservations(),
+			pendingTTL: DefaultPendingTTL, bindSettleTime: DefaultBindSettle, clock: clock.RealClock{}, seen: newObservations(),
 		},
 	}
 }

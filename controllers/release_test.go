@@ -27,6 +27,7 @@ import (
 	rayutils "github.com/ray-project/kuberay/ray-operator/controllers/ray/utils"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
@@ -198,7 +199,7 @@ func TestReleaseOnlyOnThePodsOwnFate(t *testing.T) {
 				ttl = 0
 			}
 			r := &TPUSliceAssignmentReconciler{client: cache, reader: live, tombstones: deleted, pendingTTL: ttl,
-				now: func() time.Time { return t0 }, seen: newObservations()}
+				clock: clocktesting.NewFakePassiveClock(t0), seen: newObservations()}
 
 			_, _, d, err := r.decide(t.Context(), tc.slice.Obj().DeepCopy())
 			if gotErr := err != nil; gotErr != tc.wantErr {

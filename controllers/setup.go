@@ -27,6 +27,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
@@ -58,6 +59,8 @@ type Options struct {
 	// bookkeeping does not race the admissions of a burst. Zero means DefaultBindSettle; a negative
 	// value writes at once. Releases and repairs never wait.
 	BindSettle time.Duration
+	// Clock tells the time the reconciler times claims and settles by (clock.RealClock when nil).
+	Clock clock.PassiveClock
 }
 
 // BindFlags registers the options' command-line flags.

@@ -28,6 +28,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -63,7 +64,7 @@ type TPUSliceAssignmentReconciler struct {
 	pendingTTL time.Duration
 	// bindSettleTime is how long a slice must go without new claims before its claims are bound.
 	bindSettleTime time.Duration
-	now            func() time.Time
+	clock          clock.PassiveClock
 	// seen is what this reconciler observed of each slice, on its own clock.
 	seen *observations
 }
@@ -71,6 +72,9 @@ type TPUSliceAssignmentReconciler struct {
 // NewTPUSliceAssignmentReconciler returns a reconciler reading through mgr's cache and, to confirm
 // what it removes, its API reader.
 func NewTPUSliceAssignmentReconciler(mgr ctrl.Manager, opts Options) *TPUSliceAssignmentReconciler {
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
 	return &TPUSliceAssignmentReconciler{
 		client:         mgr.GetClient(),
 		reader:         mgr.GetAPIReader(),
@@ -78,7 +82,7 @@ func NewTPUSliceAssignmentReconciler(mgr ctrl.Manager, opts Options) *TPUSliceAs
 		tombstones:     opts.Tombstones,
 		pendingTTL:     opts.PendingTTL,
 		bindSettleTime: opts.BindSettle,
-		now:            time.Now,
+		clock:          opts.Clock,
 		seen:           newObservations(),
 	}
 }
@@ -140,13 +144,13 @@ func (r *TPUSliceAssignmentReconciler) Reconcile(ctx context.Context, req ctrl.R
 	// group meanwhile. Found by the model test: a pending claim's line overwritten, the repair at
 	// once, its ID handed out again, then the late create committed.
 	if malformed := len(slice.Status.MalformedLines) > 0; malformed {
-		if wait := r.pendingTTL - r.seen.malformedFor(req.NamespacedName, true, r.now()); wait > 0 {
+		if wait := r.pendingTTL - r.seen.malformedFor(req.NamespacedName, true, r.clock.Now()); wait > 0 {
 			ctrl.LoggerFrom(ctx).Info("Slice holds stored lines that do not parse; repairing them from the live Pods once creates in flight have landed",
 				"slice", klog.KObj(slice), "lines", slice.Status.MalformedLines, "after", wait)
 			return ctrl.Result{RequeueAfter: wait}, nil
 		}
 	} else {
-		r.seen.malformedFor(req.NamespacedName, false, r.now())
+		r.seen.malformedFor(req.NamespacedName, false, r.clock.Now())
 	}
 	// A slice with malformed lines cannot be encoded for the label's patch: it is repaired first,
 	// and the repair's update event labels it.
@@ -264,7 +268,7 @@ func (r *TPUSliceAssignmentReconciler) labelCluster(ctx context.Context, slice *
 }
 
 func (r *TPUSliceAssignmentReconciler) view(slice *tpuv1alpha1.TPUSliceAssignment, pods []corev1.Pod, gone func(token string) bool) lifecycle.View {
-	now := r.now()
+	now := r.clock.Now()
 	pendingFor := r.seen.observe(client.ObjectKeyFromObject(slice), slice, now)
 	return lifecycle.View{Slice: slice, Pods: pods, Gone: gone, PendingFor: pendingFor}
 }
@@ -324,7 +328,7 @@ func (r *TPUSliceAssignmentReconciler) bindSettle(key types.NamespacedName, d li
 	if r.bindSettleTime <= 0 || d.Destructive {
 		return 0
 	}
-	if wait := r.seen.changedAt(key).Add(r.bindSettleTime).Sub(r.now()); wait > 0 {
+	if wait := r.seen.changedAt(key).Add(r.bindSettleTime).Sub(r.clock.Now()); wait > 0 {
 		return wait
 	}
 	return 0

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/lifecycle"
@@ -79,8 +80,8 @@ func TestBindSettle(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			clock := t0
-			r := &TPUSliceAssignmentReconciler{bindSettleTime: tc.settle, now: func() time.Time { return clock }, seen: newObservations()}
+			clock := clocktesting.NewFakePassiveClock(t0)
+			r := &TPUSliceAssignmentReconciler{bindSettleTime: tc.settle, clock: clock, seen: newObservations()}
 			for i, tokens := range tc.seen {
 				slice := sliceWith(tokens...)
 				if i%2 == 1 && tc.rebind {
@@ -92,7 +93,7 @@ func TestBindSettle(t *testing.T) {
 				}
 				r.seen.observe(sliceKey, slice, t0.Add(time.Duration(i)*time.Second))
 			}
-			clock = t0.Add(tc.now)
+			clock.SetTime(t0.Add(tc.now))
 			if got := r.bindSettle(sliceKey, tc.d); got != tc.want {
 				t.Errorf("bindSettle() = %v, want %v", got, tc.want)
 			}

@@ -47,7 +47,7 @@ const adoptionMemo = time.Hour
 // ID is taken is left to the reconciler, which reports the conflict. It runs on the group's drain
 // goroutine, so one group's adoption never runs twice at once in a process.
 func (a *Allocator) ensureAdopted(ctx context.Context, key groupKey, q *queue, req Request) error {
-	now := a.now()
+	now := a.clock.Now()
 	a.mu.Lock()
 	at, done := a.adopted[key]
 	a.mu.Unlock()

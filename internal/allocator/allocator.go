@@ -40,6 +40,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
@@ -113,6 +114,9 @@ type Options struct {
 	Tombstones *tombstones.Tombstones
 	// Metrics receive the claims' counts and times (metrics.Claims, the served set, when nil).
 	Metrics *metrics.ClaimMetrics
+	// Clock tells the time of contention windows, adoption memos and claim durations
+	// (clock.RealClock when nil). Waits (backoff, deadlines) run on contexts and timers.
+	Clock clock.PassiveClock
 }
 
 // Allocator claims worker IDs. The zero value is not usable: use New.
@@ -120,7 +124,7 @@ type Allocator struct {
 	client client.Client // cached reads and all writes
 	reader client.Reader // live reads
 	opts   Options
-	now    func() time.Time
+	clock  clock.PassiveClock
 	m      *metrics.ClaimMetrics
 
 	mu     sync.Mutex
@@ -142,7 +146,11 @@ func New(c client.Client, reader client.Reader, opts Options) *Allocator {
 	if m == nil {
 		m = metrics.Claims
 	}
-	return &Allocator{client: c, reader: reader, opts: opts, now: time.Now, m: m,
+	clk := opts.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	return &Allocator{client: c, reader: reader, opts: opts, clock: clk, m: m,
 		queues: map[groupKey]*queue{}, adopted: map[groupKey]time.Time{}}
 }
 
@@ -194,8 +202,8 @@ func NewToken() string {
 func (a *Allocator) Claim(ctx context.Context, req Request) (Assignment, error) {
 	ctx, cancel := context.WithTimeout(ctx, a.opts.Timeout)
 	defer cancel()
-	start := time.Now()
-	defer func() { a.m.Duration.Observe(time.Since(start).Seconds()) }()
+	start := a.clock.Now()
+	defer func() { a.m.Duration.Observe(a.clock.Since(start).Seconds()) }()
 	cluster, err := a.prepare(ctx, &req)
 	if err != nil {
 		return Assignment{}, err

@@ -36,6 +36,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -91,9 +92,7 @@ func newClient(t *testing.T, funcs interceptor.Funcs, objs ...client.Object) cli
 
 // newAllocator returns an Allocator whose clock stands at now.
 func newAllocator(c client.Client, reader client.Reader, timeout time.Duration) *Allocator {
-	a := New(c, reader, Options{Timeout: timeout, Metrics: metrics.NewClaimMetrics()})
-	a.now = func() time.Time { return now }
-	return a
+	return New(c, reader, Options{Timeout: timeout, Metrics: metrics.NewClaimMetrics(), Clock: clocktesting.NewFakePassiveClock(now)})
 }
 
 // request asks for a worker ID in the v6e group "tpu" of slices of hosts hosts.

@@ -59,9 +59,10 @@ type queue struct {
 	written map[int32]ownWrite
 }
 
-// idle reports whether the queue may be forgotten: nothing recent to remember about its group.
-func (q *queue) idle() bool {
-	return time.Since(q.contended) >= contentionWindow && time.Since(q.wrote) >= contentionWindow
+// idle reports whether the queue may be forgotten at now: nothing recent to remember about its
+// group.
+func (q *queue) idle(now time.Time) bool {
+	return now.Sub(q.contended) >= contentionWindow && now.Sub(q.wrote) >= contentionWindow
 }
 
 // contentionWindow is how long after a lost conflict a group's batches confirm the slices they write
@@ -107,14 +108,14 @@ func (a *Allocator) drain(key groupKey, q *queue) {
 // forgetLater drops an idle queue now, or once the contention window has passed unless it is in
 // use again by then; a.mu is held.
 func (a *Allocator) forgetLater(key groupKey, q *queue) {
-	if q.idle() {
+	if q.idle(a.clock.Now()) {
 		delete(a.queues, key)
 		return
 	}
 	time.AfterFunc(contentionWindow, func() {
 		a.mu.Lock()
 		defer a.mu.Unlock()
-		if a.queues[key] == q && !q.running && q.idle() {
+		if a.queues[key] == q && !q.running && q.idle(a.clock.Now()) {
 			delete(a.queues, key)
 		}
 	})
@@ -126,7 +127,7 @@ func (a *Allocator) commit(key groupKey, q *queue, batch []*call) {
 	log := logf.FromContext(batch[0].ctx)
 	pending := batch
 	a.mu.Lock()
-	live := time.Since(q.contended) < contentionWindow
+	live := a.clock.Since(q.contended) < contentionWindow
 	a.mu.Unlock()
 	for attempt := 0; ; attempt++ {
 		pending = dropExpired(pending)
@@ -222,7 +223,7 @@ func (a *Allocator) apply(ctx context.Context, q *queue, pending []*call, p plan
 		}
 		q.remember(replica, over, written)
 		a.mu.Lock()
-		q.wrote = time.Now()
+		q.wrote = a.clock.Now()
 		a.mu.Unlock()
 		for _, i := range placed {
 			pending[i].finish(result{assignment: Assignment{
@@ -250,7 +251,7 @@ func (a *Allocator) apply(ctx context.Context, q *queue, pending []*call, p plan
 func (a *Allocator) lostWrite(q *queue, pending []*call, placed []int) {
 	a.m.LostWrites.Inc()
 	a.mu.Lock()
-	q.contended = time.Now()
+	q.contended = a.clock.Now()
 	a.mu.Unlock()
 	for _, i := range placed {
 		pending[i].conflicts++

@@ -27,6 +27,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
@@ -128,8 +129,8 @@ func TestClaimTakesOverAPendingClaimWhosePodWasSeenGone(t *testing.T) {
 	deleted := identityPod("quick", 0, 2).Annotation(tpuv1alpha1.ClaimTokenAnnotation, "deleted-soon").Obj()
 	deletions.Record(deleted)
 	c := newClient(t, interceptor.Funcs{}, full, livePod(0, 0).Obj(), livePod(0, 1).Obj())
-	a := New(c, c, Options{Timeout: timeout, Tombstones: deletions, Metrics: metrics.NewClaimMetrics()})
-	a.now = func() time.Time { return now }
+	a := New(c, c, Options{Timeout: timeout, Tombstones: deletions, Metrics: metrics.NewClaimMetrics(),
+		Clock: clocktesting.NewFakePassiveClock(now)})
 	got, err := a.Claim(t.Context(), request(4))
 	if err != nil {
 		t.Fatalf("Claim() error: %v", err)
@@ -176,7 +177,7 @@ func TestClaimDoesNotTakeOverAPendingClaimThroughACopiedToken(t *testing.T) {
 	// The claim's own Pod runs, its annotation removed by a user: the token finds it no more.
 	own := identityPod("own", 0, 3).Obj()
 	tests := map[string]struct {
-		objs   []client.Object
+		objs      []client.Object
 		deletions func(*tombstones.Tombstones)
 	}{
 		"a finished copy in another slice carries the token": {

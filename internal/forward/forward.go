@@ -44,6 +44,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/transport"
+	"k8s.io/utils/clock"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/allocator"
@@ -80,6 +81,8 @@ type Options struct {
 	// DialContext, when set, opens the TCP connections to peers (default: net.Dialer). The
 	// integration tests map their instances' names to the loopback address with it.
 	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Clock times forwarded claims for the metrics (clock.RealClock when nil).
+	Clock clock.PassiveClock
 }
 
 // Router sends each claim to the replica that owns its worker group and serves the claims peers
@@ -96,6 +99,9 @@ type Router struct {
 func NewRouter(local Local, peers *Peers, opts Options) *Router {
 	if opts.Timeout <= 0 {
 		opts.Timeout = allocator.DefaultTimeout
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
 	}
 	r := &Router{local: local, peers: peers, opts: opts, m: opts.Metrics}
 	if r.m == nil {
@@ -132,7 +138,7 @@ func (r *Router) Claim(ctx context.Context, req allocator.Request) (allocator.As
 	}
 	// The owner gets two thirds of the budget: the rest is for claiming locally if it fails.
 	fctx, fcancel := context.WithTimeout(ctx, r.opts.Timeout*2/3)
-	start := time.Now()
+	start := r.opts.Clock.Now()
 	assignment, err := r.forward(fctx, owner, req)
 	fcancel()
 	var denied *allocator.DeniedError
@@ -152,7 +158,7 @@ func (r *Router) Claim(ctx context.Context, req allocator.Request) (allocator.As
 // count records a forwarded claim of the given result that started at start.
 func (r *Router) count(result string, start time.Time) {
 	r.m.Forwards.WithLabelValues(result).Inc()
-	r.m.ForwardDuration.WithLabelValues(result).Observe(time.Since(start).Seconds())
+	r.m.ForwardDuration.WithLabelValues(result).Observe(r.opts.Clock.Since(start).Seconds())
 }
 
 // wireRequest and wireResponse are the forwarded claim and its answer: an assignment or a denial.
@@ -170,7 +176,7 @@ type wireResponse struct {
 func (r *Router) forward(ctx context.Context, owner string, req allocator.Request) (allocator.Assignment, error) {
 	timeout := r.opts.Timeout
 	if d, ok := ctx.Deadline(); ok {
-		timeout = time.Until(d)
+		timeout = time.Until(d) // a context's deadline is on the real clock
 	}
 	body, err := json.Marshal(wireRequest{Request: req, TimeoutMillis: timeout.Milliseconds()})
 	if err != nil {
@@ -234,7 +240,7 @@ func (r *Router) ServeHTTP(w http.ResponseWriter, httpReq *http.Request) {
 	timeout := min(time.Duration(in.TimeoutMillis)*time.Millisecond, r.opts.Timeout)
 	ctx, cancel := context.WithTimeout(httpReq.Context(), timeout)
 	defer cancel()
-	start := time.Now()
+	start := r.opts.Clock.Now()
 	assignment, err := r.local.Claim(ctx, in.Request)
 	r.count(metrics.ForwardServed, start)
 	var out wireResponse

@@ -34,6 +34,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 
 	"github.com/ray-tpu/tpu-slice-operator/internal/identity"
 )
@@ -66,7 +67,7 @@ type entry struct {
 // Tombstones is safe for concurrent use. The zero value is not usable: use New.
 type Tombstones struct {
 	retention time.Duration
-	now       func() time.Time
+	clock     clock.PassiveClock
 
 	mu      sync.Mutex
 	entries map[key]entry
@@ -82,7 +83,7 @@ func New(retention time.Duration) *Tombstones {
 	if retention <= 0 {
 		retention = DefaultRetention
 	}
-	return &Tombstones{retention: retention, now: time.Now, entries: map[key]entry{}}
+	return &Tombstones{retention: retention, clock: clock.RealClock{}, entries: map[key]entry{}}
 }
 
 // Record remembers that pod left the informer's view (deleted, or out of its label selector), if it
@@ -92,7 +93,7 @@ func (t *Tombstones) Record(pod *corev1.Pod) {
 	if token == "" {
 		return
 	}
-	now := t.now()
+	now := t.clock.Now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.records++
@@ -114,7 +115,7 @@ func (t *Tombstones) Lookup(namespace, token string) (Pod, bool) {
 	if t == nil || token == "" {
 		return Pod{}, false
 	}
-	now := t.now()
+	now := t.clock.Now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e, ok := t.entries[key{namespace, token}]

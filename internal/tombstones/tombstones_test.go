@@ -23,6 +23,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
@@ -37,9 +38,9 @@ func deleted(ns, name, token string) *corev1.Pod {
 }
 
 func TestTombstones(t *testing.T) {
-	clock := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	fake := clocktesting.NewFakePassiveClock(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
 	g := New(time.Minute)
-	g.now = func() time.Time { return clock }
+	g.clock = fake
 	h := g.Handler()
 	h.OnDelete(deleted("a", "p1", "t1"))
 	h.OnDelete(toolscache.DeletedFinalStateUnknown{Key: "a/p2", Obj: deleted("a", "p2", "t2")})
@@ -67,7 +68,7 @@ func TestTombstones(t *testing.T) {
 			}
 		})
 	}
-	clock = clock.Add(2 * time.Minute)
+	fake.SetTime(fake.Now().Add(2 * time.Minute))
 	if _, ok := g.Lookup("a", "t1"); ok {
 		t.Error("a tombstone past its retention is still found")
 	}
