@@ -36,7 +36,6 @@ import (
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/health"
-	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
 )
 
 // Slice health (docs/spec.md §11): the reconciler observes where each host's Pod runs and whether
@@ -232,9 +231,9 @@ func (r *TPUSliceAssignmentReconciler) recordHealth(ctx context.Context, rc *ray
 			"status", t.cond.Status, "reason", t.cond.Reason, "message", t.cond.Message)
 		switch {
 		case t.reason == tpuv1alpha1.ReasonTPUSliceReady && !health.WasReady(before.Status.Conditions):
-			metrics.SliceTimeToReady.Observe(r.clock.Since(after.CreationTimestamp.Time).Seconds())
+			r.metrics.SliceTimeToReady.Observe(r.clock.Since(after.CreationTimestamp.Time).Seconds())
 		case t.reason == tpuv1alpha1.ReasonTPUSliceDegraded:
-			metrics.SliceDegraded.WithLabelValues(t.cond.Reason).Inc()
+			r.metrics.SliceDegraded.WithLabelValues(t.cond.Reason).Inc()
 		}
 	}
 }

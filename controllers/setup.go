@@ -59,6 +59,8 @@ type Options struct {
 	// bookkeeping does not race the admissions of a burst. Zero means DefaultBindSettle; a negative
 	// value writes at once. Releases and repairs never wait.
 	BindSettle time.Duration
+	// Metrics receive what the reconciler counts (metrics.Default, the served set, when nil).
+	Metrics *metrics.Metrics
 	// Clock tells the time the reconciler times claims and settles by (clock.RealClock when nil).
 	Clock clock.PassiveClock
 }

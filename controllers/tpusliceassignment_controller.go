@@ -65,6 +65,7 @@ type TPUSliceAssignmentReconciler struct {
 	// bindSettleTime is how long a slice must go without new claims before its claims are bound.
 	bindSettleTime time.Duration
 	clock          clock.PassiveClock
+	metrics        *metrics.Metrics
 	// seen is what this reconciler observed of each slice, on its own clock.
 	seen *observations
 }
@@ -75,6 +76,9 @@ func NewTPUSliceAssignmentReconciler(mgr ctrl.Manager, opts Options) *TPUSliceAs
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
+	if opts.Metrics == nil {
+		opts.Metrics = metrics.Default
+	}
 	return &TPUSliceAssignmentReconciler{
 		client:         mgr.GetClient(),
 		reader:         mgr.GetAPIReader(),
@@ -83,6 +87,7 @@ func NewTPUSliceAssignmentReconciler(mgr ctrl.Manager, opts Options) *TPUSliceAs
 		pendingTTL:     opts.PendingTTL,
 		bindSettleTime: opts.BindSettle,
 		clock:          opts.Clock,
+		metrics:        opts.Metrics,
 		seen:           newObservations(),
 	}
 }
@@ -312,7 +317,7 @@ func (r *TPUSliceAssignmentReconciler) deleteDuplicates(ctx context.Context, sli
 		if err := r.client.Delete(ctx, dup.Pod, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("deleting duplicate TPU worker Pod %s: %w", dup.Pod.Name, err)
 		}
-		metrics.PodsDeleted.Inc()
+		r.metrics.PodsDeleted.Inc()
 		ctrl.LoggerFrom(ctx).Info("Deleted TPU worker Pod whose ID another live Pod holds", "pod", klog.KObj(dup.Pod),
 			"workerID", dup.WorkerID, "holder", dup.Holder)
 	}
@@ -353,12 +358,12 @@ func (r *TPUSliceAssignmentReconciler) recordChanges(rc *rayv1.RayCluster, slice
 			noteTPUClaimRepaired, c.WorkerID, slice.Name)
 	}
 	for _, c := range d.Adopted {
-		metrics.ClaimsAdopted.WithLabelValues(metrics.AdoptedByReconciler).Inc()
+		r.metrics.ClaimsAdopted.WithLabelValues(metrics.AdoptedByReconciler).Inc()
 		r.recorder.Eventf(podOf(c), slice, corev1.EventTypeNormal, tpuv1alpha1.ReasonTPUWorkerAdopted, "Adopt",
 			noteTPUWorkerAdopted, c.WorkerID, slice.Name)
 	}
 	for _, rel := range d.Released {
-		metrics.ClaimsReleased.WithLabelValues(rel.Reason).Inc()
+		r.metrics.ClaimsReleased.WithLabelValues(rel.Reason).Inc()
 		r.recorder.Eventf(rc, slice, corev1.EventTypeNormal, tpuv1alpha1.ReasonTPUClaimReleased, "Release",
 			noteTPUClaimReleased, rel.Claim.WorkerID, slice.Name, rel.Reason)
 	}

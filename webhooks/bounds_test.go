@@ -160,7 +160,7 @@ func TestPodWebhookRefusesAbsurdTopologiesBeforeWork(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			stub := &stubClaimer{assignment: claimed}
-			w := &podWebhook{planner: stub, claimer: stub, maxHosts: 2400}
+			w := &podWebhook{planner: stub, claimer: stub, metrics: metrics.Default, maxHosts: 2400}
 
 			resp, bytes, took := handle(t, w, tc.pod)
 
@@ -190,7 +190,7 @@ func TestPodWebhookRefusesAbsurdTopologiesBeforeWork(t *testing.T) {
 // itself, without allocating per chip.
 func TestPodWebhookTopologyParsingIsNotPerChip(t *testing.T) {
 	stub := &stubClaimer{assignment: claimed}
-	w := &podWebhook{planner: stub, claimer: stub}
+	w := &podWebhook{planner: stub, claimer: stub, metrics: metrics.Default}
 
 	resp, bytes, took := handle(t, w, absurdPod("tpu-v5p-slice", "1024x1024x1024", 1))
 
@@ -224,7 +224,7 @@ func TestPodWebhookLargestLegalSliceCost(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			stub := &stubClaimer{assignment: allocator.Assignment{SliceName: naming.SliceName(clusterName, group, 1), Replica: 1, WorkerID: 7, Token: "new"}}
-			w := &podWebhook{planner: stub, claimer: stub}
+			w := &podWebhook{planner: stub, claimer: stub, metrics: metrics.Default}
 
 			resp, bytes, took := handle(t, w, copiedIdentity(tc.pod, tc.hosts, tc.v7x))
 
@@ -298,7 +298,7 @@ func TestPodWebhookDeadline(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			slow := slowAllocator{giveUp: 3 * time.Second}
-			w := &podWebhook{planner: slow, claimer: slow, timeout: timeout}
+			w := &podWebhook{planner: slow, claimer: slow, metrics: metrics.Default, timeout: timeout}
 			before := admissionCounts(t)
 			start := time.Now()
 

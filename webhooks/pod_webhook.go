@@ -66,6 +66,8 @@ type podWebhook struct {
 	// timeout bounds a whole admission, every API call of it included (allocator.DefaultTimeout
 	// when zero), inside the webhook's 10 s timeout (docs/spec.md §5).
 	timeout time.Duration
+	// metrics receive the admissions' counts.
+	metrics *metrics.Metrics
 }
 
 var _ admission.Defaulter[*corev1.Pod] = &podWebhook{}
@@ -91,16 +93,16 @@ func (w *podWebhook) Default(ctx context.Context, pod *corev1.Pod) error {
 		return fmt.Errorf("reading admission request: %w", err)
 	}
 	if req.Operation != admissionv1.Create {
-		metrics.Admissions.WithLabelValues(metrics.ResultNotCreate).Inc()
+		w.metrics.Admissions.WithLabelValues(metrics.ResultNotCreate).Inc()
 		return nil
 	}
 	if !IsTPUWorker(pod) {
-		metrics.Admissions.WithLabelValues(metrics.ResultNotTPUWorker).Inc()
+		w.metrics.Admissions.WithLabelValues(metrics.ResultNotTPUWorker).Inc()
 		return nil
 	}
 	slice, err := w.bound(pod)
 	if err != nil {
-		metrics.Admissions.WithLabelValues(metrics.ResultDeniedPermanent).Inc()
+		w.metrics.Admissions.WithLabelValues(metrics.ResultDeniedPermanent).Inc()
 		return err
 	}
 	timeout := w.admissionTimeout()
@@ -108,14 +110,14 @@ func (w *podWebhook) Default(ctx context.Context, pod *corev1.Pod) error {
 	defer cancel()
 	reinvoked, err := w.forgetCopiedIdentity(ctx, req.Namespace, pod, slice)
 	if err != nil {
-		metrics.Admissions.WithLabelValues(metrics.ResultDeniedTransient).Inc()
+		w.metrics.Admissions.WithLabelValues(metrics.ResultDeniedTransient).Inc()
 		if ctx.Err() != nil {
 			return timedOut(timeout)
 		}
 		return denyTransient("checking the TPU identity the Pod already carries: %v", err)
 	}
 	if reinvoked {
-		metrics.Admissions.WithLabelValues(metrics.ResultAlreadyAssigned).Inc()
+		w.metrics.Admissions.WithLabelValues(metrics.ResultAlreadyAssigned).Inc()
 		return nil
 	}
 	err = w.assign(ctx, req, pod, slice)
@@ -123,7 +125,7 @@ func (w *podWebhook) Default(ctx context.Context, pod *corev1.Pod) error {
 		// Whatever read or write the deadline cut, the user is told the same (docs/spec.md §5).
 		err = timedOut(timeout)
 	}
-	metrics.Admissions.WithLabelValues(admissionResult(err, ptr.Deref(req.DryRun, false))).Inc()
+	w.metrics.Admissions.WithLabelValues(admissionResult(err, ptr.Deref(req.DryRun, false))).Inc()
 	return err
 }
 

@@ -164,7 +164,7 @@ func admissionCounts(t *testing.T) map[string]float64 {
 	out := make(map[string]float64, len(results))
 	for _, r := range results {
 		var m dto.Metric
-		if err := metrics.Admissions.WithLabelValues(r).Write(&m); err != nil {
+		if err := metrics.Default.Admissions.WithLabelValues(r).Write(&m); err != nil {
 			t.Fatal(err)
 		}
 		out[r] = m.GetCounter().GetValue()

@@ -20,6 +20,7 @@ limitations under the License.
 package webhooks
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -32,6 +33,7 @@ import (
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/allocator"
+	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
 	"github.com/ray-tpu/tpu-slice-operator/internal/nodes"
 	"github.com/ray-tpu/tpu-slice-operator/internal/validation"
 )
@@ -68,6 +70,8 @@ type Options struct {
 	// RayCluster configures the RayCluster validation: the slice host limit and the TPU Nodes it
 	// warns about subsliced groups from (the manager's TPU Node cache when unset).
 	RayCluster validation.Options
+	// Metrics receive the admissions' counts (metrics.Default, the served set, when nil).
+	Metrics *metrics.Metrics
 }
 
 // Setup registers the Pod webhook, which claims through claimer and plans through planner, and the
@@ -87,7 +91,7 @@ func Setup(mgr ctrl.Manager, claimer Claimer, planner Planner, opts Options) err
 	}
 	if err := ctrl.NewWebhookManagedBy(mgr, &corev1.Pod{}).
 		WithDefaulter(&podWebhook{planner: planner, claimer: claimer, clusters: mgr.GetClient(), nodes: tpuNodes,
-			maxHosts: opts.MaxSliceHosts, timeout: opts.Timeout}).
+			maxHosts: opts.MaxSliceHosts, timeout: opts.Timeout, metrics: cmp.Or(opts.Metrics, metrics.Default)}).
 		Complete(); err != nil {
 		return err
 	}

@@ -20,6 +20,7 @@ import (
 	"context"
 
 	"github.com/ray-tpu/tpu-slice-operator/internal/allocator"
+	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
 	"github.com/ray-tpu/tpu-slice-operator/internal/placement"
 )
 
@@ -85,5 +86,5 @@ func (f *fakeNodes) ListNodes(_ context.Context, selector map[string]string) ([]
 // newPodWebhook returns the Pod webhook claiming and planning through stub, without RayClusters or
 // Nodes to read (placement then decides on the Pod alone).
 func newPodWebhook(stub *stubClaimer) *podWebhook {
-	return &podWebhook{planner: stub, claimer: stub}
+	return &podWebhook{planner: stub, claimer: stub, metrics: metrics.Default}
 }

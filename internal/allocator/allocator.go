@@ -112,8 +112,8 @@ type Options struct {
 	// Tombstones are the claim tokens of Pods seen deleted: a pending claim whose Pod is among
 	// them may be taken over at once. Nil means none is known.
 	Tombstones *tombstones.Tombstones
-	// Metrics receive the claims' counts and times (metrics.Claims, the served set, when nil).
-	Metrics *metrics.ClaimMetrics
+	// Metrics receive the claims' counts and times (metrics.Default, the served set, when nil).
+	Metrics *metrics.Metrics
 	// Clock tells the time of contention windows, adoption memos and claim durations
 	// (clock.RealClock when nil). Waits (backoff, deadlines) run on contexts and timers.
 	Clock clock.PassiveClock
@@ -125,7 +125,7 @@ type Allocator struct {
 	reader client.Reader // live reads
 	opts   Options
 	clock  clock.PassiveClock
-	m      *metrics.ClaimMetrics
+	m      *metrics.Metrics
 
 	mu     sync.Mutex
 	queues map[groupKey]*queue
@@ -144,7 +144,7 @@ func New(c client.Client, reader client.Reader, opts Options) *Allocator {
 	}
 	m := opts.Metrics
 	if m == nil {
-		m = metrics.Claims
+		m = metrics.Default
 	}
 	clk := opts.Clock
 	if clk == nil {
@@ -170,7 +170,7 @@ type call struct {
 	ctx     context.Context
 	result  chan result
 	// m receives, and attempts and conflicts feed, the claim metrics.
-	m                   *metrics.ClaimMetrics
+	m                   *metrics.Metrics
 	attempts, conflicts int
 }
 

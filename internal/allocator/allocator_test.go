@@ -92,7 +92,7 @@ func newClient(t *testing.T, funcs interceptor.Funcs, objs ...client.Object) cli
 
 // newAllocator returns an Allocator whose clock stands at now.
 func newAllocator(c client.Client, reader client.Reader, timeout time.Duration) *Allocator {
-	return New(c, reader, Options{Timeout: timeout, Metrics: metrics.NewClaimMetrics(), Clock: clocktesting.NewFakePassiveClock(now)})
+	return New(c, reader, Options{Timeout: timeout, Metrics: metrics.New(), Clock: clocktesting.NewFakePassiveClock(now)})
 }
 
 // request asks for a worker ID in the v6e group "tpu" of slices of hosts hosts.

@@ -61,14 +61,14 @@ func TestClaimAdoptsPodsThatCarryAnIdentity(t *testing.T) {
 		// Not adopted: finished, of another RayCluster UID, of another host count.
 		identityPod("done", 0, 2).Phase(corev1.PodSucceeded).Obj(),
 		func() *corev1.Pod {
-			p := identityPod("old-gen", 0, 2).Obj()
+			p := identityPod("old-uid", 0, 2).Obj()
 			p.OwnerReferences[0].UID = oldUID
 			return p
 		}(),
 		identityPod("other-topology", 0, 2).Topology("tpu-v6e-slice", "2x4").Obj(),
 	)
 	a := newAllocator(c, c, timeout)
-	adoptedCount := metrics.ClaimsAdopted.WithLabelValues(metrics.AdoptedAtAdmission)
+	adoptedCount := a.m.ClaimsAdopted.WithLabelValues(metrics.AdoptedAtAdmission)
 	before := metrics.Value(adoptedCount)
 	got, err := a.Claim(t.Context(), request(4))
 	if err != nil {
@@ -129,7 +129,7 @@ func TestClaimTakesOverAPendingClaimWhosePodWasSeenGone(t *testing.T) {
 	deleted := identityPod("quick", 0, 2).Annotation(tpuv1alpha1.ClaimTokenAnnotation, "deleted-soon").Obj()
 	deletions.Record(deleted)
 	c := newClient(t, interceptor.Funcs{}, full, livePod(0, 0).Obj(), livePod(0, 1).Obj())
-	a := New(c, c, Options{Timeout: timeout, Tombstones: deletions, Metrics: metrics.NewClaimMetrics(),
+	a := New(c, c, Options{Timeout: timeout, Tombstones: deletions, Metrics: metrics.New(),
 		Clock: clocktesting.NewFakePassiveClock(now)})
 	got, err := a.Claim(t.Context(), request(4))
 	if err != nil {
@@ -157,7 +157,7 @@ func TestClaimDoesNotTakeOverAPendingClaimWhoseSeenPodLives(t *testing.T) {
 	deletions.Record(relabelled)
 	live := newClient(t, interceptor.Funcs{}, append(livePods(0), full, relabelled)...)
 	cache := newClient(t, interceptor.Funcs{}, append(livePods(0), full)...) // the cache lost it
-	a := New(staleCache(live, cache), live, Options{Timeout: timeout, Tombstones: deletions, Metrics: metrics.NewClaimMetrics()})
+	a := New(staleCache(live, cache), live, Options{Timeout: timeout, Tombstones: deletions, Metrics: metrics.New()})
 	_, err := a.Claim(t.Context(), request(4))
 	var denied *DeniedError
 	if !errors.As(err, &denied) || !denied.Transient {
@@ -200,7 +200,7 @@ func TestClaimDoesNotTakeOverAPendingClaimThroughACopiedToken(t *testing.T) {
 				tc.deletions(deletions)
 			}
 			c := newClient(t, interceptor.Funcs{}, append(append(livePods(0, 3), full, own), tc.objs...)...)
-			a := New(c, c, Options{Timeout: timeout, Tombstones: deletions, Metrics: metrics.NewClaimMetrics()})
+			a := New(c, c, Options{Timeout: timeout, Tombstones: deletions, Metrics: metrics.New()})
 			_, err := a.Claim(t.Context(), request(4))
 			var denied *DeniedError
 			if !errors.As(err, &denied) || !denied.Transient {

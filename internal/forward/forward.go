@@ -76,8 +76,8 @@ type Options struct {
 	Token func() (string, error)
 	// Log receives forwarding failures.
 	Log logr.Logger
-	// Metrics receive the forwarding counts and times (metrics.Claims, the served set, when nil).
-	Metrics *metrics.ClaimMetrics
+	// Metrics receive the forwarding counts and times (metrics.Default, the served set, when nil).
+	Metrics *metrics.Metrics
 	// DialContext, when set, opens the TCP connections to peers (default: net.Dialer). The
 	// integration tests map their instances' names to the loopback address with it.
 	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
@@ -92,7 +92,7 @@ type Router struct {
 	peers  *Peers
 	opts   Options
 	client *http.Client
-	m      *metrics.ClaimMetrics
+	m      *metrics.Metrics
 }
 
 // NewRouter returns a Router that claims through local what this replica owns or serves.
@@ -105,7 +105,7 @@ func NewRouter(local Local, peers *Peers, opts Options) *Router {
 	}
 	r := &Router{local: local, peers: peers, opts: opts, m: opts.Metrics}
 	if r.m == nil {
-		r.m = metrics.Claims
+		r.m = metrics.Default
 	}
 	r.client = &http.Client{Transport: &http.Transport{
 		DialTLSContext:      r.dialPeer,

@@ -117,7 +117,7 @@ type owner struct {
 func startOwner(t *testing.T, cert tls.Certificate, local *fakeClaimer) *owner {
 	t.Helper()
 	o := &owner{local: local}
-	o.router = NewRouter(local, NewPeers("owner"), Options{Timeout: 5 * time.Second, Log: logr.Discard(), Metrics: metrics.NewClaimMetrics()})
+	o.router = NewRouter(local, NewPeers("owner"), Options{Timeout: 5 * time.Second, Log: logr.Discard(), Metrics: metrics.New()})
 	var mu sync.Mutex
 	o.server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
@@ -141,7 +141,7 @@ func newCaller(cert tls.Certificate, local Local, members ...string) *Router {
 	peers := NewPeers("caller:9443")
 	peers.Set(members)
 	return NewRouter(local, peers, Options{
-		Metrics:            metrics.NewClaimMetrics(),
+		Metrics:            metrics.New(),
 		Timeout:            5 * time.Second,
 		ServingCertificate: func() (*tls.Certificate, error) { return &cert, nil },
 		Token:              StaticToken("caller-token"),
@@ -308,7 +308,7 @@ func TestRouterFallsBack(t *testing.T) {
 
 func TestServeHTTPRefusesBadClaims(t *testing.T) {
 	local := &fakeClaimer{}
-	r := NewRouter(local, NewPeers("owner"), Options{Timeout: time.Second, Log: logr.Discard(), Metrics: metrics.NewClaimMetrics()})
+	r := NewRouter(local, NewPeers("owner"), Options{Timeout: time.Second, Log: logr.Discard(), Metrics: metrics.New()})
 	cases := []struct {
 		name, method, body string
 		want               int

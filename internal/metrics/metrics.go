@@ -59,54 +59,124 @@ const (
 	ForwardServed = "served"
 )
 
-var (
+// Metrics are the operator's collectors: what the Pod webhook, the allocator, claim forwarding and
+// the reconciler count. Every component takes its *Metrics in its Options (Default when nil).
+// Production code records into Default, the set the metrics endpoint serves; tests and the
+// benchmark that run several operator instances in one process give each its own set (New) and
+// read it with Value and Sum.
+type Metrics struct {
 	// Admissions counts Pod admissions by result.
-	Admissions = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: namespace, Name: "pod_admissions_total",
-		Help: "Pod admissions handled by the webhook, by result.",
-	}, []string{"result"})
-
+	Admissions *prometheus.CounterVec
 	// ClaimsAdopted counts the bound claims recorded for live Pods that carried a TPU identity but
 	// no claim, by where they were recorded.
-	ClaimsAdopted = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: namespace, Name: "claims_adopted_total",
-		Help: "Claims recorded for live Pods that carried a TPU identity in their spec but no claim (created before the operator ran, by hand, or late), by where (admission: before a group's first ID was handed out; reconciler).",
-	}, []string{"source"})
-
+	ClaimsAdopted *prometheus.CounterVec
+	// ClaimsReleased counts claims the reconciler released, by reason.
+	ClaimsReleased *prometheus.CounterVec
 	// PodsDeleted counts the live Pods the reconciler deleted because another live Pod of their
 	// slice holds their worker ID (docs/spec.md §8 repair).
-	PodsDeleted = prometheus.NewCounter(prometheus.CounterOpts{
-		Namespace: namespace, Name: "duplicate_pods_deleted_total",
-		Help: "Live TPU worker Pods deleted because another live Pod of their slice holds their worker ID (a create that committed after its claim was released, or a second Pod carrying one claim's token).",
-	})
-
+	PodsDeleted prometheus.Counter
 	// SliceTimeToReady observes, when a slice turns Ready for the first time, how long after its
 	// first claim (the slice's creationTimestamp: the webhook creates it with its first claim).
-	SliceTimeToReady = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Namespace: namespace, Name: "slice_time_to_ready_seconds",
-		Help:    "Time from a slice's first claim (its creation) to its first Ready condition (every host's Pod Ready on a Ready node).",
-		Buckets: prometheus.ExponentialBuckets(1, 2, 13), // 1 s .. ~68 min
-	})
-
+	SliceTimeToReady prometheus.Histogram
 	// SliceDegraded counts Degraded transitions to True, by the condition's reason.
-	SliceDegraded = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: namespace, Name: "slice_degraded_total",
-		Help: "Slices that turned Degraded, by reason (NodeMissing, NodeDeleting, NodeNotReady, NodeTainted, NodeUnschedulable, PodNotReady).",
-	}, []string{"reason"})
+	SliceDegraded *prometheus.CounterVec
 
-	// ClaimsReleased counts claims the reconciler released, by reason.
-	ClaimsReleased = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: namespace, Name: "claims_released_total",
-		Help: "Claims released by the reconciler, by reason (PodGone, PodTerminating, PodFinished, PendingExpired).",
-	}, []string{"reason"})
-)
+	// Results counts claims by outcome (committed, denied), forwarded claims at their owner.
+	Results *prometheus.CounterVec
+	// Attempts observes, per committed or denied claim, how many plans it took.
+	Attempts prometheus.Histogram
+	// Conflicts observes, per claim, how many of its writes lost a resourceVersion conflict.
+	Conflicts prometheus.Histogram
+	// Duration observes how long a claim took inside the allocator, to its commit or denial.
+	Duration prometheus.Histogram
+	// Writes counts the API writes claims made (creates, deletes of slices of a deleted RayCluster
+	// UID, status updates), LostWrites those that lost a conflict to another writer: with several
+	// replicas, the cost of their racing for one slice.
+	Writes, LostWrites prometheus.Counter
+	// Forwards counts claims sent to, or served for, the replica that owns their worker group, and
+	// ForwardDuration how long they took, round trip included (answered, fallback) or at the owner
+	// (served).
+	Forwards        *prometheus.CounterVec
+	ForwardDuration *prometheus.HistogramVec
+}
 
-// Claims is the process's claim metrics, registered with controller-runtime's registry.
-var Claims = NewClaimMetrics()
+// Default is the process's metrics, registered with controller-runtime's registry.
+var Default = New()
 
 func init() {
-	crmetrics.Registry.MustRegister(Admissions, ClaimsAdopted, PodsDeleted, ClaimsReleased, SliceTimeToReady, SliceDegraded)
-	crmetrics.Registry.MustRegister(Claims.collectors()...)
+	crmetrics.Registry.MustRegister(Default.collectors()...)
+}
+
+// New returns a set of the operator's metrics registered nowhere.
+func New() *Metrics {
+	return &Metrics{
+		Admissions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "pod_admissions_total",
+			Help: "Pod admissions handled by the webhook, by result.",
+		}, []string{"result"}),
+		ClaimsAdopted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "claims_adopted_total",
+			Help: "Claims recorded for live Pods that carried a TPU identity in their spec but no claim (created before the operator ran, by hand, or late), by where (admission: before a group's first ID was handed out; reconciler).",
+		}, []string{"source"}),
+		ClaimsReleased: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "claims_released_total",
+			Help: "Claims released by the reconciler, by reason (PodGone, PodTerminating, PodFinished, PendingExpired).",
+		}, []string{"reason"}),
+		PodsDeleted: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace, Name: "duplicate_pods_deleted_total",
+			Help: "Live TPU worker Pods deleted because another live Pod of their slice holds their worker ID (a create that committed after its claim was released, or a second Pod carrying one claim's token).",
+		}),
+		SliceTimeToReady: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: namespace, Name: "slice_time_to_ready_seconds",
+			Help:    "Time from a slice's first claim (its creation) to its first Ready condition (every host's Pod Ready on a Ready node).",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 13), // 1 s .. ~68 min
+		}),
+		SliceDegraded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "slice_degraded_total",
+			Help: "Slices that turned Degraded, by reason (NodeMissing, NodeDeleting, NodeNotReady, NodeTainted, NodeUnschedulable, PodNotReady).",
+		}, []string{"reason"}),
+		Results: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "claims_total",
+			Help: "Claims by outcome (committed, denied), counted where they were committed: at the group's owner when forwarded.",
+		}, []string{"result"}),
+		Attempts: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: namespace, Name: "claim_attempts",
+			Help:    "Plans (attempts) one claim took before it was committed or denied.",
+			Buckets: []float64{1, 2, 3, 4, 6, 8, 12, 16},
+		}),
+		Conflicts: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: namespace, Name: "claim_conflicts",
+			Help:    "Writes of one claim that lost a resourceVersion conflict.",
+			Buckets: []float64{0, 1, 2, 3, 4, 6, 8, 12},
+		}),
+		Duration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: namespace, Name: "claim_duration_seconds",
+			Help:    "Time one claim took in the allocator, to its commit or denial.",
+			Buckets: prometheus.ExponentialBuckets(0.002, 2, 13), // 2 ms .. 8 s
+		}),
+		Writes: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace, Name: "claim_writes_total",
+			Help: "API writes made to commit claims, including writes that lost a conflict.",
+		}),
+		LostWrites: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace, Name: "claim_writes_lost_total",
+			Help: "Claim writes that lost a resourceVersion conflict (or a create race) to another writer.",
+		}),
+		Forwards: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "claim_forwards_total",
+			Help: "Claims forwarded to the replica that owns their worker group (answered, fallback: claimed locally after a failed forward) or served for a peer (served).",
+		}, []string{"result"}),
+		ForwardDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace, Name: "claim_forward_duration_seconds",
+			Help:    "Time a forwarded claim took: at the caller, round trip included (answered, fallback), or at the owner (served).",
+			Buckets: prometheus.ExponentialBuckets(0.002, 2, 13),
+		}, []string{"result"}),
+	}
+}
+
+func (m *Metrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.Admissions, m.ClaimsAdopted, m.ClaimsReleased, m.PodsDeleted, m.SliceTimeToReady, m.SliceDegraded,
+		m.Results, m.Attempts, m.Conflicts, m.Duration, m.Writes, m.LostWrites, m.Forwards, m.ForwardDuration}
 }
 
 // sliceCollector reports the slices in the cache by state and by condition when scraped.

@@ -17,13 +17,16 @@ limitations under the License.
 package metrics
 
 import (
+	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 )
@@ -88,3 +91,39 @@ func TestSliceCollector(t *testing.T) {
 
 // dtoMetric holds one collected sample.
 type dtoMetric struct{ dto.Metric }
+
+// TestDefaultServesEveryMetric: the served set (Default) is registered with controller-runtime's
+// registry under the operator's metric names, one collector per field of Metrics.
+func TestDefaultServesEveryMetric(t *testing.T) {
+	wantNames := []string{
+		"pod_admissions_total", "claims_adopted_total", "claims_released_total", "duplicate_pods_deleted_total",
+		"slice_time_to_ready_seconds", "slice_degraded_total", "claims_total", "claim_attempts", "claim_conflicts",
+		"claim_duration_seconds", "claim_writes_total", "claim_writes_lost_total", "claim_forwards_total",
+		"claim_forward_duration_seconds",
+	}
+	collectors := Default.collectors()
+	got := make([]string, 0, len(collectors))
+	for _, c := range collectors {
+		if crmetrics.Registry.Register(c) == nil {
+			t.Errorf("a collector of Default was not registered with controller-runtime's registry")
+		}
+		ch := make(chan *prometheus.Desc, 1)
+		c.Describe(ch)
+		got = append(got, strings.TrimPrefix(descName(t, <-ch), namespace+"_"))
+	}
+	if diff := cmp.Diff(wantNames, got); diff != "" {
+		t.Errorf("Default's metric names (-want,+got):\n%s", diff)
+	}
+}
+
+// descName returns the fully-qualified name a Desc describes.
+func descName(t *testing.T, d *prometheus.Desc) string {
+	t.Helper()
+	// Desc has no accessor: its String() reads `Desc{fqName: "name", ...}`.
+	_, rest, ok := strings.Cut(d.String(), `fqName: "`)
+	if !ok {
+		t.Fatalf("no fqName in %s", d)
+	}
+	name, _, _ := strings.Cut(rest, `"`)
+	return name
+}

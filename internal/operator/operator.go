@@ -95,8 +95,9 @@ type Options struct {
 	DisableWebhooks bool
 	// DisableControllers skips the reconcilers (a webhook-only replica, as in tests with many instances).
 	DisableControllers bool
-	// Metrics receive the claim metrics (metrics.Claims, the served set, when nil).
-	Metrics *metrics.ClaimMetrics
+	// Metrics receive what the webhooks, the allocator, claim forwarding and the reconcilers
+	// count (metrics.Default, the served set, when nil).
+	Metrics *metrics.Metrics
 	// Tombstones, when set, records the Pod deletions the webhooks and reconcilers share (a new
 	// set when nil).
 	Tombstones *tombstones.Tombstones
@@ -267,6 +268,10 @@ func Setup(mgr manager.Manager, opts Options) (*Parts, error) {
 		return nil, err
 	}
 	opts.Controllers.Tombstones = deleted
+	if opts.Metrics == nil {
+		opts.Metrics = metrics.Default
+	}
+	opts.Controllers.Metrics, opts.Webhooks.Metrics = opts.Metrics, opts.Metrics
 	parts := &Parts{}
 	if !opts.DisableWebhooks {
 		if err := parts.setupWebhooks(mgr, opts, deleted); err != nil {

@@ -149,7 +149,7 @@ func run(seed, stream uint64, gate bool, d time.Duration) {
 	Expect(audit.watchNamespace(watchCtx, watchClient, r.ns)).To(Succeed())
 	r.stored, err = watchStored(watchCtx, watchClient, r.ns)
 	Expect(err).NotTo(HaveOccurred())
-	r.adoptedBefore = adoptions()
+	r.adoptedBefore = adoptions(append(r.retired, r.instances...))
 	r.deletedBefore, r.repairsBefore = audit.counts()
 	for i := range instances {
 		r.instances = append(r.instances, r.startInstance(i == 0))
@@ -191,7 +191,7 @@ func run(seed, stream uint64, gate bool, d time.Duration) {
 
 	c := framework.TotalCounts(append(r.retired, r.instances...))
 	admitted, denials, attempts, forwarded, fallbacks := c.Committed, c.Denied, c.Attempts, c.Forwarded, c.Fallbacks
-	adopted := int64(adoptions() - r.adoptedBefore)
+	adopted := int64(adoptions(append(r.retired, r.instances...)) - r.adoptedBefore)
 	podsDeleted, repairs := audit.counts()
 	gateName := map[bool]string{false: "off", true: "on"}[gate]
 	found, versions := r.stored.take()

@@ -27,6 +27,7 @@ import (
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/lifecycle"
 	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
+	"github.com/ray-tpu/tpu-slice-operator/test/integration/framework"
 )
 
 // forgedHold is how long after its AdmissionReview was posted a forged claim may still be pending:
@@ -148,9 +149,12 @@ func (r *runner) checkForgedClaims() {
 	r.forgedClaims = kept
 }
 
-// adoptions is the process's count of claims adopted, at admission and by the reconcilers (every
-// instance of the suite runs in this process and shares the metric).
-func adoptions() float64 {
-	return metrics.Value(metrics.ClaimsAdopted.WithLabelValues(metrics.AdoptedByReconciler)) +
-		metrics.Value(metrics.ClaimsAdopted.WithLabelValues(metrics.AdoptedAtAdmission))
+// adoptions is the count of claims the instances adopted, at admission and by their reconcilers.
+func adoptions(instances []*framework.Instance) float64 {
+	var n float64
+	for _, inst := range instances {
+		n += metrics.Value(inst.Metrics.ClaimsAdopted.WithLabelValues(metrics.AdoptedByReconciler)) +
+			metrics.Value(inst.Metrics.ClaimsAdopted.WithLabelValues(metrics.AdoptedAtAdmission))
+	}
+	return n
 }

@@ -192,11 +192,12 @@ func expectHeld(ns string, pods []corev1.Pod) {
 
 type adoptions struct{ admission, reconciler float64 }
 
-// adoptionCounts reads the claims_adopted_total metric (every instance runs in this process).
+// adoptionCounts reads the claims_adopted_total metric (every instance runs in this process and
+// records into metrics.Default).
 func adoptionCounts() adoptions {
 	read := func(where string) float64 {
 		var m dto.Metric
-		Expect(metrics.ClaimsAdopted.WithLabelValues(where).Write(&m)).To(Succeed())
+		Expect(metrics.Default.ClaimsAdopted.WithLabelValues(where).Write(&m)).To(Succeed())
 		return m.GetCounter().GetValue()
 	}
 	return adoptions{admission: read(metrics.AdoptedAtAdmission), reconciler: read(metrics.AdoptedByReconciler)}

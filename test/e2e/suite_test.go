@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/ray-tpu/tpu-slice-operator/controllers"
+	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
 	"github.com/ray-tpu/tpu-slice-operator/internal/operator"
 	"github.com/ray-tpu/tpu-slice-operator/test/integration/framework"
 )
@@ -73,6 +74,7 @@ func startOperator(reconcile bool) {
 			Operator: operator.Options{
 				DisableControllers: i > 0 || !reconcile,
 				Controllers:        controllers.Options{PendingTTL: pendingTTL},
+				Metrics:            metrics.Default, // shared: adoptionCounts reads it across restarts
 			},
 			Forward: true, // as the production install runs
 		}

@@ -22,7 +22,7 @@ import (
 	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
 )
 
-// ClaimCounts are what instances' claim metrics (metrics.ClaimMetrics) counted: the counters the
+// ClaimCounts are what instances' claim metrics (metrics.Metrics) counted: the counters the
 // metrics endpoint serves, read directly.
 type ClaimCounts struct {
 	// Committed and Denied claims (a forwarded claim counts at its owner).

@@ -206,7 +206,7 @@ type Instance struct {
 	Allocator *allocator.Allocator
 	Addr      string
 	// Metrics are this instance's claim metrics: what its allocator and claim forwarding did.
-	Metrics *metrics.ClaimMetrics
+	Metrics *metrics.Metrics
 	// Peers are the replicas this instance forwards to, as it sees them (with InstanceOptions.Forward).
 	Peers *forward.Peers
 	// endpointSlice is the instance's endpoint in the webhook Service, if it forwards.
@@ -270,7 +270,7 @@ func (e *Env) StartInstance(ctx context.Context, opts InstanceOptions) (*Instanc
 		}
 	}
 	if opts.Operator.Metrics == nil {
-		opts.Operator.Metrics = metrics.NewClaimMetrics()
+		opts.Operator.Metrics = metrics.New()
 	}
 	mgr, err := manager.New(cfg, manager.Options{
 		Scheme:                 operator.Scheme,
