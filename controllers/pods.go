@@ -31,6 +31,7 @@ import (
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/claims"
+	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
 	"github.com/ray-tpu/tpu-slice-operator/internal/identity"
 	"github.com/ray-tpu/tpu-slice-operator/internal/lifecycle"
 	"github.com/ray-tpu/tpu-slice-operator/internal/tombstones"
@@ -206,7 +207,7 @@ func (r *TPUSliceAssignmentReconciler) recreate(ctx context.Context, key types.N
 			return nil, err
 		}
 		slice := claims.NewSlice(key.Namespace, spec)
-		if err := r.client.Create(ctx, slice); err != nil {
+		if err := r.client.Create(ctx, slice, client.FieldOwner(constants.FieldManager)); err != nil {
 			if apierrors.IsAlreadyExists(err) {
 				return nil, nil // another writer was first; its create event reconciles it.
 			}

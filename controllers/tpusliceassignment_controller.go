@@ -38,6 +38,7 @@ import (
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/claims"
+	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
 	"github.com/ray-tpu/tpu-slice-operator/internal/lifecycle"
 	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
 	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
@@ -266,7 +267,7 @@ func (r *TPUSliceAssignmentReconciler) labelCluster(ctx context.Context, slice *
 		labeled.Labels = map[string]string{}
 	}
 	labeled.Labels[rayutils.RayClusterLabelKey] = value
-	if err := r.client.Patch(ctx, labeled, patch); err != nil {
+	if err := r.client.Patch(ctx, labeled, patch, client.FieldOwner(constants.FieldManager)); err != nil {
 		return false, client.IgnoreNotFound(err)
 	}
 	return true, nil
@@ -292,7 +293,7 @@ func (r *TPUSliceAssignmentReconciler) write(ctx context.Context, rc *rayv1.RayC
 	if !applyHealth(&updated.Status, res) && !changed {
 		return updated, 0, nil
 	}
-	if err := r.client.Status().Update(ctx, updated); err != nil {
+	if err := r.client.Status().Update(ctx, updated, client.FieldOwner(constants.FieldManager)); err != nil {
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 			return nil, conflictRequeueDelay, nil
 		}

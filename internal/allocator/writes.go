@@ -25,6 +25,7 @@ import (
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/claims"
+	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
 )
 
 // writeSlice makes the slice of replica hold exactly w.Claims, conditional on the state it was
@@ -53,7 +54,7 @@ func (a *Allocator) writeSlice(ctx context.Context, req Request, replica int32,
 	if slice == nil {
 		slice = claims.NewSlice(req.Namespace, sliceSpec(req, replica, w))
 		a.countWrite()
-		if err := a.client.Create(ctx, slice); err != nil {
+		if err := a.client.Create(ctx, slice, client.FieldOwner(constants.FieldManager)); err != nil {
 			return nil, nil, fmt.Errorf("creating slice: %w", err)
 		}
 		over = append(over, "", slice.ResourceVersion)
@@ -63,7 +64,7 @@ func (a *Allocator) writeSlice(ctx context.Context, req Request, replica int32,
 	slice.Status.Claims = w.Claims
 	slice.Status.Claimed = int32(len(w.Claims)) //nolint:gosec // at most Hosts claims.
 	a.countWrite()
-	if err := a.client.Status().Update(ctx, slice); err != nil {
+	if err := a.client.Status().Update(ctx, slice, client.FieldOwner(constants.FieldManager)); err != nil {
 		return nil, nil, err
 	}
 	return slice, over, nil
