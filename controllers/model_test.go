@@ -143,6 +143,7 @@ func newModel(ctx context.Context) *model {
 // start runs a fresh operator process: empty memory, caches listed anew.
 func (m *model) start() {
 	deleted := tombstones.New(0)
+	counts := metrics.New()
 	cache, live := m.w.cacheClient(), m.w.writer(true)
 	m.w.mu.Lock()
 	m.w.tombstones = deleted
@@ -151,11 +152,12 @@ func (m *model) start() {
 	m.op = operatorProcess{
 		deleted: deleted,
 		alloc: allocator.New(cache, live, allocator.Options{
-			Timeout: allocator.DefaultTimeout, Tombstones: deleted, Metrics: metrics.New(),
+			Timeout: allocator.DefaultTimeout, Tombstones: deleted, Metrics: counts,
 		}),
 		rec: &TPUSliceAssignmentReconciler{
 			client: cache, reader: live, recorder: &events.FakeRecorder{}, tombstones: deleted,
-			pendingTTL: DefaultPendingTTL, bindSettleTime: DefaultBindSettle, clock: clock.RealClock{}, seen: newObservations(),
+			pendingTTL: DefaultPendingTTL, bindSettleTime: DefaultBindSettle, clock: clock.RealClock{}, metrics: counts,
+			seen: newObservations(),
 		},
 	}
 }

@@ -39,6 +39,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
+	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
 	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
 	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
 	"github.com/ray-tpu/tpu-slice-operator/internal/tombstones"
@@ -54,7 +55,7 @@ func newReconcileTestReconciler(cache client.Client, live client.Reader, events 
 	deleted *tombstones.Tombstones, clock clock.PassiveClock) *TPUSliceAssignmentReconciler {
 	return &TPUSliceAssignmentReconciler{
 		client: cache, reader: live, recorder: events, tombstones: deleted,
-		pendingTTL: DefaultPendingTTL, bindSettleTime: DefaultBindSettle, clock: clock, seen: newObservations(),
+		pendingTTL: DefaultPendingTTL, bindSettleTime: DefaultBindSettle, clock: clock, metrics: metrics.New(), seen: newObservations(),
 	}
 }
 

@@ -52,6 +52,7 @@ import (
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/allocator"
+	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
 	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
 	"github.com/ray-tpu/tpu-slice-operator/internal/placement"
@@ -405,7 +406,7 @@ func (tc catalogCase) review(t *testing.T) *metav1.Status {
 		a := allocator.New(c, c, allocator.Options{Timeout: tc.claimTimeout, MaxSliceHosts: tc.maxHosts})
 		claimer, planner = a, a
 	}
-	w := &podWebhook{planner: planner, claimer: claimer, clusters: c, nodes: tc.nodes, maxHosts: tc.maxHosts, timeout: tc.admissionTimeout}
+	w := &podWebhook{planner: planner, claimer: claimer, clusters: c, live: c, metrics: metrics.New(), nodes: tc.nodes, maxHosts: tc.maxHosts, timeout: tc.admissionTimeout}
 	raw, err := json.Marshal(tc.pod)
 	if err != nil {
 		t.Fatal(err)

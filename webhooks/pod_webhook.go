@@ -109,7 +109,7 @@ func (w *podWebhook) Default(ctx context.Context, pod *corev1.Pod) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if err := w.readRayCluster(ctx, &worker); err != nil {
-		w.metrics.Admissions.WithLabelValues(metrics.ResultDeniedTransient).Inc()
+		w.metrics.Admissions.WithLabelValues(admissionResult(err, false)).Inc()
 		if ctx.Err() != nil {
 			return timedOut(timeout)
 		}
@@ -202,6 +202,11 @@ func (w *podWebhook) readRayCluster(ctx context.Context, worker *workerPod) erro
 		return worker.clusterUID == "" || rc.UID == worker.clusterUID
 	})
 	if err != nil {
+		// As the allocator's read of the same RayCluster: a refusal the API server would repeat
+		// is permanent, anything else transient (docs/operations.md).
+		if apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) || apierrors.IsInvalid(err) {
+			return deny("reading RayCluster %s/%s: %v", key.Namespace, key.Name, err)
+		}
 		return denyTransient("reading RayCluster %s/%s: %v", key.Namespace, key.Name, err)
 	}
 	objs := []placement.Object{{Kind: "Pod", Labels: worker.pod.Labels, Annotations: worker.pod.Annotations}}

@@ -26,8 +26,9 @@ limitations under the License.
 //
 // The allocator only ever adds claims (docs/spec.md §10): it takes over a claim or replaces a slice
 // only when a live read confirms that no live Pod holds it, and deletes a slice of another
-// RayCluster UID only after a live read confirms that the request's UID is the live one. Before it hands out the first ID of a worker group, it records the live Pods that already
-// carry an identity of the group (adoption, docs/spec.md §3.4).
+// RayCluster UID only after a live read confirms that the request's UID is the live one. Before it
+// hands out the first ID of a worker group, it records the live Pods that already carry an
+// identity of the group (adoption, docs/spec.md §3.4).
 package allocator
 
 import (

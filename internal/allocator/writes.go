@@ -29,8 +29,9 @@ import (
 )
 
 // writeSlice makes the slice of replica hold exactly w.Claims, conditional on the state it was
-// planned on: a create (AlreadyExists if someone was first), for a slice of a deleted RayCluster UID a delete
-// with UID and resourceVersion preconditions first, and a resourceVersion-checked status update.
+// planned on: a create (AlreadyExists if someone was first), for a slice of a deleted RayCluster
+// UID a delete with UID and resourceVersion preconditions first, and a resourceVersion-checked
+// status update.
 // It returns the slice as the API server stored it, and the versions its writes went over ("" for
 // none), which a cache may still show.
 func (a *Allocator) writeSlice(ctx context.Context, req Request, replica int32,

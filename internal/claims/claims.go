@@ -129,8 +129,9 @@ func SameClusterUID(slice *tpuv1alpha1.TPUSliceAssignment, clusterUID types.UID,
 type Write struct {
 	// Claims is the slice's whole claim list after the commit.
 	Claims []tpuv1alpha1.WorkerClaim
-	// Replace is set when the existing slice is of a deleted RayCluster UID (or a replaced replica) and is deleted and created
-	// anew (with ReplicaName and ReplacedReplicaNames).
+	// Replace is set when the existing slice cannot take claims as it is (another RayCluster UID,
+	// another host count, a replaced KubeRay replica) and is deleted and created anew (with
+	// ReplicaName and ReplacedReplicaNames).
 	Replace bool
 	// ReplicaName is the KubeRay replica name a new slice records.
 	ReplicaName string
@@ -192,8 +193,8 @@ func Plan(g Group, current Slices, reqs []Request, reclaimable Reclaimable) ([]O
 // replicaState is the planner's view of one replica's slice.
 type replicaState struct {
 	slice *tpuv1alpha1.TPUSliceAssignment
-	// usable reports whether claims may be added to the slice as it is (current RayCluster UID, same
-	// host count); claims are its claims as planned so far.
+	// usable reports whether claims may be added to the slice as it is (current RayCluster UID,
+	// same host count); claims are its claims as planned so far.
 	usable bool
 	claims []tpuv1alpha1.WorkerClaim
 	// otherHosts is set for a slice of the current RayCluster UID recorded with another host count.
@@ -257,10 +258,10 @@ func (p *planner) replica(r int32) *replicaState {
 	return st
 }
 
-// hostsMismatch reports whether a slice of the current RayCluster UID of the group recorded with another host
-// count still holds a claim no Reclaimable confirms gone: its Pods run with the old topology, and
-// a Pod of the new one would split the group (docs/spec.md §10). A slice whose claims are all gone
-// is replaced.
+// hostsMismatch reports whether a slice of the group, of the current RayCluster UID, recorded with
+// another host count still holds a claim no Reclaimable confirms gone: its Pods run with the old
+// topology, and a Pod of the new one would split the group (docs/spec.md §10). A slice whose
+// claims are all gone is replaced.
 func (p *planner) hostsMismatch() (string, bool) {
 	for _, r := range p.sortedReplicas() {
 		st := p.state[r]
@@ -377,9 +378,9 @@ func (p *planner) placeIndexed(req *Request) Outcome {
 // newReplicaName handles a request whose KubeRay replica name differs from the one its
 // slice records. KubeRay replaces a replica whole under a new name and never goes back to an old
 // one, so a name the slice has already replaced is an older replica (a create still in flight
-// from before the replacement) and is denied. Any other name replaces the slice's
-// replica, but only once every claim of the old one is confirmed gone: a request cannot, by naming
-// a replica, take IDs from live Pods (docs/spec.md §10).
+// from before the replacement) and is denied. Any other name replaces the slice's replica,
+// but only once every claim of the old one is confirmed gone: a request cannot, by naming a
+// replica, take IDs from live Pods (docs/spec.md §10).
 func (p *planner) newReplicaName(replica int32, name string) (Outcome, bool) {
 	st := p.replica(replica)
 	if !st.usable || name == "" || st.slice == nil {
