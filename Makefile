@@ -8,6 +8,12 @@ IMG ?= controller:latest
 ENVTEST_K8S_VERSION ?= 1.37.2
 ENVTEST_ETCD_VERSION ?= 3.6.16
 
+# The rest of a local cluster (internal/localcluster): kube-scheduler and kube-controller-manager of
+# CLUSTER_K8S_VERSION and kwok, built from source by hack/build-cluster-tools.sh, cached per user and
+# linked into bin/.
+CLUSTER_K8S_VERSION ?= $(ENVTEST_K8S_VERSION)
+KWOK_VERSION ?= 0.8.0
+
 # Tool versions.
 CONTROLLER_TOOLS_VERSION ?= v0.23.0
 KUSTOMIZE_VERSION ?= v5.7.1
@@ -110,6 +116,10 @@ test-chaos: envtest ## Run the chaos suite (SEED=<n> DURATION=<total, split betw
 define run-chaos
 KUBEBUILDER_ASSETS="$(KUBEBUILDER_ASSETS)" go test ./test/chaos -count=1 -timeout $(2) -v -args -chaos.seed=$(or $(SEED),0) -chaos.duration=$(1)
 endef
+
+.PHONY: test-cluster
+test-cluster: envtest cluster-tools ## Run the local cluster's suite (test/cluster): the real scheduler, kube-controller-manager and kwok TPU nodes.
+	KUBEBUILDER_ASSETS="$(KUBEBUILDER_ASSETS)" CLUSTER_ASSETS="$(CLUSTER_ASSETS)" go test ./test/cluster -count=1 -timeout $(TEST_TIMEOUT) $(TEST_ARGS)
 
 .PHONY: fuzz
 fuzz: ## Run every fuzz target of the repository (func Fuzz... in a _test.go file), each for FUZZTIME (default 30s), then the model-based test for MODEL_CHECKS (default 5000) histories.
@@ -249,6 +259,12 @@ GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint
 envtest: ## Build kube-apiserver, etcd and kubectl from source (cached per user), link them into bin/, and bin/kubectl to that kubectl.
 	@hack/build-envtest.sh $(ENVTEST_K8S_VERSION) $(ENVTEST_ETCD_VERSION) $(KUBEBUILDER_ASSETS)
 	@ln -sfn "$(KUBEBUILDER_ASSETS)/kubectl" "$(LOCALBIN)/kubectl"
+
+CLUSTER_ASSETS ?= $(LOCALBIN)/cluster/$(CLUSTER_K8S_VERSION)-kwok-$(KWOK_VERSION)-$(GOOS)-$(GOARCH)
+
+.PHONY: cluster-tools
+cluster-tools: ## Build kube-scheduler, kube-controller-manager and kwok from source (cached per user) and link them into bin/cluster/.
+	@hack/build-cluster-tools.sh $(CLUSTER_K8S_VERSION) $(KWOK_VERSION) $(CLUSTER_ASSETS)
 
 .PHONY: controller-gen
 controller-gen: $(LOCALBIN) ## Install controller-gen into bin/.
