@@ -10,6 +10,12 @@ IMG ?= controller:latest
 ENVTEST_K8S_VERSION ?= 1.37.2
 ENVTEST_ETCD_VERSION ?= 3.6.16
 
+# The rest of a local cluster (internal/localcluster): kube-scheduler and kube-controller-manager of
+# CLUSTER_K8S_VERSION and kwok, built from source by hack/build-cluster-tools.sh, cached per user and
+# linked into bin/.
+CLUSTER_K8S_VERSION ?= $(ENVTEST_K8S_VERSION)
+KWOK_VERSION ?= 0.8.0
+
 # Tool versions.
 CONTROLLER_TOOLS_VERSION ?= v0.23.0
 SETUP_ENVTEST_VERSION ?= v0.25.1
@@ -114,6 +120,10 @@ define run-chaos
 KUBEBUILDER_ASSETS="$(KUBEBUILDER_ASSETS)" go test ./test/chaos -count=1 -timeout $(2) -v -args -chaos.seed=$(or $(SEED),0) -chaos.duration=$(1)
 endef
 
+.PHONY: test-cluster
+test-cluster: envtest cluster-tools ## Run the local cluster's suite (test/cluster): the real scheduler, kube-controller-manager and kwok TPU nodes.
+	KUBEBUILDER_ASSETS="$(KUBEBUILDER_ASSETS)" CLUSTER_ASSETS="$(CLUSTER_ASSETS)" go test ./test/cluster -count=1 -timeout $(TEST_TIMEOUT) $(TEST_ARGS)
+
 .PHONY: fuzz
 fuzz: ## Run every fuzz target of the repository (func Fuzz... in a _test.go file), each for FUZZTIME (default 30s), then the model-based test for MODEL_CHECKS (default 5000) histories.
 	@targets=$$(git grep -o -E '^func Fuzz[A-Za-z0-9_]+' -- '*_test.go' | sed 's/:func /:/'); \
@@ -153,9 +163,9 @@ run: manifests generate ## Run the manager against the cluster in ~/.kube/config
 	go run ./cmd $(ARGS)
 
 .PHONY: run-local
-run-local: envtest ## Run the operator and KubeRay on an embedded local control plane (etcd + kube-apiserver).
+run-local: envtest $(if $(LOCAL_CLUSTER),cluster-tools) ## Run the operator and KubeRay on an embedded local control plane (etcd + kube-apiserver); LOCAL_CLUSTER=1 adds the scheduler, kube-controller-manager and kwok TPU node pools.
 	go build -o bin/run-local ./cmd/run-local
-	KUBEBUILDER_ASSETS="$(KUBEBUILDER_ASSETS)" exec bin/run-local --kubeconfig-out=bin/local/kubeconfig $(ARGS)
+	KUBEBUILDER_ASSETS="$(KUBEBUILDER_ASSETS)" CLUSTER_ASSETS="$(CLUSTER_ASSETS)" exec bin/run-local --kubeconfig-out=bin/local/kubeconfig $(if $(LOCAL_CLUSTER),--cluster) $(ARGS)
 
 .PHONY: docker-build
 docker-build: ## Build the manager image (needs a Docker engine).
@@ -260,6 +270,12 @@ envtest: $(LOCALBIN) ## Get kube-apiserver, etcd and kubectl with setup-envtest,
 .PHONY: setup-envtest
 setup-envtest: $(LOCALBIN) ## Install Kubebuilder's setup-envtest into bin/.
 	$(call go-install-tool,$(SETUP_ENVTEST),sigs.k8s.io/controller-runtime/tools/setup-envtest,$(SETUP_ENVTEST_VERSION))
+
+CLUSTER_ASSETS ?= $(LOCALBIN)/cluster/$(CLUSTER_K8S_VERSION)-kwok-$(KWOK_VERSION)-$(GOOS)-$(GOARCH)
+
+.PHONY: cluster-tools
+cluster-tools: ## Build kube-scheduler, kube-controller-manager and kwok from source (cached per user) and link them into bin/cluster/.
+	@hack/build-cluster-tools.sh $(CLUSTER_K8S_VERSION) $(KWOK_VERSION) $(CLUSTER_ASSETS)
 
 .PHONY: controller-gen
 controller-gen: $(LOCALBIN) ## Install controller-gen into bin/.

@@ -64,14 +64,22 @@ func (n *NodeWrapper) GCE(block, subblock string) *NodeWrapper {
 	return n
 }
 
+// TPUCapacity gives the Node the capacity and allocatable of a TPU host VM with chips TPU chips
+// (google.com/tpu) and room for 110 Pods; cpu and memory are a ct6e-standard-4t's whatever the
+// chips.
+func (n *NodeWrapper) TPUCapacity(chips int64) *NodeWrapper {
+	n.Status.Capacity = corev1.ResourceList{
+		corev1.ResourceCPU: resource.MustParse("180"), corev1.ResourceMemory: resource.MustParse("720Gi"),
+		corev1.ResourcePods: resource.MustParse("110"), constants.TPUResourceName: *resource.NewQuantity(chips, resource.DecimalSI),
+	}
+	n.Status.Allocatable = n.Status.Capacity.DeepCopy()
+	return n
+}
+
 // GKEStatus gives the Node a status as large as a running GKE Node's: capacity, conditions,
 // addresses and the list of images it has pulled (about 15 KiB as JSON).
 func (n *NodeWrapper) GKEStatus() *NodeWrapper {
-	n.Status.Capacity = corev1.ResourceList{
-		corev1.ResourceCPU: resource.MustParse("180"), corev1.ResourceMemory: resource.MustParse("720Gi"),
-		corev1.ResourcePods: resource.MustParse("110"), "google.com/tpu": resource.MustParse("4"),
-	}
-	n.Status.Allocatable = n.Status.Capacity
+	n.TPUCapacity(4)
 	for _, t := range []corev1.NodeConditionType{"FrequentKubeletRestart", "KernelDeadlock", "ReadonlyFilesystem",
 		corev1.NodeMemoryPressure, corev1.NodeDiskPressure, corev1.NodePIDPressure, corev1.NodeNetworkUnavailable} {
 		n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{Type: t, Status: corev1.ConditionFalse,

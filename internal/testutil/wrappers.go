@@ -152,6 +152,15 @@ func (p *PodWrapper) Topology(accelerator, topology string) *PodWrapper {
 	return p
 }
 
+// NodeSelector adds a nodeSelector term.
+func (p *PodWrapper) NodeSelector(k, v string) *PodWrapper {
+	if p.Spec.NodeSelector == nil {
+		p.Spec.NodeSelector = map[string]string{}
+	}
+	p.Spec.NodeSelector[k] = v
+	return p
+}
+
 // TPU sets the first container's google.com/tpu request and limit.
 func (p *PodWrapper) TPU(chips int64) *PodWrapper {
 	setTPU(&p.Spec.Containers[0], chips)
