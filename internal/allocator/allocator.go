@@ -246,10 +246,10 @@ func (a *Allocator) Plan(ctx context.Context, req Request) (Assignment, error) {
 		return Assignment{}, a.deny(true, "reading TPUSliceAssignments: %v", err)
 	}
 	outcomes, _ := claims.Plan(group(req, cluster), current, []claims.Request{req.Claim}, nil)
-	if o := outcomes[0]; !o.Placed() {
+	if o := outcomes[0]; !o.HasSlot() {
 		return Assignment{}, a.deny(o.Reason.Transient(), "%s", o.Message)
 	}
-	p := outcomes[0].Placement
+	p := outcomes[0].Slot
 	key := req.AffinityTopologyKey
 	if s := current[p.Replica]; s != nil && claims.SameClusterUID(s, req.ClusterUID, "") && s.Spec.AffinityTopologyKey != "" {
 		key = s.Spec.AffinityTopologyKey

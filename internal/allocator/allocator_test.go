@@ -446,28 +446,28 @@ func TestClaim(t *testing.T) {
 func TestClaimSequentialFillsSlicesInOrder(t *testing.T) {
 	c := newClient(t, interceptor.Funcs{})
 	a := newAllocator(c, c, timeout)
-	type placement struct{ Replica, WorkerID int32 }
-	var got []placement
-	tokens := map[placement]string{}
+	type slot struct{ Replica, WorkerID int32 }
+	var got []slot
+	tokens := map[slot]string{}
 	for i, desired := range []int32{1, 1, 1, 1, 2} {
 		setDesired(t, c, desired)
 		asg, err := a.Claim(t.Context(), request(4))
 		if err != nil {
 			t.Fatalf("claim %d: %v", i, err)
 		}
-		p := placement{asg.Replica, asg.WorkerID}
+		p := slot{asg.Replica, asg.WorkerID}
 		got = append(got, p)
 		tokens[p] = asg.Token
 	}
-	want := []placement{{0, 0}, {0, 1}, {0, 2}, {0, 3}, {1, 0}}
+	want := []slot{{0, 0}, {0, 1}, {0, 2}, {0, 3}, {1, 0}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("placements (-want,+got):\n%s", diff)
 	}
 	wantSlices := []tpuv1alpha1.TPUSliceAssignment{
 		createdSlice(0, "",
-			claim(0, tokens[placement{0, 0}]), claim(1, tokens[placement{0, 1}]),
-			claim(2, tokens[placement{0, 2}]), claim(3, tokens[placement{0, 3}])),
-		createdSlice(1, "", claim(0, tokens[placement{1, 0}])),
+			claim(0, tokens[slot{0, 0}]), claim(1, tokens[slot{0, 1}]),
+			claim(2, tokens[slot{0, 2}]), claim(3, tokens[slot{0, 3}])),
+		createdSlice(1, "", claim(0, tokens[slot{1, 0}])),
 	}
 	if diff := cmp.Diff(wantSlices, storedSlices(t, c), cmpSlices); diff != "" {
 		t.Errorf("stored slices (-want,+got):\n%s", diff)
@@ -844,7 +844,7 @@ func writeCounter(writes *atomic.Int32) interceptor.Funcs {
 	}
 }
 
-// TestPlan checks the dry run (docs/spec.md §5, I4): the placement Claim would make, and no write.
+// TestPlan checks the dry run (docs/spec.md §5, I4): the slot Claim would hand out, and no write.
 func TestPlan(t *testing.T) {
 	cases := map[string]struct {
 		objs    []client.Object
@@ -973,7 +973,7 @@ func TestClaimConcurrent(t *testing.T) {
 			for i := range allocators {
 				allocators[i] = newAllocator(c, c, timeout)
 			}
-			type placement struct{ replica, id int32 }
+			type slot struct{ replica, id int32 }
 			results := make([]Assignment, tc.callers)
 			errs := make([]error, tc.callers)
 			var wg sync.WaitGroup
@@ -984,13 +984,13 @@ func TestClaimConcurrent(t *testing.T) {
 			}
 			wg.Wait()
 
-			wantTokens := map[placement]string{}
+			wantTokens := map[slot]string{}
 			for i, r := range results {
 				if errs[i] != nil {
 					t.Errorf("caller %d: %v", i, errs[i])
 					continue
 				}
-				p := placement{r.Replica, r.WorkerID}
+				p := slot{r.Replica, r.WorkerID}
 				if other, dup := wantTokens[p]; dup {
 					t.Errorf("replica %d ID %d given twice (tokens %s and %s)", p.replica, p.id, other, r.Token)
 				}
@@ -999,25 +999,25 @@ func TestClaimConcurrent(t *testing.T) {
 					t.Errorf("caller %d got slice %q for replica %d", i, r.SliceName, r.Replica)
 				}
 			}
-			gotTokens := map[placement]string{}
+			gotTokens := map[slot]string{}
 			for _, s := range storedSlices(t, c) {
 				if int(s.Status.Claimed) != len(s.Status.Claims) {
 					t.Errorf("slice %s: claimed = %d with %d claims", s.Name, s.Status.Claimed, len(s.Status.Claims))
 				}
 				for _, cl := range s.Status.Claims {
-					p := placement{s.Spec.ReplicaIndex, cl.WorkerID}
+					p := slot{s.Spec.ReplicaIndex, cl.WorkerID}
 					if _, dup := gotTokens[p]; dup {
 						t.Errorf("slice %s holds two claims on ID %d", s.Name, cl.WorkerID)
 					}
 					gotTokens[p] = cl.Token
 				}
 			}
-			if diff := cmp.Diff(wantTokens, gotTokens, cmp.AllowUnexported(placement{})); diff != "" {
+			if diff := cmp.Diff(wantTokens, gotTokens, cmp.AllowUnexported(slot{})); diff != "" {
 				t.Errorf("stored claims differ from the assignments (-assigned,+stored):\n%s", diff)
 			}
 			for r := range tc.replicas {
 				for id := range tc.hosts {
-					if _, ok := gotTokens[placement{r, id}]; !ok {
+					if _, ok := gotTokens[slot{r, id}]; !ok {
 						t.Errorf("replica %d ID %d not claimed", r, id)
 					}
 				}

@@ -113,6 +113,6 @@ func (a *Allocator) confirmLiveClusterUID(ctx context.Context, req Request) erro
 }
 
 func (a *Allocator) staleClusterUID(req *Request, live types.UID) error {
-	return a.deny(false, "the Pod's owner, RayCluster %s/%s with UID %s, has been deleted (the cluster now has UID %s): a create of the deleted generation is refused",
+	return a.deny(false, "the Pod's owner, RayCluster %s/%s with UID %s, has been deleted (the cluster now has UID %s): a create for the deleted RayCluster is refused",
 		req.Namespace, req.ClusterName, req.ClusterUID, live)
 }

@@ -229,7 +229,7 @@ func (a *Allocator) apply(ctx context.Context, q *queue, pending []*call, p plan
 			pending[i].finish(result{assignment: Assignment{
 				SliceName:           naming.SliceName(req.ClusterName, req.GroupName, replica),
 				Replica:             replica,
-				WorkerID:            p.outcomes[i].Placement.WorkerID,
+				WorkerID:            p.outcomes[i].Slot.WorkerID,
 				Token:               pending[i].token,
 				AffinityTopologyKey: written.Spec.AffinityTopologyKey,
 			}})
@@ -237,7 +237,7 @@ func (a *Allocator) apply(ctx context.Context, q *queue, pending []*call, p plan
 	}
 	for i, o := range p.outcomes {
 		switch {
-		case o.Placed():
+		case o.HasSlot():
 		case o.Reason == claims.ReasonFull && len(retry) > 0:
 			retry = append(retry, pending[i])
 		default:

@@ -226,7 +226,7 @@ func TestClaimStaleClusterUID(t *testing.T) {
 	live := newClient(t, interceptor.Funcs{}, newGen, newCluster)
 	a := newAllocator(staleCache(live, cache), live, timeout)
 	_, err := a.Claim(t.Context(), request(4))
-	want := &DeniedError{Message: "the Pod's owner, RayCluster team-a/rc with UID rc-uid-2, has been deleted (the cluster now has UID rc-uid-3): a create of the deleted generation is refused"}
+	want := &DeniedError{Message: "the Pod's owner, RayCluster team-a/rc with UID rc-uid-2, has been deleted (the cluster now has UID rc-uid-3): a create for the deleted RayCluster is refused"}
 	if diff := cmp.Diff(want, err); diff != "" {
 		t.Errorf("Claim() error (-want,+got):\n%s", diff)
 	}

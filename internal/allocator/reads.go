@@ -39,7 +39,7 @@ type plan struct {
 func (p plan) placedIn(replica int32) []int {
 	var out []int
 	for i, o := range p.outcomes {
-		if o.Placed() && o.Placement.Replica == replica {
+		if o.HasSlot() && o.Slot.Replica == replica {
 			out = append(out, i)
 		}
 	}

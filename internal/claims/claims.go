@@ -64,8 +64,8 @@ type Request struct {
 	ReplicaName string
 }
 
-// Placement is where a request goes.
-type Placement struct {
+// Slot is where a request goes: a replica (slice) and a worker ID in it.
+type Slot struct {
 	Replica  int32
 	WorkerID int32
 }
@@ -95,17 +95,17 @@ const (
 // Transient reports whether a denial for reason may succeed when the Pod's creator retries as is.
 func (r Reason) Transient() bool { return r == ReasonFull || r == ReasonBeyondDesired }
 
-// Outcome is Plan's answer for one request: a placement, or a reason with a message.
+// Outcome is Plan's answer for one request: a slot, or a reason with a message.
 type Outcome struct {
-	Placement Placement
-	// Takeover is the claim the placement replaces, when it takes over a reclaimable claim.
+	Slot Slot
+	// Takeover is the claim the slot's new claim replaces, when it takes over a reclaimable claim.
 	Takeover *tpuv1alpha1.WorkerClaim
 	Reason   Reason
 	Message  string
 }
 
-// Placed reports whether the request got a placement.
-func (o Outcome) Placed() bool { return o.Reason == "" }
+// HasSlot reports whether the request got a slot.
+func (o Outcome) HasSlot() bool { return o.Reason == "" }
 
 // Reclaimable reports whether a claim's Pod is known to be gone, terminating or finished (for a
 // pending claim: its Pod was seen and is gone), so that its ID may be taken over or its slice
@@ -162,10 +162,10 @@ func Plan(g Group, current Slices, reqs []Request, reclaimable Reclaimable) ([]O
 		req := &reqs[i]
 		out := p.place(req)
 		outcomes[i] = out
-		if !out.Placed() {
+		if !out.HasSlot() {
 			continue
 		}
-		st := p.replica(out.Placement.Replica)
+		st := p.replica(out.Slot.Replica)
 		if !st.usable {
 			// A new slice, or one that replaces a dead one.
 			st.usable, st.claims = true, nil
@@ -174,18 +174,18 @@ func Plan(g Group, current Slices, reqs []Request, reclaimable Reclaimable) ([]O
 		next := slices.Clone(st.claims)
 		// A request whose claim is already there (a retry after a write whose answer was lost)
 		// keeps it as it is: appending it again would put two claims on one ID.
-		if held := st.claim(out.Placement.WorkerID); held == nil || held.Token != req.Token {
+		if held := st.claim(out.Slot.WorkerID); held == nil || held.Token != req.Token {
 			if out.Takeover != nil {
-				next = slices.DeleteFunc(next, func(c tpuv1alpha1.WorkerClaim) bool { return c.WorkerID == out.Placement.WorkerID })
+				next = slices.DeleteFunc(next, func(c tpuv1alpha1.WorkerClaim) bool { return c.WorkerID == out.Slot.WorkerID })
 			}
-			next = append(next, tpuv1alpha1.WorkerClaim{WorkerID: out.Placement.WorkerID, Token: req.Token})
+			next = append(next, tpuv1alpha1.WorkerClaim{WorkerID: out.Slot.WorkerID, Token: req.Token})
 		}
 		st.claims = next
 		st.write.Claims = next
 		if st.write.ReplicaName == "" && st.slice != nil && !st.write.Replace {
 			st.write.ReplicaName = st.slice.Spec.ReplicaName
 		}
-		touched[out.Placement.Replica] = st.write
+		touched[out.Slot.Replica] = st.write
 	}
 	return outcomes, touched
 }
@@ -312,7 +312,7 @@ func (p *planner) place(req *Request) Outcome {
 	// 0. A request whose token already holds a claim (a retry after a write whose answer was lost)
 	// gets that claim back rather than a second ID.
 	if r, id, ok := p.claimOf(req.Token); ok {
-		return Outcome{Placement: Placement{Replica: r, WorkerID: id}}
+		return Outcome{Slot: Slot{Replica: r, WorkerID: id}}
 	}
 	// 1. The lowest-index existing slice with a free ID (finish slices already started).
 	for _, r := range p.usableReplicas() {
@@ -320,13 +320,13 @@ func (p *planner) place(req *Request) Outcome {
 			break
 		}
 		if id, ok := p.lowestFree(r); ok {
-			return Outcome{Placement: Placement{Replica: r, WorkerID: id}}
+			return Outcome{Slot: Slot{Replica: r, WorkerID: id}}
 		}
 	}
 	// 2. The lowest unused replica index: holes are refilled.
 	for r := range p.group.DesiredReplicas {
 		if p.free(r) {
-			return Outcome{Placement: Placement{Replica: r, WorkerID: 0}}
+			return Outcome{Slot: Slot{Replica: r, WorkerID: 0}}
 		}
 	}
 	// 3. Every slice is full: take over the lowest claim whose Pod is gone.
@@ -335,7 +335,7 @@ func (p *planner) place(req *Request) Outcome {
 			break
 		}
 		if c := p.lowestReclaimable(r); c != nil {
-			return Outcome{Placement: Placement{Replica: r, WorkerID: c.WorkerID}, Takeover: c}
+			return Outcome{Slot: Slot{Replica: r, WorkerID: c.WorkerID}, Takeover: c}
 		}
 	}
 	if p.group.DesiredReplicas == 0 {
@@ -365,11 +365,11 @@ func (p *planner) placeIndexed(req *Request) Outcome {
 	held := st.claim(id)
 	switch {
 	case held == nil:
-		return Outcome{Placement: Placement{Replica: replica, WorkerID: id}}
+		return Outcome{Slot: Slot{Replica: replica, WorkerID: id}}
 	case req.Token != "" && held.Token == req.Token:
-		return Outcome{Placement: Placement{Replica: replica, WorkerID: id}}
+		return Outcome{Slot: Slot{Replica: replica, WorkerID: id}}
 	case p.reclaimable != nil && p.reclaimable(replica, held):
-		return Outcome{Placement: Placement{Replica: replica, WorkerID: id}, Takeover: held}
+		return Outcome{Slot: Slot{Replica: replica, WorkerID: id}, Takeover: held}
 	}
 	return Outcome{Reason: ReasonFull, Message: fmt.Sprintf(
 		"worker ID %d of replica %d is held by another Pod (%s); it is released once that Pod is gone", id, replica, describe(held))}

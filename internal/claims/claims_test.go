@@ -69,11 +69,11 @@ func full(replica, hosts int32, prefix string) *tpuv1alpha1.TPUSliceAssignment {
 }
 
 func placed(replica, id int32) claims.Outcome {
-	return claims.Outcome{Placement: claims.Placement{Replica: replica, WorkerID: id}}
+	return claims.Outcome{Slot: claims.Slot{Replica: replica, WorkerID: id}}
 }
 
 func takeover(replica, id int32, claim tpuv1alpha1.WorkerClaim) claims.Outcome {
-	return claims.Outcome{Placement: claims.Placement{Replica: replica, WorkerID: id}, Takeover: &claim}
+	return claims.Outcome{Slot: claims.Slot{Replica: replica, WorkerID: id}, Takeover: &claim}
 }
 
 func fullOutcome(desired int32) claims.Outcome {
@@ -744,14 +744,14 @@ func TestPlanInvariants(t *testing.T) {
 			fullTotal += len(reqs) - wantPlaced
 			for i, o := range outcomes {
 				switch {
-				case i < wantPlaced && !o.Placed():
+				case i < wantPlaced && !o.HasSlot():
 					t.Fatalf("%s: request %d not placed with %d free IDs: %+v", ctx, i, free, o)
 				case i >= wantPlaced && o.Reason != claims.ReasonFull:
 					t.Fatalf("%s: request %d = %+v, want Full: only %d IDs were free", ctx, i, o, free)
 				}
-				if o.Placed() && (o.Placement.Replica < 0 || o.Placement.Replica >= desired ||
-					o.Placement.WorkerID < 0 || o.Placement.WorkerID >= hosts) {
-					t.Fatalf("%s: request %d placed outside the group: %+v", ctx, i, o.Placement)
+				if o.HasSlot() && (o.Slot.Replica < 0 || o.Slot.Replica >= desired ||
+					o.Slot.WorkerID < 0 || o.Slot.WorkerID >= hosts) {
+					t.Fatalf("%s: request %d placed outside the group: %+v", ctx, i, o.Slot)
 				}
 			}
 			for r, list := range touched {
@@ -777,10 +777,10 @@ func TestPlanInvariants(t *testing.T) {
 				current[r] = testutil.MakeSlice(fmt.Sprintf("rc-tpu-%d", r), testNamespace, testCluster, clusterUID, testGroup, r, hosts).Obj()
 				current[r].Status.Claims = list
 			}
-			// Every placement is recorded in its replica's list under its token.
+			// Every slot handed out is recorded in its replica's list under its token.
 			for i, o := range outcomes {
-				if o.Placed() && !slices.Contains(touched[o.Placement.Replica], tpuv1alpha1.WorkerClaim{WorkerID: o.Placement.WorkerID, Token: reqs[i].Token}) {
-					t.Fatalf("%s: placement %+v of %q is missing from the touched claims %v", ctx, o.Placement, reqs[i].Token, touched[o.Placement.Replica])
+				if o.HasSlot() && !slices.Contains(touched[o.Slot.Replica], tpuv1alpha1.WorkerClaim{WorkerID: o.Slot.WorkerID, Token: reqs[i].Token}) {
+					t.Fatalf("%s: slot %+v of %q is missing from the touched claims %v", ctx, o.Slot, reqs[i].Token, touched[o.Slot.Replica])
 				}
 			}
 			if got, want := freeIDs(group, current), free-wantPlaced; got != want {

@@ -118,7 +118,7 @@ var _ = Describe("No request can destroy live claims", func() {
 		framework.ExpectBound(ctx, k8sClient, ns, 4)
 		Expect(sliceOf(ns).Spec.RayClusterUID).To(Equal(second.UID))
 
-		By("a create naming the deleted generation is refused")
+		By("a create naming the deleted RayCluster is refused")
 		late := testutil.WorkerPodFor(rc, "tpu").Obj()
 		Expect(k8sClient.Create(ctx, late)).To(MatchError(ContainSubstring("has been deleted")))
 
