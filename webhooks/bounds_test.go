@@ -22,7 +22,6 @@ package webhooks
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -31,17 +30,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/google/go-cmp/cmp"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
@@ -96,16 +92,9 @@ func absurdPod(accelerator, topology string, containers int) *corev1.Pod {
 // the time it took.
 func handle(t *testing.T, w *podWebhook, pod *corev1.Pod) (admission.Response, uint64, time.Duration) {
 	t.Helper()
-	raw, err := json.Marshal(pod)
-	if err != nil {
-		t.Fatal(err)
-	}
 	h := admission.WithDefaulter(clientgoscheme.Scheme, w)
-	ctx := logf.IntoContext(t.Context(), logr.Discard())
-	req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
-		UID: "review", Operation: admissionv1.Create, Namespace: testNS,
-		Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Pod"}, Object: runtime.RawExtension{Raw: raw},
-	}}
+	ctx := quietContext(t)
+	req := createRequest(t, pod, false)
 	var before, after goruntime.MemStats
 	goruntime.GC()
 	goruntime.ReadMemStats(&before)
@@ -119,8 +108,7 @@ func handle(t *testing.T, w *podWebhook, pod *corev1.Pod) (admission.Response, u
 // defaultCost returns the bytes Default allocates to admit a create of pod.
 func defaultCost(t *testing.T, w *podWebhook, pod *corev1.Pod) uint64 {
 	t.Helper()
-	ctx := logf.IntoContext(t.Context(), logr.Discard())
-	ctx = admission.NewContextWithRequest(ctx, admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+	ctx := admission.NewContextWithRequest(quietContext(t), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
 		Operation: admissionv1.Create, Namespace: testNS,
 	}})
 	var before, after goruntime.MemStats

@@ -25,7 +25,6 @@ package webhooks
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -35,19 +34,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	rayutils "github.com/ray-project/kuberay/ray-operator/controllers/ray/utils"
-	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
@@ -407,15 +402,7 @@ func (tc catalogCase) review(t *testing.T) *metav1.Status {
 		claimer, planner = a, a
 	}
 	w := &podWebhook{planner: planner, claimer: claimer, clusters: c, live: c, metrics: metrics.New(), nodes: tc.nodes, maxHosts: tc.maxHosts, timeout: tc.admissionTimeout}
-	raw, err := json.Marshal(tc.pod)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp := admission.WithDefaulter(testutil.Scheme(), w).Handle(logf.IntoContext(t.Context(), logr.Discard()),
-		admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
-			UID: "review", Operation: admissionv1.Create, Namespace: testNS, DryRun: ptr.To(tc.dryRun),
-			Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Pod"}, Object: runtime.RawExtension{Raw: raw},
-		}})
+	resp := admission.WithDefaulter(testutil.Scheme(), w).Handle(quietContext(t), createRequest(t, tc.pod, tc.dryRun))
 	if resp.Allowed || resp.Result == nil {
 		t.Fatalf("The webhook admitted the Pod (%+v), want a denial", resp.Result)
 	}

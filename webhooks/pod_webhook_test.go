@@ -23,11 +23,13 @@ package webhooks
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/testr"
 	"github.com/google/go-cmp/cmp"
 	dto "github.com/prometheus/client_model/go"
@@ -37,6 +39,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -158,6 +161,26 @@ func admit(t *testing.T, w *podWebhook, pod *corev1.Pod, op admissionv1.Operatio
 func create(t *testing.T, w *podWebhook, pod *corev1.Pod) (*corev1.Pod, error) {
 	t.Helper()
 	return admit(t, w, pod, admissionv1.Create, false)
+}
+
+// createRequest returns the request of a create of pod in testNS as the webhook server decodes it
+// from an AdmissionReview, the Pod in its raw JSON.
+func createRequest(t *testing.T, pod *corev1.Pod, dryRun bool) admission.Request {
+	t.Helper()
+	raw, err := json.Marshal(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+		UID: "review", Operation: admissionv1.Create, Namespace: testNS, DryRun: ptr.To(dryRun),
+		Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Pod"}, Object: runtime.RawExtension{Raw: raw},
+	}}
+}
+
+// quietContext returns the test's context with a logger that discards: for admissions whose logs
+// would only cost time and allocations.
+func quietContext(t *testing.T) context.Context {
+	return logf.IntoContext(t.Context(), logr.Discard())
 }
 
 // admissionCounts returns the admission metric by result. (It reads the counters with Write:

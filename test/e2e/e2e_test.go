@@ -69,7 +69,7 @@ func setGate(on bool) {
 func scenarios(gate bool) {
 	var ns string
 	BeforeEach(func() {
-		ns = framework.CreateNamespace(ctx, k8sClient, "e2e")
+		ns = framework.CreateNamespace(ctx, suite.Client, "e2e")
 	})
 
 	It("gives every host of two 64-host v6e slices a unique ID", func() {
@@ -129,7 +129,7 @@ func scenarios(gate bool) {
 		expectSettled(rc, map[string]int{"tpu": 8})
 		victim := workerPods(rc, "tpu")[0]
 		victimSlice := victim.Labels[tpuv1alpha1.SliceLabel]
-		Expect(k8sClient.Delete(ctx, &victim)).To(Succeed())
+		Expect(suite.Client.Delete(ctx, &victim)).To(Succeed())
 		if gate {
 			// KubeRay deletes the whole replica and recreates it with the same index and a new
 			// replica name; the slice follows the new generation.
@@ -137,7 +137,7 @@ func scenarios(gate bool) {
 			Expect(oldName).NotTo(BeEmpty())
 			Eventually(func(g Gomega) {
 				var slice tpuv1alpha1.TPUSliceAssignment
-				g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: victimSlice}, &slice)).To(Succeed())
+				g.Expect(suite.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: victimSlice}, &slice)).To(Succeed())
 				g.Expect(slice.Spec.ReplicaName).NotTo(BeEmpty())
 				g.Expect(slice.Spec.ReplicaName).NotTo(Equal(oldName))
 				g.Expect(slice.Spec.ReplicaIndex).To(BeEquivalentTo(mustAtoi(victim.Labels[rayutils.RayWorkerReplicaIndexKey])))
@@ -193,7 +193,7 @@ func scenarios(gate bool) {
 		}
 		Eventually(func(g Gomega) {
 			var list tpuv1alpha1.TPUSliceAssignmentList
-			g.Expect(k8sClient.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
+			g.Expect(suite.Client.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
 			g.Expect(list.Items).To(BeEmpty())
 		}, testutil.Timeout, testutil.Interval).Should(Succeed())
 	})
@@ -213,16 +213,16 @@ func scenarios(gate bool) {
 		for i, p := range workerPods(rc, "tpu") {
 			pool := "pool-" + p.Labels[constants.ReplicaIndexLabel] // one node pool per replica
 			node := testutil.MakeNode(fmt.Sprintf("%s-%d", ns, i)).TPU("tpu-v6e-slice", "4x4", pool).Ready(true).Obj()
-			Expect(framework.CreateNode(ctx, k8sClient, node)).To(Succeed())
-			DeferCleanup(func() { _ = k8sClient.Delete(ctx, node) })
+			Expect(framework.CreateNode(ctx, suite.Client, node)).To(Succeed())
+			DeferCleanup(func() { _ = suite.Client.Delete(ctx, node) })
 			nodes[p.Name] = node.Name
 		}
 		By("the scheduler binds KubeRay's Pods and their kubelets report them Ready")
 		for _, p := range workerPods(rc, "tpu") {
-			Expect(framework.BindPod(ctx, k8sClient, &p, nodes[p.Name])).To(Succeed())
-			Expect(framework.SetPodReady(ctx, k8sClient, &p, true)).To(Succeed())
+			Expect(framework.BindPod(ctx, suite.Client, &p, nodes[p.Name])).To(Succeed())
+			Expect(framework.SetPodReady(ctx, suite.Client, &p, true)).To(Succeed())
 		}
-		user, err := env.Env.ControlPlane.AddUser(envtest.User{Name: "kubectl-" + ns, Groups: []string{"system:masters"}}, nil)
+		user, err := suite.Env.Env.ControlPlane.AddUser(envtest.User{Name: "kubectl-" + ns, Groups: []string{"system:masters"}}, nil)
 		Expect(err).NotTo(HaveOccurred())
 		kubectl, err := user.Kubectl()
 		Expect(err).NotTo(HaveOccurred())
@@ -236,7 +236,7 @@ func scenarios(gate bool) {
 		Expect(strings.Count(string(out), "condition met")).To(Equal(2), "both slices of the cluster: %s", out)
 
 		var list tpuv1alpha1.TPUSliceAssignmentList
-		Expect(k8sClient.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{rayutils.RayClusterLabelKey: rc.Name})).To(Succeed())
+		Expect(suite.Client.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{rayutils.RayClusterLabelKey: rc.Name})).To(Succeed())
 		Expect(list.Items).To(HaveLen(2))
 		for _, s := range list.Items {
 			for _, t := range []string{tpuv1alpha1.ConditionClaimed, tpuv1alpha1.ConditionScheduled, tpuv1alpha1.ConditionPlaced, tpuv1alpha1.ConditionReady} {
@@ -245,48 +245,48 @@ func scenarios(gate bool) {
 			Expect(apimeta.IsStatusConditionFalse(s.Status.Conditions, tpuv1alpha1.ConditionDegraded)).To(BeTrue(), "slice %s not Degraded", s.Name)
 			Expect(s.Status.Hosts).To(HaveLen(4))
 		}
-		Expect(framework.CheckHealthConverged(ctx, k8sClient, ns)).To(Succeed())
+		Expect(framework.CheckHealthConverged(ctx, suite.Client, ns)).To(Succeed())
 	})
 
 	It("refuses an invalid RayCluster at CREATE and at UPDATE", func() {
-		err := k8sClient.Create(ctx, testutil.MakeRayCluster("bad", ns).TPUGroup("tpu", "tpu-v6e-slice", "4x4", 4, 2, 1).Obj())
+		err := suite.Client.Create(ctx, testutil.MakeRayCluster("bad", ns).TPUGroup("tpu", "tpu-v6e-slice", "4x4", 4, 2, 1).Obj())
 		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "got %v", err)
 		rc := create(testutil.MakeRayCluster("good", ns).TPUGroup("tpu", "tpu-v6e-slice", "4x4", 4, 4, 1).Obj())
 		rc.Spec.WorkerGroupSpecs[0].Template.Spec.NodeSelector[constants.TopologyNodeSelectorKey] = "4x8"
-		err = k8sClient.Update(ctx, rc)
+		err = suite.Client.Update(ctx, rc)
 		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "got %v", err)
 	})
 }
 
 func create(rc *rayv1.RayCluster) *rayv1.RayCluster {
-	Expect(k8sClient.Create(ctx, rc)).To(Succeed())
+	Expect(suite.Client.Create(ctx, rc)).To(Succeed())
 	return rc
 }
 
 func update(rc *rayv1.RayCluster, mutate func(*rayv1.RayCluster)) {
 	Eventually(func() error {
-		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(rc), rc); err != nil {
+		if err := suite.Client.Get(ctx, client.ObjectKeyFromObject(rc), rc); err != nil {
 			return err
 		}
 		mutate(rc)
-		return k8sClient.Update(ctx, rc)
+		return suite.Client.Update(ctx, rc)
 	}, testutil.Timeout, testutil.Interval).Should(Succeed())
 }
 
 // deleteCluster deletes a RayCluster and, standing in for the garbage collector envtest lacks,
 // its Pods.
 func deleteCluster(rc *rayv1.RayCluster) {
-	Expect(k8sClient.Delete(ctx, rc)).To(Succeed())
+	Expect(suite.Client.Delete(ctx, rc)).To(Succeed())
 	Eventually(func() bool {
-		return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(rc), &rayv1.RayCluster{}))
+		return apierrors.IsNotFound(suite.Client.Get(ctx, client.ObjectKeyFromObject(rc), &rayv1.RayCluster{}))
 	}, testutil.Timeout, testutil.Interval).Should(BeTrue())
-	Expect(k8sClient.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(rc.Namespace),
+	Expect(suite.Client.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(rc.Namespace),
 		client.MatchingLabels{rayutils.RayClusterLabelKey: rc.Name})).To(Succeed())
 }
 
 func workerPods(rc *rayv1.RayCluster, group string) []corev1.Pod {
 	var pods corev1.PodList
-	Expect(k8sClient.List(ctx, &pods, client.InNamespace(rc.Namespace), client.MatchingLabels{
+	Expect(suite.Client.List(ctx, &pods, client.InNamespace(rc.Namespace), client.MatchingLabels{
 		rayutils.RayClusterLabelKey: rc.Name, rayutils.RayNodeGroupLabelKey: group,
 		rayutils.RayNodeTypeLabelKey: string(rayv1.WorkerNode),
 	})).To(Succeed())
@@ -306,7 +306,7 @@ func expectSettled(rc *rayv1.RayCluster, want map[string]int) {
 		}
 	}, testutil.LongTimeout, testutil.Interval).Should(Succeed())
 	Eventually(func() error {
-		report, err := framework.CheckAdmitted(ctx, k8sClient, rc.Namespace)
+		report, err := framework.CheckAdmitted(ctx, suite.Client, rc.Namespace)
 		if err != nil {
 			return err
 		}
@@ -319,7 +319,7 @@ func expectSettled(rc *rayv1.RayCluster, want map[string]int) {
 		}
 		return nil
 	}, testutil.Timeout, testutil.Interval).Should(Succeed())
-	Eventually(func() error { return framework.CheckClaimsMatchPods(ctx, k8sClient, rc.Namespace) },
+	Eventually(func() error { return framework.CheckClaimsMatchPods(ctx, suite.Client, rc.Namespace) },
 		2*pendingTTL+testutil.Timeout, testutil.Interval).Should(Succeed())
 }
 

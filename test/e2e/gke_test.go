@@ -31,7 +31,7 @@ import (
 
 var _ = Describe("GKE dynamic slicing with Kueue (Ray's TPU subslicing guide)", Ordered, Serial, func() {
 	It("admits the guide's tpu7x manifest end to end: 192 hosts from the slice-topology annotation, an accelerator-only nodeSelector, suspended then resumed", func() {
-		ns := framework.CreateNamespace(ctx, k8sClient, "e2e-dws")
+		ns := framework.CreateNamespace(ctx, suite.Client, "e2e-dws")
 		b := testutil.MakeRayCluster("dws", ns).TPUGroup("tpu", "tpu7x", "4x12x16", 4, 192, 1).
 			WithoutNodeSelector(0, constants.TopologyNodeSelectorKey).
 			GroupAnnotation(0, constants.SliceTopologyAnnotation, "4x12x16").

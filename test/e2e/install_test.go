@@ -67,11 +67,11 @@ const replacementBound = 2 * time.Second
 // their replica and host index, else the n-th Pod of the group gets host n mod H of replica n / H.
 func installIntoRunningCluster(ns string, gate bool) {
 	By("uninstalling the operator and answering admissions as the reference webhook does")
-	env.BypassWith(referenceWebhook(ns))
+	suite.BypassWith(referenceWebhook(ns))
 	stopOperator()
 	DeferCleanup(func() {
-		env.BypassWith(nil)
-		if instances == nil {
+		suite.BypassWith(nil)
+		if suite.Instances == nil {
 			startOperator(true)
 		}
 	})
@@ -88,18 +88,18 @@ func installIntoRunningCluster(ns string, gate bool) {
 		}
 		g.Expect(spots).To(HaveLen(8), "the reference webhook's IDs are unique")
 	}, testutil.LongTimeout, testutil.Interval).Should(Succeed())
-	Expect(framework.SliceCount(ctx, k8sClient, ns)).To(BeZero(), "nothing of the operator ran")
+	Expect(framework.SliceCount(ctx, suite.Client, ns)).To(BeZero(), "nothing of the operator ran")
 
 	By("installing the operator's webhook replicas, then scaling the group up 2 → 3 at once")
 	before := adoptionCounts()
-	watcher, err := env.WatchI1(ctx, ns, nil)
+	watcher, err := suite.WatchI1(ctx, ns, nil)
 	Expect(err).NotTo(HaveOccurred())
 	defer watcher.Stop()
-	env.BypassWith(nil)
+	suite.BypassWith(nil)
 	startOperator(false)
 	update(rc, func(rc *rayv1.RayCluster) { rc.Spec.WorkerGroupSpecs[0].Replicas = ptr.To[int32](3) })
 	Eventually(func() []corev1.Pod { return workerPods(rc, "tpu") }, testutil.LongTimeout, testutil.Interval).Should(HaveLen(12))
-	_, err = framework.CheckAdmitted(ctx, k8sClient, ns)
+	_, err = framework.CheckAdmitted(ctx, suite.Client, ns)
 	Expect(err).NotTo(HaveOccurred(), "the new replica's Pods duplicate no adopted ID")
 
 	By("starting the reconciler too")
@@ -114,7 +114,7 @@ func installIntoRunningCluster(ns string, gate bool) {
 
 	By("deleting an adopted Pod: its replacement takes its ID, never another running Pod's")
 	victim := running[0]
-	Expect(k8sClient.Delete(ctx, &victim)).To(Succeed())
+	Expect(suite.Client.Delete(ctx, &victim)).To(Succeed())
 	Eventually(func() []types.UID {
 		pods := workerPods(rc, "tpu")
 		uids := make([]types.UID, 0, len(pods))
@@ -176,7 +176,7 @@ func kubeRayIndexes(p *corev1.Pod) (replica, host int32, ok bool) {
 func expectHeld(ns string, pods []corev1.Pod) {
 	GinkgoHelper()
 	var list tpuv1alpha1.TPUSliceAssignmentList
-	Expect(k8sClient.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
+	Expect(suite.Client.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
 	held := map[types.UID]string{}
 	for _, s := range list.Items {
 		for _, c := range s.Status.Claims {
@@ -233,7 +233,7 @@ func quickDeletion(ns string, gate bool) {
 		}, testutil.LongTimeout, 5*time.Millisecond).Should(Succeed())
 		time.Sleep(settleKubeRay)
 		pending := claimPending(ns, victim.UID)
-		Expect(k8sClient.Delete(ctx, &victim)).To(Succeed())
+		Expect(suite.Client.Delete(ctx, &victim)).To(Succeed())
 		gone := waitNotFound(&victim)
 		age := gone.Sub(complete)
 		replaced := func() bool {
@@ -278,7 +278,7 @@ func quickDeletion(ns string, gate bool) {
 func claimPending(ns string, uid types.UID) bool {
 	GinkgoHelper()
 	var list tpuv1alpha1.TPUSliceAssignmentList
-	Expect(k8sClient.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
+	Expect(suite.Client.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
 	pending := false
 	for _, s := range list.Items {
 		for _, c := range s.Status.Claims {
@@ -296,7 +296,7 @@ func waitNotFound(p *corev1.Pod) time.Time {
 	GinkgoHelper()
 	var at time.Time
 	Eventually(func() bool {
-		err := k8sClient.Get(ctx, client.ObjectKeyFromObject(p), &corev1.Pod{})
+		err := suite.Client.Get(ctx, client.ObjectKeyFromObject(p), &corev1.Pod{})
 		at = time.Now()
 		return apierrors.IsNotFound(err)
 	}, testutil.Timeout, time.Millisecond).Should(BeTrue())

@@ -24,7 +24,6 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ray-tpu/tpu-slice-operator/controllers"
 	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
@@ -37,45 +36,37 @@ const webhookInstances = 3
 // ctx lives as long as the suite.
 var ctx = framework.SuiteContext()
 
-var (
-	env       *framework.Env
-	k8sClient client.Client
-	instances []*framework.Instance
-)
+// suite is the API server, KubeRay's RayCluster controller and the operator (its instances come and
+// go with startOperator and stopOperator) the specs run against.
+var suite framework.Suite
 
 func TestE2E(t *testing.T) {
-	framework.RunSuite(t, "KubeRay end-to-end suite")
+	suite.Run(t, "KubeRay end-to-end suite", func() {
+		startOperator(true)
+		stopKubeRay, err := suite.StartKubeRay(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(stopKubeRay)
+	})
 }
-
-var _ = BeforeSuite(func() {
-	env = framework.StartSuite()
-	k8sClient = env.Client
-	startOperator(true)
-	stopKubeRay, err := env.StartKubeRay(ctx)
-	Expect(err).NotTo(HaveOccurred())
-	DeferCleanup(stopKubeRay)
-})
 
 // startOperator starts the operator's instances (three webhook replicas forwarding claims as the
 // production install runs them, the first also reconciling unless reconcile is false) and makes the
 // webhook endpoint send admissions to them.
 func startOperator(reconcile bool) {
 	GinkgoHelper()
-	var err error
-	instances, err = env.StartInstances(ctx, webhookInstances, framework.Replicas(operator.Options{
+	suite.StartReplicas(webhookInstances, operator.Options{
 		DisableControllers: !reconcile,
 		Controllers:        controllers.Options{PendingTTL: pendingTTL},
 		Metrics:            metrics.Default, // shared: adoptionCounts reads it across restarts
-	}))
-	Expect(err).NotTo(HaveOccurred())
+	})
 }
 
 // stopOperator stops every instance: the operator is uninstalled until startOperator.
 func stopOperator() {
 	GinkgoHelper()
-	env.ServeWebhooksFrom()
-	for _, inst := range instances {
+	suite.ServeWebhooksFrom()
+	for _, inst := range suite.Instances {
 		Expect(inst.Stop()).To(Succeed())
 	}
-	instances = nil
+	suite.Instances = nil
 }

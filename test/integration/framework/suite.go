@@ -26,6 +26,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/ray-tpu/tpu-slice-operator/internal/operator"
 )
 
 // suiteCtx is the context of the process's suite: a test binary runs one. StartSuite cancels it
@@ -76,4 +78,34 @@ func StartBareSuite() (*envtest.Environment, client.Client) {
 func startSuite(logOpts []zap.Opts) {
 	ctrl.SetLogger(zap.New(append([]zap.Opts{zap.WriteTo(ginkgo.GinkgoWriter), zap.UseDevMode(true)}, logOpts...)...))
 	ginkgo.DeferCleanup(cancelSuite)
+}
+
+// Suite is what the specs of an operator suite share: the Env, started before the first spec
+// (its Client is the administrator's), and the operator instances the suite started. A suite
+// declares one as a package variable and runs it from its TestX function.
+type Suite struct {
+	*Env
+	// Instances are the operator's instances StartReplicas started; a suite may stop, replace or
+	// drop them.
+	Instances []*Instance
+}
+
+// Run runs the Ginkgo specs of the calling package as test t. Before the first spec it starts the
+// Env (StartSuite), then calls setup, which starts what the suite's specs need.
+func (s *Suite) Run(t *testing.T, description string, setup func()) {
+	t.Helper()
+	ginkgo.BeforeSuite(func() {
+		s.Env = StartSuite()
+		setup()
+	})
+	RunSuite(t, description)
+}
+
+// StartReplicas starts n webhook replicas with the operator options base, as Replicas runs them,
+// records them in Instances and waits until they serve admissions and know each other.
+func (s *Suite) StartReplicas(n int, base operator.Options) {
+	ginkgo.GinkgoHelper()
+	var err error
+	s.Instances, err = s.StartInstances(suiteCtx, n, Replicas(base))
+	gomega.Expect(err).NotTo(gomega.HaveOccurred())
 }

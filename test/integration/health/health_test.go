@@ -46,7 +46,7 @@ const degradedWithin = 5 * time.Second
 var _ = Describe("Slice health", func() {
 	var ns string
 	BeforeEach(func() {
-		ns = framework.CreateNamespace(ctx, k8sClient, "health")
+		ns = framework.CreateNamespace(ctx, suite.Client, "health")
 	})
 
 	It("reports a 4-host slice bound inside one pool Scheduled, Placed and Ready, with Events on the RayCluster", func() {
@@ -108,7 +108,7 @@ var _ = Describe("Slice health", func() {
 		expectCondition(ns, sliceName, tpuv1alpha1.ConditionReady, metav1.ConditionTrue, tpuv1alpha1.ReasonAllHostsReady)
 
 		By("host 2's Node goes NotReady")
-		Expect(framework.SetNodeReady(ctx, k8sClient, nodes[2], false)).To(Succeed())
+		Expect(framework.SetNodeReady(ctx, suite.Client, nodes[2], false)).To(Succeed())
 		took := timeUntil(ns, sliceName, tpuv1alpha1.ConditionDegraded, metav1.ConditionTrue)
 		AddReportEntry("time to report Degraded", took.String())
 		GinkgoWriter.Printf("Degraded reported %v after the Node went NotReady\n", took)
@@ -122,13 +122,13 @@ var _ = Describe("Slice health", func() {
 		Expect(ready.Reason).To(Equal(tpuv1alpha1.ReasonReadinessLost))
 
 		By("the Node recovers")
-		Expect(framework.SetNodeReady(ctx, k8sClient, nodes[2], true)).To(Succeed())
+		Expect(framework.SetNodeReady(ctx, suite.Client, nodes[2], true)).To(Succeed())
 		expectCondition(ns, sliceName, tpuv1alpha1.ConditionDegraded, metav1.ConditionFalse, tpuv1alpha1.ReasonHostsHealthy)
 		expectCondition(ns, sliceName, tpuv1alpha1.ConditionReady, metav1.ConditionTrue, tpuv1alpha1.ReasonAllHostsReady)
 		expectEvents(rc, tpuv1alpha1.ReasonTPUSliceReady, tpuv1alpha1.ReasonTPUSliceNotReady, tpuv1alpha1.ReasonTPUSliceDegraded, tpuv1alpha1.ReasonTPUSliceRecovered)
 
 		By("GKE's termination taint for host maintenance on host 0's Node")
-		Expect(framework.UpdateNode(ctx, k8sClient, nodes[0], func(n *corev1.Node) {
+		Expect(framework.UpdateNode(ctx, suite.Client, nodes[0], func(n *corev1.Node) {
 			n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: health.TaintImpendingNodeTermination, Effect: corev1.TaintEffectNoSchedule})
 		}, false)).To(Succeed())
 		took = timeUntil(ns, sliceName, tpuv1alpha1.ConditionDegraded, metav1.ConditionTrue)
@@ -139,21 +139,21 @@ var _ = Describe("Slice health", func() {
 
 		By("nothing was deleted, evicted or cordoned for it")
 		for _, p := range pods {
-			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(p), &corev1.Pod{})).To(Succeed())
+			Expect(suite.Client.Get(ctx, client.ObjectKeyFromObject(p), &corev1.Pod{})).To(Succeed())
 		}
 		for _, n := range nodes {
 			var node corev1.Node
-			Expect(k8sClient.Get(ctx, client.ObjectKey{Name: n}, &node)).To(Succeed())
+			Expect(suite.Client.Get(ctx, client.ObjectKey{Name: n}, &node)).To(Succeed())
 			Expect(node.Spec.Unschedulable).To(BeFalse())
 		}
-		Eventually(func() error { return framework.CheckHealthConverged(ctx, k8sClient, ns) }, testutil.Timeout, testutil.Interval).Should(Succeed())
+		Eventually(func() error { return framework.CheckHealthConverged(ctx, suite.Client, ns) }, testutil.Timeout, testutil.Interval).Should(Succeed())
 	})
 
 	It("writes a 1,024-host slice's status at most twice per Pod over its life until Ready", func() {
 		const hosts = 1024
 		rc := cluster(ns, "big", "tpu-v5p-slice", "16x16x16", hosts)
 		sliceName := naming.SliceName(rc.Name, "tpu", 0)
-		writes, err := framework.WatchSliceWrites(ctx, env.Config, ns, sliceName)
+		writes, err := framework.WatchSliceWrites(ctx, suite.Config, ns, sliceName)
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(writes.Stop)
 		nodes := tpuNodes(ns+"-a", "tpu-v5p-slice", "16x16x16", "pool-a", hosts)
@@ -165,10 +165,10 @@ var _ = Describe("Slice health", func() {
 		start := time.Now()
 		Expect(framework.Parallel(hosts, 16, func(i int) error {
 			id := mustAtoi(framework.WorkerID(pods[i]))
-			if err := framework.BindPod(ctx, k8sClient, pods[i], nodes[id]); err != nil {
+			if err := framework.BindPod(ctx, suite.Client, pods[i], nodes[id]); err != nil {
 				return err
 			}
-			return framework.SetPodReady(ctx, k8sClient, pods[i], true)
+			return framework.SetPodReady(ctx, suite.Client, pods[i], true)
 		})).To(Succeed())
 		Eventually(func() bool {
 			return apimeta.IsStatusConditionTrue(getSlice(ns, sliceName).Status.Conditions, tpuv1alpha1.ConditionReady)
@@ -192,7 +192,7 @@ var _ = Describe("Slice health", func() {
 func cluster(ns, name, accelerator, topo string, hosts int32) *rayv1.RayCluster {
 	GinkgoHelper()
 	rc := testutil.MakeRayCluster(name, ns).TPUGroup("tpu", accelerator, topo, 4, hosts, 1).ManagedByMultiKueue().Obj()
-	Expect(k8sClient.Create(ctx, rc)).To(Succeed())
+	Expect(suite.Client.Create(ctx, rc)).To(Succeed())
 	return rc
 }
 
@@ -202,11 +202,11 @@ func tpuNodes(prefix, accelerator, topo, pool string, n int) []string {
 	names := make([]string, n)
 	Expect(framework.Parallel(n, 16, func(i int) error {
 		names[i] = fmt.Sprintf("%s-%d", prefix, i)
-		return framework.CreateNode(ctx, k8sClient, testutil.MakeNode(names[i]).TPU(accelerator, topo, pool).GCE("block-1", "sb-"+pool).Ready(true).Obj())
+		return framework.CreateNode(ctx, suite.Client, testutil.MakeNode(names[i]).TPU(accelerator, topo, pool).GCE("block-1", "sb-"+pool).Ready(true).Obj())
 	})).To(Succeed())
 	DeferCleanup(func() {
 		for _, name := range names {
-			_ = k8sClient.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}})
+			_ = suite.Client.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}})
 		}
 	})
 	return names
@@ -217,7 +217,7 @@ func createPods(rc *rayv1.RayCluster, n int) []*corev1.Pod {
 	GinkgoHelper()
 	created := make([]*corev1.Pod, n)
 	Expect(framework.Parallel(n, 8, func(i int) error {
-		p, _, err := framework.CreateRetrying(ctx, k8sClient, testutil.WorkerPodFor(rc, "tpu").Obj(), testutil.LongTimeout)
+		p, _, err := framework.CreateRetrying(ctx, suite.Client, testutil.WorkerPodFor(rc, "tpu").Obj(), testutil.LongTimeout)
 		created[i] = p
 		return err
 	})).To(Succeed())
@@ -233,21 +233,21 @@ func createPods(rc *rayv1.RayCluster, n int) []*corev1.Pod {
 func bindAll(pods []*corev1.Pod, nodeOf func(id int) string) {
 	GinkgoHelper()
 	for id, p := range pods {
-		Expect(framework.BindPod(ctx, k8sClient, p, nodeOf(id))).To(Succeed())
+		Expect(framework.BindPod(ctx, suite.Client, p, nodeOf(id))).To(Succeed())
 	}
 }
 
 func readyAll(pods []*corev1.Pod, ready bool) {
 	GinkgoHelper()
 	for _, p := range pods {
-		Expect(framework.SetPodReady(ctx, k8sClient, p, ready)).To(Succeed())
+		Expect(framework.SetPodReady(ctx, suite.Client, p, ready)).To(Succeed())
 	}
 }
 
 func getSlice(ns, name string) *tpuv1alpha1.TPUSliceAssignment {
 	GinkgoHelper()
 	s := &tpuv1alpha1.TPUSliceAssignment{}
-	Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, s)).To(Succeed())
+	Expect(suite.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, s)).To(Succeed())
 	return s
 }
 
@@ -257,7 +257,7 @@ func expectCondition(ns, name, condType string, status metav1.ConditionStatus, r
 	var s *tpuv1alpha1.TPUSliceAssignment
 	Eventually(func(g Gomega) {
 		s = &tpuv1alpha1.TPUSliceAssignment{}
-		g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, s)).To(Succeed())
+		g.Expect(suite.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, s)).To(Succeed())
 		c := apimeta.FindStatusCondition(s.Status.Conditions, condType)
 		g.Expect(c).NotTo(BeNil(), "condition %s", condType)
 		g.Expect(c.Status).To(Equal(status), "condition %s: %s", condType, c.Message)
@@ -285,7 +285,7 @@ func expectEvents(rc *rayv1.RayCluster, reasons ...string) {
 	GinkgoHelper()
 	Eventually(func(g Gomega) {
 		var list eventsv1.EventList
-		g.Expect(k8sClient.List(ctx, &list, client.InNamespace(rc.Namespace))).To(Succeed())
+		g.Expect(suite.Client.List(ctx, &list, client.InNamespace(rc.Namespace))).To(Succeed())
 		got := map[string]bool{}
 		for _, e := range list.Items {
 			if e.Regarding.Kind == "RayCluster" && e.Regarding.Name == rc.Name {

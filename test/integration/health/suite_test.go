@@ -22,10 +22,6 @@ import (
 	"testing"
 	"time"
 
-	. "github.com/onsi/ginkgo/v2"
-	. "github.com/onsi/gomega"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
 	"github.com/ray-tpu/tpu-slice-operator/controllers"
 	"github.com/ray-tpu/tpu-slice-operator/internal/operator"
 	"github.com/ray-tpu/tpu-slice-operator/test/integration/framework"
@@ -37,19 +33,12 @@ const pendingTTL = 3 * time.Second
 // ctx lives as long as the suite.
 var ctx = framework.SuiteContext()
 
-var (
-	env       *framework.Env
-	k8sClient client.Client
-)
+// suite is the API server and the operator the specs run against: one webhook replica with the
+// reconciler and one without, forwarding claims as in production.
+var suite framework.Suite
 
 func TestHealth(t *testing.T) {
-	framework.RunSuite(t, "Slice health suite")
+	suite.Run(t, "Slice health suite", func() {
+		suite.StartReplicas(2, operator.Options{Controllers: controllers.Options{PendingTTL: pendingTTL}})
+	})
 }
-
-var _ = BeforeSuite(func() {
-	env = framework.StartSuite()
-	k8sClient = env.Client
-	// One webhook replica with the reconciler and one without, forwarding claims as in production.
-	_, err := env.StartInstances(ctx, 2, framework.Replicas(operator.Options{Controllers: controllers.Options{PendingTTL: pendingTTL}}))
-	Expect(err).NotTo(HaveOccurred())
-})

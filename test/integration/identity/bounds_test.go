@@ -42,7 +42,7 @@ import (
 var _ = Describe("Bounds before work (docs/spec.md §5, §10)", func() {
 	var ns string
 	BeforeEach(func() {
-		ns = framework.CreateNamespace(ctx, k8sClient, "bounds")
+		ns = framework.CreateNamespace(ctx, suite.Client, "bounds")
 	})
 
 	It("refuses absurd topologies with a copied identity fast and with bounded memory", func() {
@@ -67,7 +67,7 @@ var _ = Describe("Bounds before work (docs/spec.md §5, §10)", func() {
 		for range rounds {
 			for name, pod := range pods {
 				start := time.Now()
-				answer, err := env.PostAdmission(ctx, instances[0], podReview(ns, pod))
+				answer, err := suite.PostAdmission(ctx, suite.Instances[0], podReview(ns, pod))
 				Expect(err).NotTo(HaveOccurred())
 				Expect(time.Since(start)).To(BeNumerically("<", time.Second), name)
 				Expect(answer.Response.Allowed).To(BeFalse(), name)
@@ -82,14 +82,14 @@ var _ = Describe("Bounds before work (docs/spec.md §5, §10)", func() {
 		allocated := after.TotalAlloc - before.TotalAlloc
 		GinkgoWriter.Printf("%d absurd reviews allocated %d MiB in this process\n", rounds*len(pods), allocated>>20)
 		Expect(allocated).To(BeNumerically("<", uint64(128<<20)))
-		Expect(framework.SliceCount(ctx, k8sClient, ns)).To(BeZero())
+		Expect(framework.SliceCount(ctx, suite.Client, ns)).To(BeZero())
 	})
 
 	It("opens no slice beyond the desired replicas for forged KubeRay index labels", func() {
 		rc := cluster(ns, "forged", "2x2", 4, 1, 1)
 		for replica := range int32(40) {
 			pod := testutil.WorkerPodFor(rc, "tpu").KubeRayIndexes(replica, "", -1).Obj()
-			answer, err := env.PostAdmission(ctx, instances[int(replica)%len(instances)], podReview(ns, pod))
+			answer, err := suite.PostAdmission(ctx, suite.Instances[int(replica)%len(suite.Instances)], podReview(ns, pod))
 			Expect(err).NotTo(HaveOccurred())
 			if replica == 0 {
 				Expect(answer.Response.Allowed).To(BeTrue())
@@ -99,14 +99,14 @@ var _ = Describe("Bounds before work (docs/spec.md §5, §10)", func() {
 			Expect(answer.Response.Result.Message).To(ContainSubstring(claims.BeyondDesiredMessage(replica, 1)))
 			Expect(answer.Response.Result.Code).To(BeEquivalentTo(http.StatusForbidden), "the live RayCluster confirms it")
 		}
-		Expect(framework.SliceCount(ctx, k8sClient, ns)).To(Equal(1))
-		Expect(framework.ClaimCount(ctx, k8sClient, ns)).To(Equal(1))
+		Expect(framework.SliceCount(ctx, suite.Client, ns)).To(Equal(1))
+		Expect(framework.ClaimCount(ctx, suite.Client, ns)).To(Equal(1))
 	})
 
 	It("denies a dry run, a re-invocation and a copy within 6 s when the API server is slow", func() {
 		slow := &framework.SlowAPI{Resources: []string{"rayclusters", "tpusliceassignments"}, Delay: 9 * time.Second}
-		inst, err := env.StartInstance(ctx, framework.InstanceOptions{
-			Operator: operator.Options{DisableControllers: true}, Config: slow.Config(env.Config),
+		inst, err := suite.StartInstance(ctx, framework.InstanceOptions{
+			Operator: operator.Options{DisableControllers: true}, Config: slow.Config(suite.Config),
 		})
 		Expect(err).NotTo(HaveOccurred())
 		defer func() {
@@ -118,7 +118,7 @@ var _ = Describe("Bounds before work (docs/spec.md §5, §10)", func() {
 		By("the slow instance's cache stops seeing RayClusters and slices; a RayCluster is created and a first pass claims")
 		slow.Set(true)
 		rc := cluster(ns, "slow", "4x4", 4, 4, 1)
-		first, err := instances[0].Allocator.Claim(ctx, allocator.Request{
+		first, err := suite.Instances[0].Allocator.Claim(ctx, allocator.Request{
 			Namespace: ns, ClusterName: rc.Name, ClusterUID: rc.UID, GroupName: "tpu", Hosts: 4, Topology: "4x4",
 			Accelerator: "tpu-v6e-slice",
 		})
@@ -138,7 +138,7 @@ var _ = Describe("Bounds before work (docs/spec.md §5, §10)", func() {
 		}
 		for name, review := range reviews {
 			start := time.Now()
-			answer, err := env.PostAdmission(ctx, inst, review)
+			answer, err := suite.PostAdmission(ctx, inst, review)
 			took := time.Since(start)
 			Expect(err).NotTo(HaveOccurred(), name)
 			GinkgoWriter.Printf("%s answered in %s: %s\n", name, took, answer.Response.Result.Message)
@@ -148,6 +148,6 @@ var _ = Describe("Bounds before work (docs/spec.md §5, §10)", func() {
 			Expect(answer.Response.Result.Message).To(And(ContainSubstring("timed out after 6s"), ContainSubstring(allocator.TransientNote)), name)
 		}
 		By("the denials claimed nothing: only the first pass's claim is held")
-		Expect(framework.ClaimCount(ctx, k8sClient, ns)).To(Equal(1))
+		Expect(framework.ClaimCount(ctx, suite.Client, ns)).To(Equal(1))
 	})
 })

@@ -45,24 +45,24 @@ import (
 var _ = Describe("No request can destroy live claims", func() {
 	var ns string
 	BeforeEach(func() {
-		ns = framework.CreateNamespace(ctx, k8sClient, "guards")
+		ns = framework.CreateNamespace(ctx, suite.Client, "guards")
 	})
 
 	It("refuses a Pod of another host count next to a running slice, and deletes none of its Pods", func() {
 		rc := testutil.MakeRayCluster("v4", ns).TPUGroup("tpu", "tpu-v4-podslice", "2x2x4", 4, 4, 1).ManagedByMultiKueue().Obj()
-		Expect(k8sClient.Create(ctx, rc)).To(Succeed())
-		running := framework.CreatePods(ctx, k8sClient, rc, "tpu", 4)
-		framework.ExpectBound(ctx, k8sClient, ns, 4)
+		Expect(suite.Client.Create(ctx, rc)).To(Succeed())
+		running := framework.CreatePods(ctx, suite.Client, rc, "tpu", 4)
+		framework.ExpectBound(ctx, suite.Client, ns, 4)
 		before := claimsOf(ns)
 
 		By("a Pod of the same group whose topology gives 1 host, where the group's numOfHosts is 4")
 		odd := testutil.WorkerPodFor(rc, "tpu").Topology("tpu-v4-podslice", "2x2x1").Obj()
-		err := k8sClient.Create(ctx, odd)
+		err := suite.Client.Create(ctx, odd)
 		Expect(err).To(MatchError(And(ContainSubstring("topology 2x2x1 gives 1 hosts per slice"), ContainSubstring("has numOfHosts 4"))))
 
 		By("three such AdmissionReviews posted straight to a webhook instance, with no credentials")
 		for i := range 3 {
-			answer, err := env.PostAdmission(ctx, instances[i%len(instances)], podReview(ns, odd))
+			answer, err := suite.PostAdmission(ctx, suite.Instances[i%len(suite.Instances)], podReview(ns, odd))
 			Expect(err).NotTo(HaveOccurred())
 			Expect(answer.Response.Allowed).To(BeFalse())
 		}
@@ -70,19 +70,19 @@ var _ = Describe("No request can destroy live claims", func() {
 
 		By("the group's template changed to 1 host while its replica of 4 runs: a Pod of the new template")
 		Eventually(func() error {
-			if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(rc), rc); err != nil {
+			if err := suite.Client.Get(ctx, client.ObjectKeyFromObject(rc), rc); err != nil {
 				return err
 			}
 			rc.Spec.WorkerGroupSpecs[0].NumOfHosts = 1
 			rc.Spec.WorkerGroupSpecs[0].Template.Spec.NodeSelector[constants.TopologyNodeSelectorKey] = "2x2x1"
-			return k8sClient.Update(ctx, rc)
+			return suite.Client.Update(ctx, rc)
 		}, testutil.Timeout, testutil.Interval).Should(Succeed())
-		err = k8sClient.Create(ctx, testutil.WorkerPodFor(rc, "tpu").Obj())
+		err = suite.Client.Create(ctx, testutil.WorkerPodFor(rc, "tpu").Obj())
 		Expect(err).To(MatchError(And(ContainSubstring("gives 1 hosts per slice"), ContainSubstring("a slice of 4 hosts"),
 			ContainSubstring("delete the group's old replicas"))))
 		Expect(claimsOf(ns)).To(Equal(before))
 		for _, p := range running {
-			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(p), &corev1.Pod{})).To(Succeed(), "Pod %s still runs", p.Name)
+			Expect(suite.Client.Get(ctx, client.ObjectKeyFromObject(p), &corev1.Pod{})).To(Succeed(), "Pod %s still runs", p.Name)
 		}
 		expectSettled(ns)
 	})
@@ -96,34 +96,34 @@ var _ = Describe("No request can destroy live claims", func() {
 		held := testutil.WorkerPodFor(rc, "tpu").Label(framework.DelayLabel, "4s").Obj()
 		var heldErr error
 		var wg sync.WaitGroup
-		wg.Go(func() { heldErr = k8sClient.Create(ctx, held) })
-		Eventually(func() int { return framework.ClaimCount(ctx, k8sClient, ns) }, testutil.Timeout, 10*time.Millisecond).Should(Equal(1))
+		wg.Go(func() { heldErr = suite.Client.Create(ctx, held) })
+		Eventually(func() int { return framework.ClaimCount(ctx, suite.Client, ns) }, testutil.Timeout, 10*time.Millisecond).Should(Equal(1))
 
 		By("the RayCluster deleted and re-created under the same name; the new generation fills its slice")
-		Expect(k8sClient.Delete(ctx, rc)).To(Succeed())
+		Expect(suite.Client.Delete(ctx, rc)).To(Succeed())
 		second := cluster(ns, "regen", "4x4", 4, 4, 1)
 		Expect(second.UID).NotTo(Equal(rc.UID))
-		framework.CreatePods(ctx, k8sClient, second, "tpu", 4)
+		framework.CreatePods(ctx, suite.Client, second, "tpu", 4)
 		wg.Wait()
 		Expect(heldErr).NotTo(HaveOccurred(), "the held create commits, as the API server allows")
 
 		By("the old generation's Pod holds nothing of the new slice, and the new Pods keep their IDs")
 		current := func() error {
-			_, err := framework.CheckAdmittedPods(ctx, k8sClient, ns, func(p *corev1.Pod) bool {
+			_, err := framework.CheckAdmittedPods(ctx, suite.Client, ns, func(p *corev1.Pod) bool {
 				return identityOf(p).ClusterUID == second.UID
 			})
 			return err
 		}
 		Consistently(current, 3*time.Second, testutil.Interval).Should(Succeed())
-		framework.ExpectBound(ctx, k8sClient, ns, 4)
+		framework.ExpectBound(ctx, suite.Client, ns, 4)
 		Expect(sliceOf(ns).Spec.RayClusterUID).To(Equal(second.UID))
 
 		By("a create naming the deleted RayCluster is refused")
 		late := testutil.WorkerPodFor(rc, "tpu").Obj()
-		Expect(k8sClient.Create(ctx, late)).To(MatchError(ContainSubstring("has been deleted")))
+		Expect(suite.Client.Create(ctx, late)).To(MatchError(ContainSubstring("has been deleted")))
 
 		By("so is a forwarded claim naming it, whatever the caller says")
-		status, body, err := env.ForwardClaim(ctx, instances[1], allocator.Request{
+		status, body, err := suite.ForwardClaim(ctx, suite.Instances[1], allocator.Request{
 			Namespace: ns, ClusterName: "regen", ClusterUID: rc.UID, GroupName: "tpu", Hosts: 4, Topology: "4x4",
 			Claim: claims.Request{Token: "forged-token"},
 		}, 2*time.Second)
@@ -140,43 +140,43 @@ var _ = Describe("No request can destroy live claims", func() {
 		}
 		first := make([]*corev1.Pod, 0, 4)
 		for h := range int32(4) {
-			first = append(first, framework.MustCreate(ctx, k8sClient, indexed("tpu-aaaaa", h)))
+			first = append(first, framework.MustCreate(ctx, suite.Client, indexed("tpu-aaaaa", h)))
 		}
 		By("KubeRay replaces the replica whole under a new name")
 		for _, p := range first {
-			Expect(k8sClient.Delete(ctx, p)).To(Succeed())
+			Expect(suite.Client.Delete(ctx, p)).To(Succeed())
 		}
 		for h := range int32(4) {
-			framework.MustCreate(ctx, k8sClient, indexed("tpu-bbbbb", h))
+			framework.MustCreate(ctx, suite.Client, indexed("tpu-bbbbb", h))
 		}
 		Expect(sliceOf(ns).Spec.ReplacedReplicaNames).To(Equal([]string{"tpu-aaaaa"}))
 		By("a late create of the old replica is refused and replaces nothing")
-		Expect(k8sClient.Create(ctx, indexed("tpu-aaaaa", 2))).To(MatchError(ContainSubstring("has already replaced")))
+		Expect(suite.Client.Create(ctx, indexed("tpu-aaaaa", 2))).To(MatchError(ContainSubstring("has already replaced")))
 		Expect(sliceOf(ns).Spec.ReplicaName).To(Equal("tpu-bbbbb"))
 		expectSettled(ns)
 	})
 
 	It("refuses a 10,000-host topology at Pod admission and in RayCluster validation", func() {
 		big := testutil.MakeRayCluster("huge", ns).TPUGroup("tpu", "tpu-v5p-slice", "20x20x100", 4, 10_000, 1).ManagedByMultiKueue().Obj()
-		Expect(k8sClient.Create(ctx, big)).To(MatchError(ContainSubstring("2400")))
+		Expect(suite.Client.Create(ctx, big)).To(MatchError(ContainSubstring("2400")))
 		rc := cluster(ns, "small", "4x4", 4, 4, 1)
 		pod := testutil.WorkerPodFor(rc, "tpu").Topology("tpu-v5p-slice", "20x20x100").Obj()
-		Expect(k8sClient.Create(ctx, pod)).To(MatchError(ContainSubstring("--max-slice-hosts=2400")))
-		Expect(framework.SliceCount(ctx, k8sClient, ns)).To(BeZero())
+		Expect(suite.Client.Create(ctx, pod)).To(MatchError(ContainSubstring("--max-slice-hosts=2400")))
+		Expect(framework.SliceCount(ctx, suite.Client, ns)).To(BeZero())
 	})
 
 	It("never shares a slice object between two groups whose slice names collide, and says so at once", func() {
 		rc := cluster(ns, "col", "4x4", 4, 4, 1)
 		other := cluster(ns, "other", "4x4", 4, 4, 1)
 		other.Spec.WorkerGroupSpecs[0].GroupName = "x"
-		Expect(k8sClient.Update(ctx, other)).To(Succeed())
+		Expect(suite.Client.Update(ctx, other)).To(Succeed())
 		squatter := claims.NewSlice(ns, tpuv1alpha1.TPUSliceAssignmentSpec{
 			RayClusterName: "other", RayClusterUID: other.UID, GroupName: "x", ReplicaIndex: 0, Hosts: 4, Topology: "4x4",
 		})
 		squatter.Name = naming.SliceName("col", "tpu", 0) // as if the shortened names collided
-		Expect(k8sClient.Create(ctx, squatter)).To(Succeed())
+		Expect(suite.Client.Create(ctx, squatter)).To(Succeed())
 		start := time.Now()
-		err := k8sClient.Create(ctx, testutil.WorkerPodFor(rc, "tpu").Obj())
+		err := suite.Client.Create(ctx, testutil.WorkerPodFor(rc, "tpu").Obj())
 		Expect(err).To(MatchError(ContainSubstring("is taken by replica 0 of RayCluster other group x")))
 		Expect(time.Since(start)).To(BeNumerically("<", 2*time.Second), "refused at once, not retried to the deadline")
 		Expect(apierrors.IsForbidden(err)).To(BeTrue())
@@ -201,7 +201,7 @@ func podReview(ns string, pod *corev1.Pod) *admissionv1.AdmissionReview {
 func sliceOf(ns string) *tpuv1alpha1.TPUSliceAssignment {
 	GinkgoHelper()
 	var list tpuv1alpha1.TPUSliceAssignmentList
-	Expect(k8sClient.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
+	Expect(suite.Client.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
 	Expect(list.Items).To(HaveLen(1))
 	return &list.Items[0]
 }
@@ -209,7 +209,7 @@ func sliceOf(ns string) *tpuv1alpha1.TPUSliceAssignment {
 // watchI1 starts the framework's I1Watcher on the namespace's Pods labeled as KubeRay workers.
 func watchI1(ns string) *framework.I1Watcher {
 	GinkgoHelper()
-	w, err := env.WatchI1(ctx, ns, func(p *corev1.Pod) bool { return p.Labels[rayutils.RayNodeTypeLabelKey] == "worker" })
+	w, err := suite.WatchI1(ctx, ns, func(p *corev1.Pod) bool { return p.Labels[rayutils.RayNodeTypeLabelKey] == "worker" })
 	Expect(err).NotTo(HaveOccurred())
 	return w
 }

@@ -47,7 +47,7 @@ const replacementBound = 2 * time.Second
 var _ = Describe("Claims follow the Pods' immutable identity", func() {
 	var ns string
 	BeforeEach(func() {
-		ns = framework.CreateNamespace(ctx, k8sClient, "identity")
+		ns = framework.CreateNamespace(ctx, suite.Client, "identity")
 	})
 	AfterEach(func() {
 		By("claims equal the live Pods once activity stops (I3), I1 and I2")
@@ -57,47 +57,47 @@ var _ = Describe("Claims follow the Pods' immutable identity", func() {
 	It("adopts the Pods of clusters that ran before the operator, before giving out any of their IDs", func() {
 		rc := cluster(ns, "pre", "4x4", 4, 4, 2)
 		By("creating a full replica 0 and three Pods of replica 1 with the webhook out of the way, their identity set as the reference webhook sets it")
-		env.Bypass(true)
+		suite.Bypass(true)
 		pre := map[string]*corev1.Pod{}
 		for replica, ids := range map[int32][]int32{0: {0, 1, 2, 3}, 1: {0, 1, 3}} {
 			for _, id := range ids {
-				p := framework.MustCreate(ctx, k8sClient, referencePod(rc, replica, id))
+				p := framework.MustCreate(ctx, suite.Client, referencePod(rc, replica, id))
 				pre[fmt.Sprintf("%d/%d", replica, id)] = p
 			}
 		}
-		env.Bypass(false)
+		suite.Bypass(false)
 
 		By("the group scales up: the new Pod gets the one free ID, not ID 0 of replica 0 again")
-		scaled := framework.MustCreate(ctx, k8sClient, testutil.WorkerPodFor(rc, "tpu").Obj())
+		scaled := framework.MustCreate(ctx, suite.Client, testutil.WorkerPodFor(rc, "tpu").Obj())
 		Expect(tpuName(scaled)).To(Equal("tpu-1"))
 		Expect(framework.WorkerID(scaled)).To(Equal("2"))
-		framework.ExpectIDs(ctx, k8sClient, ns, map[int32][]int{0: framework.Seq(4), 1: framework.Seq(4)})
+		framework.ExpectIDs(ctx, suite.Client, ns, map[int32][]int{0: framework.Seq(4), 1: framework.Seq(4)})
 
 		By("a Pod of the adopted replica 0 is replaced: the replacement gets its ID")
-		Expect(k8sClient.Delete(ctx, pre["0/1"])).To(Succeed())
+		Expect(suite.Client.Delete(ctx, pre["0/1"])).To(Succeed())
 		waitGone(pre["0/1"])
 		replacement, took := createTimed(testutil.WorkerPodFor(rc, "tpu").Obj())
 		Expect(took).To(BeNumerically("<", replacementBound), "replacement admitted after %v", took)
 		Expect(tpuName(replacement)).To(Equal("tpu-0"))
 		Expect(framework.WorkerID(replacement)).To(Equal("1"))
-		framework.ExpectIDs(ctx, k8sClient, ns, map[int32][]int{0: framework.Seq(4), 1: framework.Seq(4)})
+		framework.ExpectIDs(ctx, suite.Client, ns, map[int32][]int{0: framework.Seq(4), 1: framework.Seq(4)})
 	})
 
 	It("records Pods that carry an identity even when nothing is admitted", func() {
 		rc := cluster(ns, "quiet", "4x4", 4, 4, 1)
-		env.Bypass(true)
+		suite.Bypass(true)
 		for id := range int32(4) {
-			framework.MustCreate(ctx, k8sClient, referencePod(rc, 0, id))
+			framework.MustCreate(ctx, suite.Client, referencePod(rc, 0, id))
 		}
-		env.Bypass(false)
-		framework.ExpectBound(ctx, k8sClient, ns, 4)
-		Expect(framework.SliceCount(ctx, k8sClient, ns)).To(Equal(1))
+		suite.Bypass(false)
+		framework.ExpectBound(ctx, suite.Client, ns, 4)
+		Expect(framework.SliceCount(ctx, suite.Client, ns)).To(Equal(1))
 	})
 
 	It("keeps a running Pod's ID when its labels and claim token are removed or edited", func() {
 		rc := cluster(ns, "labels", "4x4", 4, 4, 1)
-		pods := framework.CreatePods(ctx, k8sClient, rc, "tpu", 4)
-		framework.ExpectBound(ctx, k8sClient, ns, 4)
+		pods := framework.CreatePods(ctx, suite.Client, rc, "tpu", 4)
+		framework.ExpectBound(ctx, suite.Client, ns, 4)
 		before := claimsOf(ns)
 
 		By("kubectl label pod <worker> tpu.ray.io/slice- tpu.ray.io/worker-id- replicaIndex-, and the claim token annotation removed")
@@ -107,53 +107,53 @@ var _ = Describe("Claims follow the Pods' immutable identity", func() {
 			delete(stripped.Labels, k)
 		}
 		delete(stripped.Annotations, tpuv1alpha1.ClaimTokenAnnotation)
-		Expect(k8sClient.Patch(ctx, stripped, patch)).To(Succeed())
+		Expect(suite.Client.Patch(ctx, stripped, patch)).To(Succeed())
 		By("and another Pod's claim token edited")
 		edited := pods[1]
 		patch = client.MergeFrom(edited.DeepCopy())
 		edited.Annotations[tpuv1alpha1.ClaimTokenAnnotation] = "edited-by-a-tool"
-		Expect(k8sClient.Patch(ctx, edited, patch)).To(Succeed())
+		Expect(suite.Client.Patch(ctx, edited, patch)).To(Succeed())
 
 		Consistently(func() map[int32]types.UID { return claimsOf(ns) }, testutil.ConsistentlyTime, testutil.Interval).Should(Equal(before))
 
 		By("a fifth Pod of the full slice is refused, not given the stripped Pod's ID")
-		err := k8sClient.Create(ctx, testutil.WorkerPodFor(rc, "tpu").Obj())
+		err := suite.Client.Create(ctx, testutil.WorkerPodFor(rc, "tpu").Obj())
 		Expect(err).To(MatchError(ContainSubstring("fully claimed")))
 		Expect(apierrors.IsTooManyRequests(err)).To(BeTrue(), "the refusal is transient: %v", err)
 
 		By("restoring the labels is fine too")
 		patch = client.MergeFrom(stripped.DeepCopy())
 		stripped.Labels[tpuv1alpha1.SliceLabel] = claimsSliceName(ns)
-		Expect(k8sClient.Patch(ctx, stripped, patch)).To(Succeed())
+		Expect(suite.Client.Patch(ctx, stripped, patch)).To(Succeed())
 		Consistently(func() map[int32]types.UID { return claimsOf(ns) }, testutil.ConsistentlyTime, testutil.Interval).Should(Equal(before))
 	})
 
 	It("gives each of four Pods created from one copied manifest its own ID", func() {
 		rc := cluster(ns, "copies", "4x4", 4, 4, 2)
-		pods := framework.CreatePods(ctx, k8sClient, rc, "tpu", 4)
-		framework.ExpectBound(ctx, k8sClient, ns, 4)
+		pods := framework.CreatePods(ctx, suite.Client, rc, "tpu", 4)
+		framework.ExpectBound(ctx, suite.Client, ns, 4)
 		By("kubectl get pod -o yaml of a running worker, then created again four times")
 		source := &corev1.Pod{}
-		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(pods[0]), source)).To(Succeed())
+		Expect(suite.Client.Get(ctx, client.ObjectKeyFromObject(pods[0]), source)).To(Succeed())
 		manifest := source.DeepCopy()
 		manifest.Name, manifest.UID, manifest.ResourceVersion, manifest.CreationTimestamp = "", "", "", metav1.Time{}
 		manifest.Status = corev1.PodStatus{}
 		ids := map[string]bool{}
 		for range 4 {
-			copied := framework.MustCreate(ctx, k8sClient, manifest)
+			copied := framework.MustCreate(ctx, suite.Client, manifest)
 			Expect(tpuName(copied)).To(Equal("tpu-1"))
 			Expect(ids).NotTo(HaveKey(framework.WorkerID(copied)))
 			ids[framework.WorkerID(copied)] = true
 			Expect(copied.Annotations[tpuv1alpha1.ClaimTokenAnnotation]).NotTo(Equal(source.Annotations[tpuv1alpha1.ClaimTokenAnnotation]))
 		}
-		framework.ExpectIDs(ctx, k8sClient, ns, map[int32][]int{0: framework.Seq(4), 1: framework.Seq(4)})
+		framework.ExpectIDs(ctx, suite.Client, ns, map[int32][]int{0: framework.Seq(4), 1: framework.Seq(4)})
 	})
 
 	It("frees the ID of a Pod deleted right after its create: the replacement is admitted within 2 s", func() {
 		rc := cluster(ns, "quick", "4x4", 4, 4, 1)
-		framework.CreatePods(ctx, k8sClient, rc, "tpu", 3)
-		last := framework.MustCreate(ctx, k8sClient, testutil.WorkerPodFor(rc, "tpu").Obj())
-		Expect(k8sClient.Delete(ctx, last)).To(Succeed())
+		framework.CreatePods(ctx, suite.Client, rc, "tpu", 3)
+		last := framework.MustCreate(ctx, suite.Client, testutil.WorkerPodFor(rc, "tpu").Obj())
+		Expect(suite.Client.Delete(ctx, last)).To(Succeed())
 		Expect(time.Since(last.CreationTimestamp.Time)).To(BeNumerically("<", 2*time.Second), "deleted soon after its create")
 		waitGone(last)
 		replacement, took := createTimed(testutil.WorkerPodFor(rc, "tpu").Obj())
@@ -187,7 +187,7 @@ var _ = Describe("Claims follow the Pods' immutable identity", func() {
 					if i != victimAt.Load() {
 						continue
 					}
-					Expect(k8sClient.Delete(ctx, p)).To(Succeed())
+					Expect(suite.Client.Delete(ctx, p)).To(Succeed())
 					waitGone(p)
 					_, took = createTimed(testutil.WorkerPodFor(rc, "tpu").Obj())
 					mu.Lock()
@@ -200,16 +200,16 @@ var _ = Describe("Claims follow the Pods' immutable identity", func() {
 		GinkgoWriter.Printf("256-Pod burst: slowest create %v, replacement of the Pod deleted mid-burst %v\n", worst, replaceTook)
 		Expect(replaceTook).To(BeNumerically("<", replacementBound))
 		Expect(worst).To(BeNumerically("<", 10*time.Second), "a create of the burst waited for the deleted Pod's claim")
-		framework.ExpectIDs(ctx, k8sClient, ns, map[int32][]int{0: framework.Seq(256)})
+		framework.ExpectIDs(ctx, suite.Client, ns, map[int32][]int{0: framework.Seq(256)})
 	})
 
 	It("follows a group scaled 3 → 1 → 3 at once, admitting the scale-up within 2 s a Pod", func() {
 		rc := cluster(ns, "scale", "4x4", 4, 4, 3)
-		pods := framework.CreatePods(ctx, k8sClient, rc, "tpu", 12)
-		framework.SetReplicas(ctx, k8sClient, rc, 1)
+		pods := framework.CreatePods(ctx, suite.Client, rc, "tpu", 12)
+		framework.SetReplicas(ctx, suite.Client, rc, 1)
 		for _, p := range pods {
 			if tpuName(p) != "tpu-0" {
-				Expect(k8sClient.Delete(ctx, p)).To(Succeed())
+				Expect(suite.Client.Delete(ctx, p)).To(Succeed())
 			}
 		}
 		for _, p := range pods {
@@ -217,12 +217,12 @@ var _ = Describe("Claims follow the Pods' immutable identity", func() {
 				waitGone(p)
 			}
 		}
-		framework.SetReplicas(ctx, k8sClient, rc, 3)
+		framework.SetReplicas(ctx, suite.Client, rc, 3)
 		for range 8 {
 			_, took := createTimed(testutil.WorkerPodFor(rc, "tpu").Obj())
 			Expect(took).To(BeNumerically("<", replacementBound))
 		}
-		framework.ExpectIDs(ctx, k8sClient, ns, map[int32][]int{0: framework.Seq(4), 1: framework.Seq(4), 2: framework.Seq(4)})
+		framework.ExpectIDs(ctx, suite.Client, ns, map[int32][]int{0: framework.Seq(4), 1: framework.Seq(4), 2: framework.Seq(4)})
 	})
 })
 
@@ -230,7 +230,7 @@ var _ = Describe("Claims follow the Pods' immutable identity", func() {
 func cluster(ns, name, topo string, chips int64, hosts, replicas int32) *rayv1.RayCluster {
 	GinkgoHelper()
 	rc := testutil.MakeRayCluster(name, ns).TPUGroup("tpu", "tpu-v6e-slice", topo, chips, hosts, replicas).ManagedByMultiKueue().Obj()
-	Expect(k8sClient.Create(ctx, rc)).To(Succeed())
+	Expect(suite.Client.Create(ctx, rc)).To(Succeed())
 	return rc
 }
 
@@ -249,7 +249,7 @@ func referencePod(rc *rayv1.RayCluster, replica, id int32) *corev1.Pod {
 // admission took from the first attempt.
 func createTimed(pod *corev1.Pod) (*corev1.Pod, time.Duration) {
 	GinkgoHelper()
-	created, took, err := framework.CreateRetrying(ctx, k8sClient, pod, testutil.Timeout)
+	created, took, err := framework.CreateRetrying(ctx, suite.Client, pod, testutil.Timeout)
 	Expect(err).NotTo(HaveOccurred())
 	return created, took
 }
@@ -258,7 +258,7 @@ func createTimed(pod *corev1.Pod) (*corev1.Pod, time.Duration) {
 func waitGone(p *corev1.Pod) {
 	GinkgoHelper()
 	Eventually(func() bool {
-		return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(p), &corev1.Pod{}))
+		return apierrors.IsNotFound(suite.Client.Get(ctx, client.ObjectKeyFromObject(p), &corev1.Pod{}))
 	}, testutil.Timeout, 10*time.Millisecond).Should(BeTrue())
 }
 
@@ -271,7 +271,7 @@ func tpuName(p *corev1.Pod) string {
 func claimsOf(ns string) map[int32]types.UID {
 	GinkgoHelper()
 	var list tpuv1alpha1.TPUSliceAssignmentList
-	Expect(k8sClient.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
+	Expect(suite.Client.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
 	Expect(list.Items).To(HaveLen(1))
 	out := map[int32]types.UID{}
 	for _, c := range list.Items[0].Status.Claims {
@@ -283,7 +283,7 @@ func claimsOf(ns string) map[int32]types.UID {
 func claimsSliceName(ns string) string {
 	GinkgoHelper()
 	var list tpuv1alpha1.TPUSliceAssignmentList
-	Expect(k8sClient.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
+	Expect(suite.Client.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
 	Expect(list.Items).To(HaveLen(1))
 	return list.Items[0].Name
 }
@@ -291,9 +291,9 @@ func claimsSliceName(ns string) string {
 // expectSettled checks I1 and I2 now and I3 once activity stops.
 func expectSettled(ns string) {
 	GinkgoHelper()
-	_, err := framework.CheckAdmitted(ctx, k8sClient, ns)
+	_, err := framework.CheckAdmitted(ctx, suite.Client, ns)
 	Expect(err).NotTo(HaveOccurred())
-	Eventually(func() error { return framework.CheckClaimsMatchPods(ctx, k8sClient, ns) },
+	Eventually(func() error { return framework.CheckClaimsMatchPods(ctx, suite.Client, ns) },
 		testutil.LongTimeout, testutil.Interval).Should(Succeed())
 }
 

@@ -39,7 +39,7 @@ import (
 var _ = Describe("A Pod isolated by removing a KubeRay label", func() {
 	var ns string
 	BeforeEach(func() {
-		ns = framework.CreateNamespace(ctx, k8sClient, "isolate")
+		ns = framework.CreateNamespace(ctx, suite.Client, "isolate")
 	})
 	AfterEach(func() {
 		By("claims equal the live Pods, the isolated one included (I3), I1 and I2")
@@ -49,12 +49,12 @@ var _ = Describe("A Pod isolated by removing a KubeRay label", func() {
 	DescribeTable("keeps its claim while pending and bound, and is not deleted when the label is restored",
 		func(label string) {
 			rc := cluster(ns, "iso", "4x4", 4, 4, 1)
-			watcher, err := env.WatchI1(ctx, ns, nil)
+			watcher, err := suite.WatchI1(ctx, ns, nil)
 			Expect(err).NotTo(HaveOccurred())
 			defer watcher.Stop()
 
 			By("kubectl label pod P " + label + "- right after P's create, while its claim is pending")
-			p := framework.MustCreate(ctx, k8sClient, testutil.WorkerPodFor(rc, "tpu").Obj())
+			p := framework.MustCreate(ctx, suite.Client, testutil.WorkerPodFor(rc, "tpu").Obj())
 			value := p.Labels[label]
 			setLabel(p, label, "")
 			id := framework.WorkerID(p)
@@ -64,11 +64,11 @@ var _ = Describe("A Pod isolated by removing a KubeRay label", func() {
 			Eventually(func() types.UID { return claimsOf(ns)[int32FromString(id)] }, testutil.Timeout, testutil.Interval).Should(Equal(p.UID))
 
 			By("the next Pods of the slice get the other IDs, and the slice is then full")
-			others := framework.CreatePods(ctx, k8sClient, rc, "tpu", 3)
+			others := framework.CreatePods(ctx, suite.Client, rc, "tpu", 3)
 			for _, o := range others {
 				Expect(framework.WorkerID(o)).NotTo(Equal(id), "Pod %s got the isolated Pod's ID", o.Name)
 			}
-			err = k8sClient.Create(ctx, testutil.WorkerPodFor(rc, "tpu").Obj())
+			err = suite.Client.Create(ctx, testutil.WorkerPodFor(rc, "tpu").Obj())
 			Expect(err).To(MatchError(ContainSubstring("fully claimed")))
 
 			By("a bound Pod's " + label + " label removed too: nothing released")
@@ -82,7 +82,7 @@ var _ = Describe("A Pod isolated by removing a KubeRay label", func() {
 			setLabel(p, label, value)
 			setLabel(bound, label, boundValue)
 			Consistently(func() map[int32]types.UID { return claimsOf(ns) }, 2*controllers.DefaultBindSettle, testutil.Interval).Should(Equal(before))
-			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(p), &corev1.Pod{})).To(Succeed(), "P is running")
+			Expect(suite.Client.Get(ctx, client.ObjectKeyFromObject(p), &corev1.Pod{})).To(Succeed(), "P is running")
 
 			watcher.Stop()
 			Expect(watcher.Violations()).To(BeEmpty(), "I1 on every Pod event")
@@ -103,7 +103,7 @@ func setLabel(pod *corev1.Pod, label, value string) {
 	} else {
 		pod.Labels[label] = value
 	}
-	Expect(k8sClient.Patch(ctx, pod, patch)).To(Succeed())
+	Expect(suite.Client.Patch(ctx, pod, patch)).To(Succeed())
 }
 
 // holderOf says who holds worker ID id in the namespace's only slice: "P" when the claim is pod's
@@ -111,7 +111,7 @@ func setLabel(pod *corev1.Pod, label, value string) {
 func holderOf(ns, id string, pod *corev1.Pod) string {
 	GinkgoHelper()
 	var list tpuv1alpha1.TPUSliceAssignmentList
-	Expect(k8sClient.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
+	Expect(suite.Client.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
 	Expect(list.Items).To(HaveLen(1))
 	for _, c := range list.Items[0].Status.Claims {
 		if c.WorkerID != int32FromString(id) {

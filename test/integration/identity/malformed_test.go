@@ -52,7 +52,7 @@ const injectingToken = "x\n1 y\n2 z"
 var _ = Describe("Stored claim lines", func() {
 	var ns string
 	BeforeEach(func() {
-		ns = framework.CreateNamespace(ctx, k8sClient, "lines")
+		ns = framework.CreateNamespace(ctx, suite.Client, "lines")
 	})
 
 	It("never take a claim token a Pod carries that would inject claims or break the line", func() {
@@ -64,11 +64,11 @@ var _ = Describe("Stored claim lines", func() {
 		p := testutil.WorkerPodFor(rc, "tpu").TPUIdentity("tpu", 0, 0).
 			Annotation(tpuv1alpha1.ClaimTokenAnnotation, injectingToken).Label(framework.BypassLabel, "true").Obj()
 		delete(p.Labels, rayutils.RayNodeTypeLabelKey)
-		hand := framework.MustCreate(ctx, k8sClient, p)
+		hand := framework.MustCreate(ctx, suite.Client, p)
 		By("then the label ray.io/node-type=worker is added")
 		patch := client.MergeFrom(hand.DeepCopy())
 		hand.Labels[rayutils.RayNodeTypeLabelKey] = "worker"
-		Expect(k8sClient.Patch(ctx, hand, patch)).To(Succeed())
+		Expect(suite.Client.Patch(ctx, hand, patch)).To(Succeed())
 
 		By("the Pod is recorded at ID 0 with a token of the operator's choosing, and nothing else is claimed")
 		Eventually(func(g Gomega) {
@@ -86,8 +86,8 @@ var _ = Describe("Stored claim lines", func() {
 		}, testutil.ConsistentlyTime, testutil.Interval).Should(Succeed())
 
 		By("the group's next Pods get IDs 1, 2 and 3, never 0 again")
-		framework.CreatePods(ctx, k8sClient, rc, "tpu", 3)
-		framework.ExpectIDs(ctx, k8sClient, ns, map[int32][]int{0: framework.Seq(4)})
+		framework.CreatePods(ctx, suite.Client, rc, "tpu", 3)
+		framework.ExpectIDs(ctx, suite.Client, ns, map[int32][]int{0: framework.Seq(4)})
 		expectSettled(ns)
 
 		By("on the watches: every stored status parsed, no claim named ID 1 or 2 before a Pod held it, and no two live Pods held one ID (I1)")
@@ -97,34 +97,34 @@ var _ = Describe("Stored claim lines", func() {
 
 var _ = Describe("A slice whose stored lines do not parse", Serial, func() {
 	It("stops no other slice: it is reported, repaired from its live Pods, and a new operator instance becomes ready next to it", func() {
-		ns := framework.CreateNamespace(ctx, k8sClient, "malformed")
+		ns := framework.CreateNamespace(ctx, suite.Client, "malformed")
 		rc := cluster(ns, "bad", "4x4", 4, 4, 1)
-		held := framework.CreatePods(ctx, k8sClient, rc, "tpu", 2)
-		framework.ExpectBound(ctx, k8sClient, ns, 2)
+		held := framework.CreatePods(ctx, suite.Client, rc, "tpu", 2)
+		framework.ExpectBound(ctx, suite.Client, ns, 2)
 		w := watchNamespace(ns)
 		DeferCleanup(w.stop)
 
 		By("the reconciler's instance stops, so that the bad lines stay stored while the rest is checked")
-		Expect(instances[0].Stop()).To(Succeed())
-		env.ServeWebhooksFrom(instances[1:]...)
+		Expect(suite.Instances[0].Stop()).To(Succeed())
+		suite.ServeWebhooksFrom(suite.Instances[1:]...)
 		restarted := false
 		// The reconciler repairs a malformed slice once it has seen it for the pending TTL (creates
 		// still in flight land first, docs/spec.md §8): the restarted instance's is short, and the
 		// next specs get an instance with the default again.
 		restart := func(ttl time.Duration) {
 			if restarted {
-				Expect(instances[0].Stop()).To(Succeed())
+				Expect(suite.Instances[0].Stop()).To(Succeed())
 			}
-			inst, err := env.StartInstance(ctx, framework.InstanceOptions{
+			inst, err := suite.StartInstance(ctx, framework.InstanceOptions{
 				Operator: operator.Options{Controllers: controllers.Options{PendingTTL: ttl}}, Forward: true})
 			Expect(err).NotTo(HaveOccurred())
-			instances[0], restarted = inst, true
+			suite.Instances[0], restarted = inst, true
 			// The readiness check the operator serves on /readyz (cmd/main.go): every informer synced.
 			ready := operator.CachesSynced(inst.Manager.GetCache())
 			Eventually(func() error { return ready(httptest.NewRequest(http.MethodGet, "/readyz", nil)) },
 				testutil.Timeout, testutil.Interval).Should(Succeed(), "a new operator instance becomes ready next to the malformed slice")
-			env.ServeWebhooksFrom(instances...)
-			Expect(framework.WaitForPeers(ctx, instances...)).To(Succeed())
+			suite.ServeWebhooksFrom(suite.Instances...)
+			Expect(framework.WaitForPeers(ctx, suite.Instances...)).To(Succeed())
 		}
 		DeferCleanup(func() { restart(controllers.DefaultPendingTTL) })
 
@@ -142,13 +142,13 @@ var _ = Describe("A slice whose stored lines do not parse", Serial, func() {
 		sliceKey := writeRawWorkers(ns, strings.Join(badLines, "\n"), 2)
 
 		By("a claim in the bad slice's group is denied as transient until the repair")
-		err := k8sClient.Create(ctx, testutil.WorkerPodFor(rc, "tpu").Obj())
+		err := suite.Client.Create(ctx, testutil.WorkerPodFor(rc, "tpu").Obj())
 		Expect(err).To(MatchError(ContainSubstring("malformed claims being repaired by the operator")))
 		Expect(apierrors.IsTooManyRequests(err)).To(BeTrue(), "the denial is transient: %v", err)
 
 		By("another RayCluster's Pods are admitted meanwhile, on the running instances' caches")
 		other := cluster(ns, "other", "4x4", 4, 4, 1)
-		framework.CreatePods(ctx, k8sClient, other, "tpu", 4)
+		framework.CreatePods(ctx, suite.Client, other, "tpu", 4)
 
 		By("a new operator instance, with the reconciler, starts and becomes ready")
 		restart(5 * time.Second)
@@ -156,7 +156,7 @@ var _ = Describe("A slice whose stored lines do not parse", Serial, func() {
 		By("the bad slice is repaired from its live Pods: IDs 0 and 1 bound to their Pods, ID 2 not claimed")
 		Eventually(func(g Gomega) {
 			s := &tpuv1alpha1.TPUSliceAssignment{}
-			g.Expect(k8sClient.Get(ctx, sliceKey, s)).To(Succeed())
+			g.Expect(suite.Client.Get(ctx, sliceKey, s)).To(Succeed())
 			g.Expect(s.Status.MalformedLines).To(BeEmpty())
 			got := map[int32]types.UID{}
 			for _, c := range s.Status.Claims {
@@ -172,7 +172,7 @@ var _ = Describe("A slice whose stored lines do not parse", Serial, func() {
 		By("a Warning Event on the RayCluster names the lines")
 		Eventually(func(g Gomega) {
 			var list eventsv1.EventList
-			g.Expect(k8sClient.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
+			g.Expect(suite.Client.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
 			var notes []string
 			for _, e := range list.Items {
 				if e.Reason == tpuv1alpha1.ReasonTPUSliceMalformed && e.Regarding.Name == rc.Name {
@@ -186,14 +186,14 @@ var _ = Describe("A slice whose stored lines do not parse", Serial, func() {
 		By("the other RayCluster's slice is Claimed: the new instance's cache works")
 		Eventually(func(g Gomega) {
 			var list tpuv1alpha1.TPUSliceAssignmentList
-			g.Expect(k8sClient.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{tpuv1alpha1.ClusterLabel: other.Name})).To(Succeed())
+			g.Expect(suite.Client.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{tpuv1alpha1.ClusterLabel: other.Name})).To(Succeed())
 			g.Expect(list.Items).To(HaveLen(1))
 			g.Expect(apimeta.IsStatusConditionTrue(list.Items[0].Status.Conditions, tpuv1alpha1.ConditionClaimed)).To(BeTrue())
 		}, testutil.Timeout, testutil.Interval).Should(Succeed())
 
 		By("the bad group's next Pods get IDs 2 and 3: no ID is handed out twice")
-		framework.CreatePods(ctx, k8sClient, rc, "tpu", 2)
-		framework.ExpectIDs(ctx, k8sClient, ns, map[int32][]int{0: framework.Seq(4)})
+		framework.CreatePods(ctx, suite.Client, rc, "tpu", 2)
+		framework.ExpectIDs(ctx, suite.Client, ns, map[int32][]int{0: framework.Seq(4)})
 		expectSettled(ns)
 		w.expectNoLiveDuplicates()
 	})
@@ -209,17 +209,17 @@ func writeRawWorkers(ns, text string, claimed int64) types.NamespacedName {
 		key = client.ObjectKeyFromObject(onlySlice(g, ns))
 		obj := &unstructured.Unstructured{}
 		obj.SetGroupVersionKind(tpuv1alpha1.GroupVersion.WithKind("TPUSliceAssignment"))
-		g.Expect(k8sClient.Get(ctx, key, obj)).To(Succeed())
+		g.Expect(suite.Client.Get(ctx, key, obj)).To(Succeed())
 		g.Expect(unstructured.SetNestedField(obj.Object, text, "status", "workers")).To(Succeed())
 		g.Expect(unstructured.SetNestedField(obj.Object, claimed, "status", "claimed")).To(Succeed())
-		g.Expect(k8sClient.Status().Update(ctx, obj)).To(Succeed())
+		g.Expect(suite.Client.Status().Update(ctx, obj)).To(Succeed())
 	}, testutil.Timeout, testutil.Interval).Should(Succeed())
 	return key
 }
 
 func onlySlice(g Gomega, ns string) *tpuv1alpha1.TPUSliceAssignment {
 	var list tpuv1alpha1.TPUSliceAssignmentList
-	g.Expect(k8sClient.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
+	g.Expect(suite.Client.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
 	g.Expect(list.Items).To(HaveLen(1))
 	return &list.Items[0]
 }
@@ -239,7 +239,7 @@ type nsWatch struct {
 
 func watchNamespace(ns string) *nsWatch {
 	GinkgoHelper()
-	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: operator.Scheme})
+	wc, err := client.NewWithWatch(suite.Config, client.Options{Scheme: operator.Scheme})
 	Expect(err).NotTo(HaveOccurred())
 	w := &nsWatch{live: map[types.UID]identity.Identity{}}
 	pods, err := wc.Watch(ctx, &corev1.PodList{}, client.InNamespace(ns))

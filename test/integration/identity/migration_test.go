@@ -34,28 +34,28 @@ import (
 
 var _ = Describe("TPUSliceAssignments stored by earlier versions", Serial, func() {
 	It("stay readable, keep their claims, and are stored in the string form at their next write", func() {
-		ns := framework.CreateNamespace(ctx, k8sClient, "migration")
+		ns := framework.CreateNamespace(ctx, suite.Client, "migration")
 		rc := cluster(ns, "old", "4x4", 4, 4, 1)
 		By("the earlier version's objects are written while no reconciler runs, as before an upgrade")
-		Expect(instances[0].Stop()).To(Succeed())
-		env.ServeWebhooksFrom(instances[1:]...)
+		Expect(suite.Instances[0].Stop()).To(Succeed())
+		suite.ServeWebhooksFrom(suite.Instances[1:]...)
 		// The upgraded operator: a new instance running the reconciler, as instance 0 did.
 		upgraded := false
 		upgrade := func() {
-			inst, err := env.StartInstance(ctx, framework.InstanceOptions{Forward: true})
+			inst, err := suite.StartInstance(ctx, framework.InstanceOptions{Forward: true})
 			Expect(err).NotTo(HaveOccurred())
-			instances[0], upgraded = inst, true
-			env.ServeWebhooksFrom(instances...)
-			Expect(framework.WaitForPeers(ctx, instances...)).To(Succeed())
+			suite.Instances[0], upgraded = inst, true
+			suite.ServeWebhooksFrom(suite.Instances...)
+			Expect(framework.WaitForPeers(ctx, suite.Instances...)).To(Succeed())
 		}
 		DeferCleanup(func() {
 			if !upgraded {
 				upgrade()
 			}
 		})
-		env.Bypass(true)
-		held := framework.MustCreate(ctx, k8sClient, referencePod(rc, 0, 0))
-		env.Bypass(false)
+		suite.Bypass(true)
+		held := framework.MustCreate(ctx, suite.Client, referencePod(rc, 0, 0))
+		suite.Bypass(false)
 
 		By("a slice as the earlier version stored it: status.claims a list of objects (the CRD keeps that field's schema)")
 		spec := tpuv1alpha1.TPUSliceAssignmentSpec{RayClusterName: rc.Name, RayClusterUID: rc.UID, GroupName: "tpu", Hosts: 4, Topology: "4x4"}
@@ -69,33 +69,33 @@ var _ = Describe("TPUSliceAssignments stored by earlier versions", Serial, func(
 			"rayClusterName": rc.Name, "rayClusterUID": string(rc.UID), "groupName": "tpu", "replicaIndex": int64(0),
 			"hosts": int64(4), "topology": "4x4",
 		}, "spec")).To(Succeed())
-		Expect(k8sClient.Create(ctx, obj)).To(Succeed())
+		Expect(suite.Client.Create(ctx, obj)).To(Succeed())
 		Eventually(func() error {
-			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(obj), obj)).To(Succeed())
+			Expect(suite.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj)).To(Succeed())
 			Expect(unstructured.SetNestedSlice(obj.Object, []any{map[string]any{
 				"workerID": int64(0), "token": "legacy-0", "podName": held.Name, "podUID": string(held.UID), "claimedAt": "2026-11-30T12:00:00Z",
 			}}, "status", "claims")).To(Succeed())
 			Expect(unstructured.SetNestedField(obj.Object, int64(1), "status", "claimed")).To(Succeed())
-			return k8sClient.Status().Update(ctx, obj)
+			return suite.Client.Status().Update(ctx, obj)
 		}, testutil.Timeout, testutil.Interval).Should(Succeed())
 
 		raw := &unstructured.Unstructured{}
 		raw.SetGroupVersionKind(tpuv1alpha1.GroupVersion.WithKind("TPUSliceAssignment"))
-		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(obj), raw)).To(Succeed())
+		Expect(suite.Client.Get(ctx, client.ObjectKeyFromObject(obj), raw)).To(Succeed())
 		_, stored, _ := unstructured.NestedFieldNoCopy(raw.Object, "status", "claims")
 		Expect(stored).To(BeTrue(), "the slice is stored in the list form")
 
 		By("the stored list is read as it is")
 		read := &tpuv1alpha1.TPUSliceAssignment{}
-		Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: naming.SliceName(rc.Name, "tpu", 0)}, read)).To(Succeed())
+		Expect(suite.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: naming.SliceName(rc.Name, "tpu", 0)}, read)).To(Succeed())
 		Expect([]tpuv1alpha1.WorkerClaim(read.Status.Claims)).To(Equal([]tpuv1alpha1.WorkerClaim{
 			{WorkerID: 0, Token: "legacy-0", PodName: held.Name, PodUID: held.UID}}))
 
 		By("the upgraded operator starts; a new Pod gets a free ID, and the slice is stored in the string form")
 		upgrade()
-		next := framework.MustCreate(ctx, k8sClient, testutil.WorkerPodFor(rc, "tpu").Obj())
+		next := framework.MustCreate(ctx, suite.Client, testutil.WorkerPodFor(rc, "tpu").Obj())
 		Expect(framework.WorkerID(next)).To(Equal("1"))
-		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(obj), raw)).To(Succeed())
+		Expect(suite.Client.Get(ctx, client.ObjectKeyFromObject(obj), raw)).To(Succeed())
 		text, found, err := unstructured.NestedString(raw.Object, "status", "workers")
 		Expect(err).NotTo(HaveOccurred(), "status.workers is a string")
 		Expect(found).To(BeTrue())

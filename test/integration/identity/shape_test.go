@@ -57,7 +57,7 @@ var _ = Describe("A Pod whose topology gives another host count than its group's
 	It("is denied at once naming both counts, and the group's own Pods all get their IDs, in any order", func() {
 		for _, round := range rounds {
 			By(round.name)
-			ns := framework.CreateNamespace(ctx, k8sClient, "shape")
+			ns := framework.CreateNamespace(ctx, suite.Client, "shape")
 			rc := cluster(ns, "shape", "4x4", 4, 4, 1)
 			watcher := watchI1(ns)
 			odd := func() *corev1.Pod { return testutil.WorkerPodFor(rc, "tpu").Topology("tpu-v6e-slice", "2x4").Obj() }
@@ -72,27 +72,27 @@ var _ = Describe("A Pod whose topology gives another host count than its group's
 			var wg sync.WaitGroup
 			for i := range len(round.order) {
 				kind := round.order[i]
-				inst := instances[i%len(instances)]
+				inst := suite.Instances[i%len(suite.Instances)]
 				wg.Go(func() {
 					defer GinkgoRecover()
 					a := answer{kind: kind}
 					start := time.Now()
 					switch kind {
 					case 'o':
-						a.err = k8sClient.Create(ctx, testutil.WorkerPodFor(rc, "tpu").Obj())
+						a.err = suite.Client.Create(ctx, testutil.WorkerPodFor(rc, "tpu").Obj())
 					case '2':
-						a.err = k8sClient.Create(ctx, odd())
+						a.err = suite.Client.Create(ctx, odd())
 						if a.err != nil {
 							a.message = a.err.Error()
 						}
 					case 'f':
-						review, err := env.PostAdmission(ctx, inst, podReview(ns, odd()))
+						review, err := suite.PostAdmission(ctx, inst, podReview(ns, odd()))
 						a.err = err
 						if err == nil && review.Response != nil && !review.Response.Allowed && review.Response.Result != nil {
 							a.message = review.Response.Result.Message
 						}
 					case 'w':
-						status, body, err := env.ForwardClaim(ctx, inst, allocator.Request{
+						status, body, err := suite.ForwardClaim(ctx, inst, allocator.Request{
 							Namespace: ns, ClusterName: rc.Name, ClusterUID: rc.UID, GroupName: "tpu",
 							Hosts: 2, Topology: "2x4", Accelerator: "tpu-v6e-slice", Claim: claims.Request{Token: "forged-" + ns},
 						}, 2*denialBound)
@@ -126,9 +126,9 @@ var _ = Describe("A Pod whose topology gives another host count than its group's
 			}
 			GinkgoWriter.Printf("SHAPE round=%q order=%s slowest_denial=%s\n", round.name, round.order, slowest)
 
-			framework.ExpectIDs(ctx, k8sClient, ns, map[int32][]int{0: framework.Seq(4)})
+			framework.ExpectIDs(ctx, suite.Client, ns, map[int32][]int{0: framework.Seq(4)})
 			var list tpuv1alpha1.TPUSliceAssignmentList
-			Expect(k8sClient.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
+			Expect(suite.Client.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
 			Expect(list.Items).To(HaveLen(1))
 			Expect(list.Items[0].Spec.Hosts).To(Equal(int32(4)), "no slice of the odd host count")
 			Expect(list.Items[0].Spec.Topology).To(Equal("4x4"))

@@ -23,9 +23,7 @@ package identity
 import (
 	"testing"
 
-	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ray-tpu/tpu-slice-operator/internal/operator"
 	"github.com/ray-tpu/tpu-slice-operator/test/integration/framework"
@@ -34,21 +32,13 @@ import (
 // ctx lives as long as the suite.
 var ctx = framework.SuiteContext()
 
-var (
-	env       *framework.Env
-	k8sClient client.Client
-	instances []*framework.Instance
-)
+// suite is the API server, with a delaying webhook beside the operator's, and the operator's three
+// webhook replicas the specs run against.
+var suite framework.Suite
 
 func TestIdentity(t *testing.T) {
-	framework.RunSuite(t, "Claim identity suite")
+	suite.Run(t, "Claim identity suite", func() {
+		Expect(suite.InstallDelayingWebhook(ctx)).To(Succeed())
+		suite.StartReplicas(3, operator.Options{})
+	})
 }
-
-var _ = BeforeSuite(func() {
-	env = framework.StartSuite()
-	k8sClient = env.Client
-	Expect(env.InstallDelayingWebhook(ctx)).To(Succeed())
-	var err error
-	instances, err = env.StartInstances(ctx, 3, framework.Replicas(operator.Options{}))
-	Expect(err).NotTo(HaveOccurred())
-})

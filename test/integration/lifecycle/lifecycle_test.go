@@ -39,7 +39,7 @@ import (
 var _ = Describe("Claim lifecycle", func() {
 	var ns string
 	BeforeEach(func() {
-		ns = framework.CreateNamespace(ctx, k8sClient, "life")
+		ns = framework.CreateNamespace(ctx, suite.Client, "life")
 	})
 	AfterEach(func() {
 		By("claims equal the live Pods once activity stops (I3)")
@@ -48,24 +48,24 @@ var _ = Describe("Claim lifecycle", func() {
 
 	It("gives a deleted worker's ID to its replacement", func() {
 		rc := cluster(ns, "rc", 4, 1)
-		pods := framework.CreatePods(ctx, k8sClient, rc, "tpu", 4)
-		framework.ExpectIDs(ctx, k8sClient, ns, map[int32][]int{0: {0, 1, 2, 3}})
+		pods := framework.CreatePods(ctx, suite.Client, rc, "tpu", 4)
+		framework.ExpectIDs(ctx, suite.Client, ns, map[int32][]int{0: {0, 1, 2, 3}})
 		victim := podWithID(pods, "2")
-		Expect(k8sClient.Delete(ctx, victim)).To(Succeed())
+		Expect(suite.Client.Delete(ctx, victim)).To(Succeed())
 
-		replacement := framework.MustCreate(ctx, k8sClient, testutil.WorkerPodFor(rc, "tpu").Obj())
+		replacement := framework.MustCreate(ctx, suite.Client, testutil.WorkerPodFor(rc, "tpu").Obj())
 		Expect(framework.WorkerID(replacement)).To(Equal("2"))
-		framework.ExpectIDs(ctx, k8sClient, ns, map[int32][]int{0: {0, 1, 2, 3}})
+		framework.ExpectIDs(ctx, suite.Client, ns, map[int32][]int{0: {0, 1, 2, 3}})
 	})
 
 	It("releases the pending claim of a Pod that a later webhook rejected", func() {
 		rc := cluster(ns, "rc", 4, 1)
-		err := k8sClient.Create(ctx, testutil.WorkerPodFor(rc, "tpu").Label(framework.RejectLabel, "true").Obj())
+		err := suite.Client.Create(ctx, testutil.WorkerPodFor(rc, "tpu").Label(framework.RejectLabel, "true").Obj())
 		Expect(err).To(MatchError(ContainSubstring("rejected by the test's later validating webhook")))
-		Expect(framework.ClaimCount(ctx, k8sClient, ns)).To(Equal(1), "the claim was made before the later webhook refused the Pod")
+		Expect(framework.ClaimCount(ctx, suite.Client, ns)).To(Equal(1), "the claim was made before the later webhook refused the Pod")
 
-		Eventually(func() int { return framework.ClaimCount(ctx, k8sClient, ns) }, 2*pendingTTL+testutil.Timeout, testutil.Interval).Should(BeZero())
-		pod := framework.MustCreate(ctx, k8sClient, testutil.WorkerPodFor(rc, "tpu").Obj())
+		Eventually(func() int { return framework.ClaimCount(ctx, suite.Client, ns) }, 2*pendingTTL+testutil.Timeout, testutil.Interval).Should(BeZero())
+		pod := framework.MustCreate(ctx, suite.Client, testutil.WorkerPodFor(rc, "tpu").Obj())
 		Expect(framework.WorkerID(pod)).To(Equal("0"))
 	})
 
@@ -73,121 +73,121 @@ var _ = Describe("Claim lifecycle", func() {
 		for gen := range 10 {
 			By(fmt.Sprintf("generation %d", gen))
 			rc := cluster(ns, "again", 64, 2)
-			framework.CreatePods(ctx, k8sClient, rc, "tpu", 128)
-			report, err := framework.CheckAdmitted(ctx, k8sClient, ns)
+			framework.CreatePods(ctx, suite.Client, rc, "tpu", 128)
+			report, err := framework.CheckAdmitted(ctx, suite.Client, ns)
 			Expect(err).NotTo(HaveOccurred())
 			Expect(report.IDs).To(HaveLen(2))
 			for slice, ids := range report.IDs {
 				Expect(ids).To(Equal(framework.Seq(64)), "slice %s", slice)
 			}
 			var list tpuv1alpha1.TPUSliceAssignmentList
-			Expect(k8sClient.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
+			Expect(suite.Client.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
 			for _, s := range list.Items {
 				Expect(s.Spec.RayClusterUID).To(Equal(rc.UID))
 			}
 			// Delete the cluster and, as the garbage collector would, its Pods; re-create at once.
-			Expect(k8sClient.Delete(ctx, rc)).To(Succeed())
-			Expect(k8sClient.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(ns),
+			Expect(suite.Client.Delete(ctx, rc)).To(Succeed())
+			Expect(suite.Client.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(ns),
 				client.MatchingLabels{rayutils.RayClusterLabelKey: rc.Name})).To(Succeed())
 		}
-		Eventually(func() int { return framework.SliceCount(ctx, k8sClient, ns) }, testutil.Timeout, testutil.Interval).Should(BeZero())
+		Eventually(func() int { return framework.SliceCount(ctx, suite.Client, ns) }, testutil.Timeout, testutil.Interval).Should(BeZero())
 	})
 
 	It("follows a group scaled 3 → 1 → 3 replicas", func() {
 		rc := cluster(ns, "scale", 4, 3)
-		pods := framework.CreatePods(ctx, k8sClient, rc, "tpu", 12)
-		framework.ExpectIDs(ctx, k8sClient, ns, map[int32][]int{0: framework.Seq(4), 1: framework.Seq(4), 2: framework.Seq(4)})
+		pods := framework.CreatePods(ctx, suite.Client, rc, "tpu", 12)
+		framework.ExpectIDs(ctx, suite.Client, ns, map[int32][]int{0: framework.Seq(4), 1: framework.Seq(4), 2: framework.Seq(4)})
 
 		By("scaling down to one replica: KubeRay deletes the Pods of replicas 1 and 2")
-		framework.SetReplicas(ctx, k8sClient, rc, 1)
+		framework.SetReplicas(ctx, suite.Client, rc, 1)
 		for _, p := range pods {
 			if p.Labels[constants.ReplicaIndexLabel] != "tpu-0" {
-				Expect(k8sClient.Delete(ctx, p)).To(Succeed())
+				Expect(suite.Client.Delete(ctx, p)).To(Succeed())
 			}
 		}
-		Eventually(func() int { return framework.SliceCount(ctx, k8sClient, ns) }, testutil.Timeout, testutil.Interval).Should(Equal(1),
+		Eventually(func() int { return framework.SliceCount(ctx, suite.Client, ns) }, testutil.Timeout, testutil.Interval).Should(Equal(1),
 			"empty slices above the replica count are deleted")
 
 		By("scaling back up to three replicas")
-		framework.SetReplicas(ctx, k8sClient, rc, 3)
-		framework.CreatePods(ctx, k8sClient, rc, "tpu", 8)
-		framework.ExpectIDs(ctx, k8sClient, ns, map[int32][]int{0: framework.Seq(4), 1: framework.Seq(4), 2: framework.Seq(4)})
+		framework.SetReplicas(ctx, suite.Client, rc, 3)
+		framework.CreatePods(ctx, suite.Client, rc, "tpu", 8)
+		framework.ExpectIDs(ctx, suite.Client, ns, map[int32][]int{0: framework.Seq(4), 1: framework.Seq(4), 2: framework.Seq(4)})
 	})
 
 	It("records a late Pod whose slice was deleted while its create was in flight", func() {
 		rc := cluster(ns, "late", 4, 2)
-		framework.CreatePods(ctx, k8sClient, rc, "tpu", 4)
+		framework.CreatePods(ctx, suite.Client, rc, "tpu", 4)
 		By("the first Pod of replica 1 is held 6 s by a slower webhook after its claim")
 		var heldErr error
 		var wg sync.WaitGroup
 		wg.Go(func() {
-			heldErr = k8sClient.Create(ctx, testutil.WorkerPodFor(rc, "tpu").Label(framework.DelayLabel, "6s").Obj())
+			heldErr = suite.Client.Create(ctx, testutil.WorkerPodFor(rc, "tpu").Label(framework.DelayLabel, "6s").Obj())
 		})
-		Eventually(func() int { return framework.SliceCount(ctx, k8sClient, ns) }, testutil.Timeout, 10*time.Millisecond).Should(Equal(2))
+		Eventually(func() int { return framework.SliceCount(ctx, suite.Client, ns) }, testutil.Timeout, 10*time.Millisecond).Should(Equal(2))
 		By("scaled down meanwhile: once the claim's TTL runs out, the empty replica 1 is deleted")
-		framework.SetReplicas(ctx, k8sClient, rc, 1)
-		Eventually(func() int { return framework.SliceCount(ctx, k8sClient, ns) }, testutil.Timeout, testutil.Interval).Should(Equal(1))
+		framework.SetReplicas(ctx, suite.Client, rc, 1)
+		Eventually(func() int { return framework.SliceCount(ctx, suite.Client, ns) }, testutil.Timeout, testutil.Interval).Should(Equal(1))
 		wg.Wait()
 		Expect(heldErr).NotTo(HaveOccurred())
 		By("the late Pod's slice is re-created with its claim (I3 holds)")
-		Eventually(func() int { return framework.SliceCount(ctx, k8sClient, ns) }, testutil.Timeout, testutil.Interval).Should(Equal(2))
+		Eventually(func() int { return framework.SliceCount(ctx, suite.Client, ns) }, testutil.Timeout, testutil.Interval).Should(Equal(2))
 		expectClaimsMatchPods(ns)
 	})
 
 	It("deletes a late Pod whose ID another Pod took after its claim expired, and only that Pod", func() {
 		rc := cluster(ns, "taken", 4, 1)
-		first := framework.CreatePods(ctx, k8sClient, rc, "tpu", 3)
+		first := framework.CreatePods(ctx, suite.Client, rc, "tpu", 3)
 		var late *corev1.Pod
 		var wg sync.WaitGroup
 		wg.Go(func() {
 			p := testutil.WorkerPodFor(rc, "tpu").Label(framework.DelayLabel, "6s").Obj()
-			Expect(k8sClient.Create(ctx, p)).To(Succeed())
+			Expect(suite.Client.Create(ctx, p)).To(Succeed())
 			late = p
 		})
-		Eventually(func() int { return framework.ClaimCount(ctx, k8sClient, ns) }, testutil.Timeout, 10*time.Millisecond).Should(Equal(4))
+		Eventually(func() int { return framework.ClaimCount(ctx, suite.Client, ns) }, testutil.Timeout, 10*time.Millisecond).Should(Equal(4))
 		By("its claim expires before its create commits; another Pod takes the ID")
-		Eventually(func() int { return framework.ClaimCount(ctx, k8sClient, ns) }, testutil.Timeout, testutil.Interval).Should(Equal(3))
-		taker := framework.MustCreate(ctx, k8sClient, testutil.WorkerPodFor(rc, "tpu").Obj())
+		Eventually(func() int { return framework.ClaimCount(ctx, suite.Client, ns) }, testutil.Timeout, testutil.Interval).Should(Equal(3))
+		taker := framework.MustCreate(ctx, suite.Client, testutil.WorkerPodFor(rc, "tpu").Obj())
 		wg.Wait()
 		Expect(framework.WorkerID(late)).To(Equal(framework.WorkerID(taker)))
 		By("the late Pod is deleted; the Pods that hold their IDs are not")
 		Eventually(func() bool {
-			return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(late), &corev1.Pod{}))
+			return apierrors.IsNotFound(suite.Client.Get(ctx, client.ObjectKeyFromObject(late), &corev1.Pod{}))
 		}, testutil.Timeout, testutil.Interval).Should(BeTrue())
 		for _, p := range append(first, taker) {
-			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(p), &corev1.Pod{})).To(Succeed())
+			Expect(suite.Client.Get(ctx, client.ObjectKeyFromObject(p), &corev1.Pod{})).To(Succeed())
 		}
-		framework.ExpectIDs(ctx, k8sClient, ns, map[int32][]int{0: framework.Seq(4)})
+		framework.ExpectIDs(ctx, suite.Client, ns, map[int32][]int{0: framework.Seq(4)})
 	})
 
 	It("takes the ID away from a Failed Pod", func() {
 		rc := cluster(ns, "rc", 4, 1)
-		pods := framework.CreatePods(ctx, k8sClient, rc, "tpu", 4)
-		framework.ExpectBound(ctx, k8sClient, ns, 4)
+		pods := framework.CreatePods(ctx, suite.Client, rc, "tpu", 4)
+		framework.ExpectBound(ctx, suite.Client, ns, 4)
 		failed := podWithID(pods, "1")
 		failed.Status.Phase = corev1.PodFailed
-		Expect(k8sClient.Status().Update(ctx, failed)).To(Succeed())
-		Eventually(func() int { return framework.ClaimCount(ctx, k8sClient, ns) }, testutil.Timeout, testutil.Interval).Should(Equal(3))
+		Expect(suite.Client.Status().Update(ctx, failed)).To(Succeed())
+		Eventually(func() int { return framework.ClaimCount(ctx, suite.Client, ns) }, testutil.Timeout, testutil.Interval).Should(Equal(3))
 
-		replacement := framework.MustCreate(ctx, k8sClient, testutil.WorkerPodFor(rc, "tpu").Obj())
+		replacement := framework.MustCreate(ctx, suite.Client, testutil.WorkerPodFor(rc, "tpu").Obj())
 		Expect(framework.WorkerID(replacement)).To(Equal("1"))
 	})
 
 	It("loses nothing when operator instances restart in the middle of a slice's admission", func() {
 		rc := cluster(ns, "restart", 64, 1)
 		var wg sync.WaitGroup
-		wg.Go(func() { framework.CreatePods(ctx, k8sClient, rc, "tpu", 64) })
-		Eventually(func() int { return framework.ClaimCount(ctx, k8sClient, ns) }, testutil.Timeout, testutil.Interval/10).Should(BeNumerically(">=", 8))
+		wg.Go(func() { framework.CreatePods(ctx, suite.Client, rc, "tpu", 64) })
+		Eventually(func() int { return framework.ClaimCount(ctx, suite.Client, ns) }, testutil.Timeout, testutil.Interval/10).Should(BeNumerically(">=", 8))
 		By("stopping the reconciler's instance and one webhook instance while Pods are being admitted")
 		for i := range 2 {
-			Expect(instances[i].Stop()).To(Succeed())
-			inst, err := env.StartInstance(ctx, replicas(i))
+			Expect(suite.Instances[i].Stop()).To(Succeed())
+			inst, err := suite.StartInstance(ctx, replicas(i))
 			Expect(err).NotTo(HaveOccurred())
-			instances[i] = inst
-			env.ServeWebhooksFrom(instances...)
+			suite.Instances[i] = inst
+			suite.ServeWebhooksFrom(suite.Instances...)
 		}
 		wg.Wait()
-		framework.ExpectIDs(ctx, k8sClient, ns, map[int32][]int{0: framework.Seq(64)})
+		framework.ExpectIDs(ctx, suite.Client, ns, map[int32][]int{0: framework.Seq(64)})
 	})
 })
 
@@ -195,7 +195,7 @@ func cluster(ns, name string, hosts, replicas int32) *rayv1.RayCluster {
 	GinkgoHelper()
 	topo := map[int32]string{4: "4x4", 64: "16x16"}[hosts]
 	rc := testutil.MakeRayCluster(name, ns).TPUGroup("tpu", "tpu-v6e-slice", topo, 4, hosts, replicas).ManagedByMultiKueue().Obj()
-	Expect(k8sClient.Create(ctx, rc)).To(Succeed())
+	Expect(suite.Client.Create(ctx, rc)).To(Succeed())
 	return rc
 }
 
@@ -208,6 +208,6 @@ func podWithID(pods []*corev1.Pod, id string) *corev1.Pod {
 
 func expectClaimsMatchPods(ns string) {
 	GinkgoHelper()
-	Eventually(func() error { return framework.CheckClaimsMatchPods(ctx, k8sClient, ns) },
+	Eventually(func() error { return framework.CheckClaimsMatchPods(ctx, suite.Client, ns) },
 		2*pendingTTL+testutil.Timeout, testutil.Interval).Should(Succeed())
 }

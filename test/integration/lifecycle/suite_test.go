@@ -20,9 +20,7 @@ import (
 	"testing"
 	"time"
 
-	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ray-tpu/tpu-slice-operator/controllers"
 	"github.com/ray-tpu/tpu-slice-operator/internal/operator"
@@ -35,25 +33,21 @@ const pendingTTL = 2 * time.Second
 // ctx lives as long as the suite.
 var ctx = framework.SuiteContext()
 
+// suite is the API server, with a rejecting and a delaying webhook beside the operator's, and
+// the operator's webhook replicas the specs run against.
+var suite framework.Suite
+
+// options are the operator options of every webhook replica, replicas(i) all of replica i's (the
+// first reconciles).
 var (
-	env       *framework.Env
-	k8sClient client.Client
-	instances []*framework.Instance
+	options  = operator.Options{Controllers: controllers.Options{PendingTTL: pendingTTL}}
+	replicas = framework.Replicas(options)
 )
 
 func TestLifecycle(t *testing.T) {
-	framework.RunSuite(t, "Claim lifecycle suite")
+	suite.Run(t, "Claim lifecycle suite", func() {
+		Expect(suite.InstallRejectingWebhook(ctx)).To(Succeed())
+		Expect(suite.InstallDelayingWebhook(ctx)).To(Succeed())
+		suite.StartReplicas(3, options)
+	})
 }
-
-// replicas are the operator's instances: webhook replicas forwarding claims, the first reconciling.
-var replicas = framework.Replicas(operator.Options{Controllers: controllers.Options{PendingTTL: pendingTTL}})
-
-var _ = BeforeSuite(func() {
-	env = framework.StartSuite()
-	k8sClient = env.Client
-	Expect(env.InstallRejectingWebhook(ctx)).To(Succeed())
-	Expect(env.InstallDelayingWebhook(ctx)).To(Succeed())
-	var err error
-	instances, err = env.StartInstances(ctx, 3, replicas)
-	Expect(err).NotTo(HaveOccurred())
-})

@@ -45,14 +45,14 @@ var _ = Describe("Claim forwarding between webhook replicas", func() {
 	It("claims locally when the owner is listed but does not answer, and keeps IDs unique", func() {
 		By("listing a replica that is not running (a Pod whose endpoint is still ready)")
 		dead := framework.EndpointSlice(closedPort())
-		Expect(k8sClient.Create(ctx, dead)).To(Succeed())
+		Expect(suite.Client.Create(ctx, dead)).To(Succeed())
 		DeferCleanup(func() {
-			Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, dead))).To(Succeed())
-			Eventually(func() error { return framework.WaitForPeers(ctx, instances...) }).Should(Succeed())
+			Expect(client.IgnoreNotFound(suite.Client.Delete(ctx, dead))).To(Succeed())
+			Eventually(func() error { return framework.WaitForPeers(ctx, suite.Instances...) }).Should(Succeed())
 		})
 		deadAddr := framework.EndpointAddress(int(*dead.Ports[0].Port))
 		Eventually(func() bool {
-			for _, inst := range instances {
+			for _, inst := range suite.Instances {
 				if !slices.Contains(inst.Peers.Members(), deadAddr) {
 					return false
 				}
@@ -61,7 +61,7 @@ var _ = Describe("Claim forwarding between webhook replicas", func() {
 		}, testutil.Timeout, testutil.Interval).Should(BeTrue(), "every instance lists the dead replica")
 
 		By("creating RayClusters until one's worker group is owned by the dead replica")
-		members := instances[0].Peers.Members()
+		members := suite.Instances[0].Peers.Members()
 		var rcName string
 		for i := 0; rcName == ""; i++ {
 			Expect(i).To(BeNumerically("<", 64), "no group of 64 is owned by one of %d replicas", len(members))
@@ -71,22 +71,22 @@ var _ = Describe("Claim forwarding between webhook replicas", func() {
 			if owner, _ := rendezvous.Owner(key, members); owner == deadAddr {
 				rcName = rc.Name
 				By("creating the 4 Pods of " + rc.Name + " concurrently")
-				before := framework.TotalCounts(instances)
+				before := framework.TotalCounts(suite.Instances)
 				var wg sync.WaitGroup
 				errs := make([]error, 4)
 				for j := range 4 {
-					wg.Go(func() { errs[j] = k8sClient.Create(ctx, workerPod(rc, "tpu").Obj()) })
+					wg.Go(func() { errs[j] = suite.Client.Create(ctx, workerPod(rc, "tpu").Obj()) })
 				}
 				wg.Wait()
 				for _, err := range errs {
 					Expect(err).NotTo(HaveOccurred())
 				}
-				after := framework.TotalCounts(instances)
+				after := framework.TotalCounts(suite.Instances)
 				Expect(after.Fallbacks-before.Fallbacks).To(Equal(int64(4)), "every claim fell back to its own replica")
 				Expect(after.Forwarded - before.Forwarded).To(BeZero())
 			}
 		}
-		report, err := framework.CheckAdmitted(ctx, k8sClient, ns)
+		report, err := framework.CheckAdmitted(ctx, suite.Client, ns)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(report.LivePods).To(Equal(4))
 		for _, ids := range report.IDs {
@@ -95,7 +95,7 @@ var _ = Describe("Claim forwarding between webhook replicas", func() {
 	})
 
 	It("refuses forwarded claims from callers that are not authenticated or not allowed, and makes no claim", func() {
-		inst := instances[0]
+		inst := suite.Instances[0]
 		httpClient := &http.Client{Transport: &http.Transport{
 			TLSClientConfig: &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}, //nolint:gosec // loopback to our own test server.
 		}}
@@ -119,8 +119,8 @@ var _ = Describe("Claim forwarding between webhook replicas", func() {
 		Expect(post("not-a-token")).To(Equal(http.StatusUnauthorized))
 		By("a valid token of a ServiceAccount without the permission to post claims")
 		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "someone", Namespace: ns}}
-		Expect(k8sClient.Create(ctx, sa)).To(Succeed())
-		token, err := framework.ServiceAccountToken(ctx, k8sClient, ns, sa.Name)
+		Expect(suite.Client.Create(ctx, sa)).To(Succeed())
+		token, err := framework.ServiceAccountToken(ctx, suite.Client, ns, sa.Name)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(post(token)).To(Equal(http.StatusForbidden))
 

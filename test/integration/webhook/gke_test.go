@@ -46,11 +46,11 @@ var _ = Describe("GKE subslicing (Ray's TPU subslicing guide)", func() {
 		nodes := []*corev1.Node{tpuNode("gke-n0", "sb-a"), tpuNode("gke-n1", "sb-a"),
 			tpuNode("gke-n2", "sb-b"), tpuNode("gke-n3", "sb-b")}
 		for _, n := range nodes {
-			Expect(k8sClient.Create(ctx, n)).To(Succeed())
-			DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, n))).To(Succeed()) })
+			Expect(suite.Client.Create(ctx, n)).To(Succeed())
+			DeferCleanup(func() { Expect(client.IgnoreNotFound(suite.Client.Delete(ctx, n))).To(Succeed()) })
 		}
 		By("every instance's Node cache has the pool before the first admission")
-		for _, inst := range instances {
+		for _, inst := range suite.Instances {
 			Eventually(func() int {
 				var list corev1.NodeList
 				Expect(inst.Manager.GetCache().List(ctx, &list)).To(Succeed())
@@ -60,10 +60,10 @@ var _ = Describe("GKE subslicing (Ray's TPU subslicing guide)", func() {
 		for _, name := range []string{"half-a", "half-b"} {
 			rc := testutil.MakeRayCluster(name, ns).TPUGroup("tpu", "tpu-v6e-slice", "4x4", 4, 2, 1).
 				GroupAnnotation(0, constants.SliceTopologyAnnotation, "2x4").ManagedByMultiKueue().Obj()
-			Expect(k8sClient.Create(ctx, rc)).To(Succeed())
+			Expect(suite.Client.Create(ctx, rc)).To(Succeed())
 			for range 2 {
 				pod := testutil.WorkerPodFor(rc, "tpu").Obj()
-				created := framework.MustCreate(ctx, k8sClient, pod)
+				created := framework.MustCreate(ctx, suite.Client, pod)
 				terms := created.Spec.Affinity.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution
 				Expect(terms).To(HaveLen(1))
 				Expect(terms[0].TopologyKey).To(Equal(constants.GCETopologySubblockKey))
@@ -74,13 +74,13 @@ var _ = Describe("GKE subslicing (Ray's TPU subslicing guide)", func() {
 			}
 		}
 		var list tpuv1alpha1.TPUSliceAssignmentList
-		Expect(k8sClient.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
+		Expect(suite.Client.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
 		Expect(list.Items).To(HaveLen(2))
 		for _, s := range list.Items {
 			Expect(s.Spec.Hosts).To(Equal(int32(2)))
 			Expect(s.Spec.AffinityTopologyKey).To(Equal(constants.GCETopologySubblockKey))
 		}
-		_, err := framework.CheckAdmitted(ctx, k8sClient, ns)
+		_, err := framework.CheckAdmitted(ctx, suite.Client, ns)
 		Expect(err).NotTo(HaveOccurred())
 	})
 
@@ -93,7 +93,7 @@ var _ = Describe("GKE subslicing (Ray's TPU subslicing guide)", func() {
 		Expect(err).NotTo(HaveOccurred())
 		file := filepath.Join(GinkgoT().TempDir(), "rc.yaml")
 		Expect(os.WriteFile(file, data, 0o600)).To(Succeed())
-		user, err := env.Env.ControlPlane.AddUser(envtest.User{Name: "kubectl-user", Groups: []string{"system:masters"}}, nil)
+		user, err := suite.Env.Env.ControlPlane.AddUser(envtest.User{Name: "kubectl-user", Groups: []string{"system:masters"}}, nil)
 		Expect(err).NotTo(HaveOccurred())
 		kubectl, err := user.Kubectl()
 		Expect(err).NotTo(HaveOccurred())

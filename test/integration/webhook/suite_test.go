@@ -19,10 +19,6 @@ package webhook
 import (
 	"testing"
 
-	. "github.com/onsi/ginkgo/v2"
-	. "github.com/onsi/gomega"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
 	"github.com/ray-tpu/tpu-slice-operator/internal/operator"
 	"github.com/ray-tpu/tpu-slice-operator/test/integration/framework"
 )
@@ -33,20 +29,11 @@ const webhookInstances = 3
 // ctx lives as long as the suite.
 var ctx = framework.SuiteContext()
 
-var (
-	env       *framework.Env
-	k8sClient client.Client
-	instances []*framework.Instance
-)
+// suite is the API server and the operator's webhook replicas the specs run against.
+var suite framework.Suite
 
 func TestWebhooks(t *testing.T) {
-	framework.RunSuite(t, "Webhook integration suite")
+	suite.Run(t, "Webhook integration suite", func() {
+		suite.StartReplicas(webhookInstances, operator.Options{})
+	})
 }
-
-var _ = BeforeSuite(func() {
-	env = framework.StartSuite()
-	k8sClient = env.Client
-	var err error
-	instances, err = env.StartInstances(ctx, webhookInstances, framework.Replicas(operator.Options{}))
-	Expect(err).NotTo(HaveOccurred())
-})

@@ -35,13 +35,13 @@ import (
 )
 
 func newNamespace() string {
-	return framework.CreateNamespace(ctx, k8sClient, "tpu")
+	return framework.CreateNamespace(ctx, suite.Client, "tpu")
 }
 
 // createCluster creates a RayCluster that KubeRay's controller leaves alone: these tests create
 // the worker Pods themselves, shaped exactly like KubeRay's.
 func createCluster(rc *rayv1.RayCluster) *rayv1.RayCluster {
-	Expect(k8sClient.Create(ctx, rc)).To(Succeed())
+	Expect(suite.Client.Create(ctx, rc)).To(Succeed())
 	return rc
 }
 
@@ -68,13 +68,13 @@ var _ = Describe("RayCluster validation", func() {
 
 	It("refuses numOfHosts that disagrees with the topology, with a field error, at CREATE and UPDATE", func() {
 		rc := testutil.MakeRayCluster("bad", ns).CPUGroup("cpu", 1).TPUGroup("tpu", "tpu-v6e-slice", "4x4", 4, 2, 1).ManagedByMultiKueue().Obj()
-		err := k8sClient.Create(ctx, rc)
+		err := suite.Client.Create(ctx, rc)
 		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "got %v", err)
 		Expect(err.Error()).To(ContainSubstring("spec.workerGroupSpecs[1].numOfHosts: Invalid value: 2: topology 4x4 has 16 chips and each Pod requests 4, so the slice needs numOfHosts 4"))
 
 		good := createCluster(testutil.MakeRayCluster("good", ns).TPUGroup("tpu", "tpu-v6e-slice", "4x4", 4, 4, 1).ManagedByMultiKueue().Obj())
 		good.Spec.WorkerGroupSpecs[0].NumOfHosts = 3
-		err = k8sClient.Update(ctx, good)
+		err = suite.Client.Update(ctx, good)
 		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "got %v", err)
 		Expect(err.Error()).To(ContainSubstring("spec.workerGroupSpecs[0].numOfHosts: Invalid value: 3"))
 	})
@@ -87,7 +87,7 @@ var _ = Describe("TPU worker Pod admission", func() {
 	It("gives a KubeRay-shaped multi-host Pod its identity and records the claim", func() {
 		rc := createCluster(testutil.MakeRayCluster("rc", ns).TPUGroup("tpu-group", "tpu-v6e-slice", "4x4", 4, 4, 2).ManagedByMultiKueue().Obj())
 		pod := workerPod(rc, "tpu-group").Obj()
-		Expect(k8sClient.Create(ctx, pod)).To(Succeed())
+		Expect(suite.Client.Create(ctx, pod)).To(Succeed())
 
 		Expect(env1(pod, constants.EnvWorkerID)).To(Equal("0"))
 		Expect(env1(pod, constants.EnvName)).To(Equal("tpu-group-0"))
@@ -99,7 +99,7 @@ var _ = Describe("TPU worker Pod admission", func() {
 		Expect(pod.Annotations).To(HaveKey(tpuv1alpha1.ClaimTokenAnnotation))
 
 		var slice tpuv1alpha1.TPUSliceAssignment
-		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: pod.Labels[tpuv1alpha1.SliceLabel]}, &slice)).To(Succeed())
+		Expect(suite.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: pod.Labels[tpuv1alpha1.SliceLabel]}, &slice)).To(Succeed())
 		Expect(slice.Spec.RayClusterUID).To(Equal(rc.UID))
 		Expect(slice.Status.Claims).To(HaveLen(1))
 		Expect(slice.Status.Claims[0].Token).To(Equal(pod.Annotations[tpuv1alpha1.ClaimTokenAnnotation]))
@@ -107,7 +107,7 @@ var _ = Describe("TPU worker Pod admission", func() {
 
 		By("binding the claim to the Pod")
 		Eventually(func(g Gomega) {
-			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(&slice), &slice)).To(Succeed())
+			g.Expect(suite.Client.Get(ctx, client.ObjectKeyFromObject(&slice), &slice)).To(Succeed())
 			g.Expect(slice.Status.Claims[0].PodUID).To(Equal(pod.UID))
 		}, testutil.Timeout, testutil.Interval).Should(Succeed())
 	})
@@ -115,7 +115,7 @@ var _ = Describe("TPU worker Pod admission", func() {
 	It("leaves non-TPU worker Pods untouched", func() {
 		rc := createCluster(testutil.MakeRayCluster("cpu", ns).CPUGroup("cpu", 1).ManagedByMultiKueue().Obj())
 		pod := workerPod(rc, "cpu").Obj()
-		Expect(k8sClient.Create(ctx, pod)).To(Succeed())
+		Expect(suite.Client.Create(ctx, pod)).To(Succeed())
 		Expect(pod.Annotations).NotTo(HaveKey(tpuv1alpha1.ClaimTokenAnnotation))
 		Expect(pod.Spec.Containers[0].Env).To(BeEmpty())
 	})
@@ -124,7 +124,7 @@ var _ = Describe("TPU worker Pod admission", func() {
 		rc := createCluster(testutil.MakeRayCluster("rc", ns).TPUGroup("tpu", "tpu-v6e-slice", "4x4", 4, 4, 1).ManagedByMultiKueue().Obj())
 		pod := workerPod(rc, "tpu").Obj()
 		delete(pod.Spec.NodeSelector, constants.TopologyNodeSelectorKey)
-		err := k8sClient.Create(ctx, pod)
+		err := suite.Client.Create(ctx, pod)
 		Expect(err).To(HaveOccurred())
 		Expect(err.Error()).To(ContainSubstring(constants.TopologyNodeSelectorKey))
 		expectNoSlices(ns)
@@ -133,7 +133,7 @@ var _ = Describe("TPU worker Pod admission", func() {
 	It("writes nothing for a dry run but returns the mutated Pod (I4)", func() {
 		rc := createCluster(testutil.MakeRayCluster("rc", ns).TPUGroup("tpu", "tpu-v6e-slice", "4x4", 4, 4, 1).ManagedByMultiKueue().Obj())
 		pod := workerPod(rc, "tpu").Obj()
-		Expect(k8sClient.Create(ctx, pod, client.DryRunAll)).To(Succeed())
+		Expect(suite.Client.Create(ctx, pod, client.DryRunAll)).To(Succeed())
 		Expect(env1(pod, constants.EnvWorkerID)).To(Equal("0"))
 		expectNoSlices(ns)
 	})
@@ -141,7 +141,7 @@ var _ = Describe("TPU worker Pod admission", func() {
 	It("honors KubeRay's multi-host index labels", func() {
 		rc := createCluster(testutil.MakeRayCluster("rc", ns).TPUGroup("tpu", "tpu-v4-podslice", "2x2x4", 4, 4, 3).ManagedByMultiKueue().Obj())
 		pod := workerPod(rc, "tpu").KubeRayIndexes(2, "tpu-abcde", 3).Obj()
-		Expect(k8sClient.Create(ctx, pod)).To(Succeed())
+		Expect(suite.Client.Create(ctx, pod)).To(Succeed())
 		Expect(env1(pod, constants.EnvWorkerID)).To(Equal("3"))
 		Expect(env1(pod, constants.EnvName)).To(Equal("tpu-2"))
 		Expect(pod.Spec.Hostname).To(Equal("tpu-2-3"))
@@ -151,7 +151,7 @@ var _ = Describe("TPU worker Pod admission", func() {
 		func(accelerator, topology string, chips int64, hosts, replicas int32) {
 			rc := createCluster(testutil.MakeRayCluster("rc", ns).TPUGroup("tpu", accelerator, topology, chips, hosts, replicas).ManagedByMultiKueue().Obj())
 			n := int(hosts * replicas)
-			before := framework.TotalCounts(instances)
+			before := framework.TotalCounts(suite.Instances)
 			committedBefore := committedBy()
 			errs := make([]error, n)
 			latencies := make([]time.Duration, n)
@@ -159,7 +159,7 @@ var _ = Describe("TPU worker Pod admission", func() {
 			for i := range n {
 				wg.Go(func() {
 					start := time.Now()
-					errs[i] = k8sClient.Create(ctx, workerPod(rc, "tpu").Obj())
+					errs[i] = suite.Client.Create(ctx, workerPod(rc, "tpu").Obj())
 					latencies[i] = time.Since(start)
 				})
 			}
@@ -170,14 +170,14 @@ var _ = Describe("TPU worker Pod admission", func() {
 			for _, l := range latencies {
 				Expect(l).To(BeNumerically("<", 10*time.Second), "every request answered before the webhook deadline")
 			}
-			report, err := framework.CheckAdmitted(ctx, k8sClient, ns)
+			report, err := framework.CheckAdmitted(ctx, suite.Client, ns)
 			Expect(err).NotTo(HaveOccurred())
 			Expect(report.LivePods).To(Equal(n))
 			Expect(report.IDs).To(HaveLen(int(replicas)))
 			for _, ids := range report.IDs {
 				Expect(ids).To(HaveLen(int(hosts)))
 			}
-			after := framework.TotalCounts(instances)
+			after := framework.TotalCounts(suite.Instances)
 			By("one replica, the group's owner, committing every claim; the others forwarding theirs to it")
 			committed := committedBy()
 			for i := range committed {
@@ -189,7 +189,7 @@ var _ = Describe("TPU worker Pod admission", func() {
 			GinkgoWriter.Printf("CLAIMS pods=%d attempts_per_pod=%.2f conflicts_per_pod=%.2f writes_per_pod=%.2f\n", n,
 				float64(after.Attempts-before.Attempts)/float64(n), float64(after.Conflicts-before.Conflicts)/float64(n),
 				float64(after.Writes-before.Writes)/float64(n))
-			Eventually(func() error { return framework.CheckClaimsMatchPods(ctx, k8sClient, ns) },
+			Eventually(func() error { return framework.CheckClaimsMatchPods(ctx, suite.Client, ns) },
 				testutil.Timeout, testutil.Interval).Should(Succeed())
 		},
 		Entry("64 Pods into one 64-host v6e slice", "tpu-v6e-slice", "16x16", int64(4), int32(64), int32(1)),
@@ -199,13 +199,13 @@ var _ = Describe("TPU worker Pod admission", func() {
 	It("denies, as transient, a Pod beyond the slices the RayCluster asks for, and leaks no claim", func() {
 		rc := createCluster(testutil.MakeRayCluster("rc", ns).TPUGroup("tpu", "tpu-v6e-slice", "2x2", 4, 1, 2).ManagedByMultiKueue().Obj())
 		for range 2 {
-			Expect(k8sClient.Create(ctx, workerPod(rc, "tpu").Obj())).To(Succeed())
+			Expect(suite.Client.Create(ctx, workerPod(rc, "tpu").Obj())).To(Succeed())
 		}
-		err := k8sClient.Create(ctx, workerPod(rc, "tpu").Obj())
+		err := suite.Client.Create(ctx, workerPod(rc, "tpu").Obj())
 		Expect(err).To(HaveOccurred())
 		Expect(strings.ToLower(err.Error())).To(ContainSubstring("transient"))
 		var list tpuv1alpha1.TPUSliceAssignmentList
-		Expect(k8sClient.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
+		Expect(suite.Client.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
 		Expect(list.Items).To(HaveLen(2))
 		for _, s := range list.Items {
 			Expect(s.Status.Claims).To(HaveLen(1))
@@ -215,14 +215,14 @@ var _ = Describe("TPU worker Pod admission", func() {
 
 func expectNoSlices(ns string) {
 	var list tpuv1alpha1.TPUSliceAssignmentList
-	Expect(k8sClient.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
+	Expect(suite.Client.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
 	Expect(list.Items).To(BeEmpty())
 }
 
 // committedBy returns the claims each instance's allocator has committed so far.
 func committedBy() []int64 {
-	out := make([]int64, len(instances))
-	for i, inst := range instances {
+	out := make([]int64, len(suite.Instances))
+	for i, inst := range suite.Instances {
 		out[i] = inst.Counts().Committed
 	}
 	return out
