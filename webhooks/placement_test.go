@@ -42,10 +42,11 @@ func keyed(id tpuenv.Values, key string) tpuenv.Values {
 	return id
 }
 
-// TestPodWebhookPlacement checks what the webhook reads for placement.Decide (the Pod, its
-// RayCluster in the cache or, when the cache does not have it, from the API server, the TPU Nodes matching its nodeSelector), the slice affinity key it
-// asks the claimer to record, and the key it hands to tpuenv: the slice's recorded key, if any,
-// wins over the Pod's own placement. The rules are placement's (internal/placement).
+// TestPodWebhookPlacement checks what the webhook reads for placement.Decide (the Pod; its
+// RayCluster from the cache or, when the cache does not have it, from the API server; the TPU
+// Nodes matching its nodeSelector), the slice affinity key it asks the claimer to record, and the
+// key it hands to tpuenv: the slice's recorded key, if any, wins over the Pod's own placement
+// (docs/spec.md §4). The rules are placement's (internal/placement).
 func TestPodWebhookPlacement(t *testing.T) {
 	cases := map[string]struct {
 		pod *corev1.Pod
