@@ -369,3 +369,12 @@ func FailNode(ctx context.Context, c client.Client, name string, failed bool) er
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
 	return c.Patch(ctx, node, client.RawPatch(types.MergePatchType, patch))
 }
+
+// FailPod makes kwok fail the containers of a running Pod, as a crashed Ray process or a lost host
+// would: about a second later (with up to a second of jitter) its containers terminate with exit
+// code 1, it is no longer Ready and its phase is Failed. It labels the Pod with FailPodLabel.
+func FailPod(ctx context.Context, c client.Client, namespace, name string) error {
+	patch := fmt.Appendf(nil, `{"metadata":{"labels":{%q:"true"}}}`, FailPodLabel)
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+	return c.Patch(ctx, pod, client.RawPatch(types.MergePatchType, patch))
+}

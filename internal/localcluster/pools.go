@@ -23,6 +23,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
 	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
 	"github.com/ray-tpu/tpu-slice-operator/internal/topology"
 )
@@ -32,7 +33,9 @@ import (
 const KwokNodeAnnotation = "kwok.x-k8s.io/node"
 
 // Pool is a GKE TPU node pool of the local cluster: Slices slices of Topology on Accelerator, one
-// Node per TPU host, all labeled with the pool's name as GKE does.
+// Node per TPU host, all labeled with the pool's name and tainted google.com/tpu=present:NoSchedule
+// as GKE does. A Pool with CPUNodes instead is a pool of that many Nodes without TPUs and without
+// the taint, where Pods that ask for no TPU (Ray heads, CPU workers) land.
 type Pool struct {
 	// Name is the node pool (cloud.google.com/gke-nodepool); Nodes are named <Name>-<i>.
 	Name string
@@ -51,7 +54,13 @@ type Pool struct {
 	// ChipsPerHost overrides the chips of each host VM. By default: every chip of a v5e or v6e
 	// topology of at most 8 chips (one host), else 4 (1 for tpu7x 1x1x1).
 	ChipsPerHost int64
+	// CPUNodes, when positive, makes the pool a CPU pool of that many e2-standard-8 Nodes; the
+	// TPU fields must then be empty.
+	CPUNodes int
 }
+
+// CPUPool is the CPU node pool of a cluster, as GKE's default-pool: n Nodes without TPUs.
+func CPUPool(n int) Pool { return Pool{Name: "default-pool", CPUNodes: n} }
 
 // chipsPerHost returns the TPU chips of each host VM of the pool.
 func (p Pool) chipsPerHost(t topology.Topology) int64 {
@@ -97,6 +106,9 @@ func (p Pool) nodes() ([]*corev1.Node, error) {
 	if errs := validation.IsDNS1123Label(p.Name); len(errs) > 0 {
 		return nil, fmt.Errorf("invalid name: %v", errs)
 	}
+	if p.CPUNodes > 0 {
+		return p.cpuNodes()
+	}
 	if p.Accelerator == "" {
 		return nil, errors.New("no accelerator")
 	}
@@ -126,8 +138,23 @@ func (p Pool) nodes() ([]*corev1.Node, error) {
 		n := testutil.MakeNode(fmt.Sprintf("%s-%d", p.Name, i)).
 			TPU(p.Accelerator, p.Topology, p.Name).
 			GCE(block, fmt.Sprintf("%s-sb%d", p.Name, i/(count/subBlocks))).
-			TPUCapacity(chips).Obj()
+			TPUCapacity(chips).TPUTaint().Obj()
 		n.Labels["node.kubernetes.io/instance-type"] = fmt.Sprintf(machineType, chips)
+		n.Annotations = map[string]string{KwokNodeAnnotation: "fake"}
+		nodes = append(nodes, n)
+	}
+	return nodes, nil
+}
+
+// cpuNodes returns the Nodes of a CPU pool.
+func (p Pool) cpuNodes() ([]*corev1.Node, error) {
+	if p.Accelerator != "" || p.Topology != "" || p.Slices != 0 || p.SubBlocks != 0 || p.ChipsPerHost != 0 {
+		return nil, errors.New("a CPU pool (CPUNodes) has no accelerator, topology, slices, sub-blocks or chips")
+	}
+	nodes := make([]*corev1.Node, 0, p.CPUNodes)
+	for i := range p.CPUNodes {
+		n := testutil.MakeNode(fmt.Sprintf("%s-%d", p.Name, i)).CPUCapacity().Obj()
+		n.Labels[constants.NodePoolTopologyKey] = p.Name
 		n.Annotations = map[string]string{KwokNodeAnnotation: "fake"}
 		nodes = append(nodes, n)
 	}

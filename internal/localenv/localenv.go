@@ -78,7 +78,7 @@ func NewEnvironment() (*envtest.Environment, error) {
 		return nil, err
 	}
 	root := RootDir()
-	return &envtest.Environment{
+	env := &envtest.Environment{
 		CRDInstallOptions: envtest.CRDInstallOptions{
 			Paths:              []string{filepath.Join(root, "config", "crd", "bases"), filepath.Join(kuberayCRDs, "ray.io_rayclusters.yaml")},
 			ErrorIfPathMissing: true,
@@ -87,7 +87,16 @@ func NewEnvironment() (*envtest.Environment, error) {
 			Paths: []string{filepath.Join(root, "config", "webhook", "manifests.yaml")},
 		},
 		ErrorIfCRDPathMissing: true,
-	}, nil
+	}
+	GKEAdmission(env)
+	return env, nil
+}
+
+// GKEAdmission turns on, in env's API server, the built-in admission GKE runs that matters to TPU
+// Pods: ExtendedResourceToleration, which gives a Pod asking for google.com/tpu the toleration of
+// the google.com/tpu taint of TPU Nodes (internal/localcluster taints them so).
+func GKEAdmission(env *envtest.Environment) {
+	env.ControlPlane.GetAPIServer().Configure().Append("enable-admission-plugins", "ExtendedResourceToleration")
 }
 
 // SetMultiHostIndexing sets KubeRay's process-global RayMultiHostIndexing gate and returns its

@@ -56,6 +56,25 @@ func (n *NodeWrapper) TPU(accelerator, topology, pool string) *NodeWrapper {
 	return n
 }
 
+// TPUTaint taints the Node as GKE taints every TPU node: google.com/tpu=present:NoSchedule. A Pod
+// asking for google.com/tpu tolerates it (the API server's ExtendedResourceToleration admission
+// plugin adds the toleration, as on GKE); other Pods land elsewhere.
+func (n *NodeWrapper) TPUTaint() *NodeWrapper {
+	n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: string(constants.TPUResourceName), Value: "present", Effect: corev1.TaintEffectNoSchedule})
+	return n
+}
+
+// CPUCapacity gives the Node the capacity and allocatable of an e2-standard-8 (8 CPUs, 32 GiB,
+// 110 Pods).
+func (n *NodeWrapper) CPUCapacity() *NodeWrapper {
+	n.Status.Capacity = corev1.ResourceList{
+		corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("32Gi"),
+		corev1.ResourcePods: resource.MustParse("110"),
+	}
+	n.Status.Allocatable = n.Status.Capacity.DeepCopy()
+	return n
+}
+
 // GCE labels the Node with the GCE topology domains it is in; the host domain is the Node's name.
 func (n *NodeWrapper) GCE(block, subblock string) *NodeWrapper {
 	n.Labels[constants.GCETopologyBlockKey] = block

@@ -51,6 +51,8 @@ func runTPUPod(ns, pool string, owner *corev1.ConfigMap) *corev1.Pod {
 		pod.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(owner, corev1.SchemeGroupVersion.WithKind("ConfigMap"))}
 	}
 	Expect(k8sClient.Create(ctx, pod)).To(Succeed())
+	Expect(pod.Spec.Tolerations).To(ContainElement(HaveField("Key", string(constants.TPUResourceName))),
+		"the API server's ExtendedResourceToleration tolerates the TPU Nodes' taint, as GKE does")
 	Eventually(func(g Gomega) {
 		g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(pod), pod)).To(Succeed())
 		g.Expect(pod.Spec.NodeName).NotTo(BeEmpty(), "scheduled")
@@ -68,13 +70,28 @@ var _ = Describe("The local cluster", func() {
 	It("made the pools' Nodes, shaped like GKE TPU nodes, Ready", func() {
 		var nodes corev1.NodeList
 		Expect(k8sClient.List(ctx, &nodes)).To(Succeed())
-		Expect(nodes.Items).To(HaveLen(8))
+		Expect(nodes.Items).To(HaveLen(9))
 		for i := range nodes.Items {
 			n := &nodes.Items[i]
 			Expect(localcluster.Ready(n)).To(BeTrue(), "Node %s is Ready without the not-ready taint", n.Name)
 			chips := n.Status.Allocatable[constants.TPUResourceName]
+			if n.Labels[constants.NodePoolTopologyKey] == "default-pool" {
+				Expect(chips.IsZero()).To(BeTrue(), "CPU Node %s has no TPU", n.Name)
+				continue
+			}
 			Expect(chips.Value()).To(Equal(int64(4)), "Node %s has 4 allocatable TPU chips", n.Name)
 		}
+	})
+
+	It("keeps Pods that ask for no TPU off the tainted TPU Nodes", func() {
+		ns := newNamespace()
+		pod := testutil.MakePod("head", ns.Name).Obj()
+		Expect(k8sClient.Create(ctx, pod)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(pod), pod)).To(Succeed())
+			g.Expect(pod.Spec.NodeName).NotTo(BeEmpty(), "scheduled")
+		}, testutil.Timeout, testutil.Interval).Should(Succeed())
+		Expect(pod.Spec.NodeName).To(Equal("default-pool-0"), "the only Node without the google.com/tpu taint")
 	})
 
 	It("schedules a TPU Pod onto its pool, runs it, and garbage-collects it with its owner", func() {

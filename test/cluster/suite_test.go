@@ -44,10 +44,12 @@ var (
 	cluster   *localcluster.Cluster
 )
 
-// pools are two small v6e pools of one 4x4 slice (4 hosts of 4 chips) each.
+// pools are two small v6e pools of one 4x4 slice (4 hosts of 4 chips) each, and a CPU pool of one
+// Node.
 var pools = []localcluster.Pool{
 	{Name: "pool-a", Accelerator: "tpu-v6e-slice", Topology: "4x4"},
 	{Name: "pool-b", Accelerator: "tpu-v6e-slice", Topology: "4x4", SubBlocks: 2},
+	localcluster.CPUPool(1),
 }
 
 func TestCluster(t *testing.T) {

@@ -55,6 +55,7 @@ import (
 
 	"github.com/ray-tpu/tpu-slice-operator/internal/allocator"
 	"github.com/ray-tpu/tpu-slice-operator/internal/forward"
+	"github.com/ray-tpu/tpu-slice-operator/internal/localcluster"
 	"github.com/ray-tpu/tpu-slice-operator/internal/localenv"
 	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
 	"github.com/ray-tpu/tpu-slice-operator/internal/operator"
@@ -79,6 +80,8 @@ type Env struct {
 	bypass atomic.Bool
 	// standIn, when set, mutates every Pod the proxy admits in the operator's place (BypassWith).
 	standIn atomic.Pointer[func(*corev1.Pod)]
+	// cluster is the local cluster StartCluster started, stopped by Stop before the control plane.
+	cluster *localcluster.Cluster
 }
 
 // Start starts etcd and kube-apiserver with our CRD, KubeRay's RayCluster CRD and our webhook
@@ -113,10 +116,29 @@ func (e *Env) Stop() error {
 	for _, inst := range instances {
 		errs = append(errs, inst.Stop())
 	}
+	if e.cluster != nil {
+		errs = append(errs, e.cluster.Stop())
+	}
 	if e.proxy != nil {
 		_ = e.proxy.Close()
 	}
 	return errors.Join(append(errs, e.Env.Stop())...)
+}
+
+// StartCluster makes the Env a real cluster (internal/localcluster): kube-controller-manager,
+// kube-scheduler and kwok running the Nodes of opts.Pools, every Node Ready when it returns. It
+// needs `make cluster-tools` (CLUSTER_ASSETS) and fails, naming it, without them. Stop stops it
+// before the control plane.
+func (e *Env) StartCluster(ctx context.Context, opts localcluster.Options) (*localcluster.Cluster, error) {
+	if e.cluster != nil {
+		return nil, errors.New("the local cluster is already started")
+	}
+	c, err := localcluster.Start(ctx, e.Env, opts)
+	if err != nil {
+		return nil, err
+	}
+	e.cluster = c
+	return c, nil
 }
 
 // StartBare starts etcd and kube-apiserver with only KubeRay's RayCluster CRD and no webhooks, for
@@ -134,6 +156,7 @@ func StartBare() (*envtest.Environment, client.Client, error) {
 		BinaryAssetsDirectory: base.BinaryAssetsDirectory,
 		CRDInstallOptions:     envtest.CRDInstallOptions{Paths: []string{filepath.Join(kuberay, "ray.io_rayclusters.yaml")}},
 	}
+	localenv.GKEAdmission(testEnv)
 	cfg, err := testEnv.Start()
 	if err != nil {
 		return nil, nil, fmt.Errorf("starting envtest: %w", err)

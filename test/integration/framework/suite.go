@@ -18,7 +18,9 @@ package framework
 
 import (
 	"context"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/onsi/ginkgo/v2"
 	"github.com/onsi/gomega"
@@ -27,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/ray-tpu/tpu-slice-operator/internal/localcluster"
 	"github.com/ray-tpu/tpu-slice-operator/internal/operator"
 )
 
@@ -88,6 +91,21 @@ type Suite struct {
 	// Instances are the operator's instances StartReplicas started; a suite may stop, replace or
 	// drop them.
 	Instances []*Instance
+	// Cluster is the local cluster StartCluster started, or nil on a bare API server.
+	Cluster *localcluster.Cluster
+}
+
+// StartCluster adds the scheduler, kube-controller-manager and kwok Nodes of opts.Pools to the
+// suite's control plane (Env.StartCluster), with a report entry of how long they took to start.
+func (s *Suite) StartCluster(opts localcluster.Options) {
+	ginkgo.GinkgoHelper()
+	start := time.Now()
+	var err error
+	s.Cluster, err = s.Env.StartCluster(suiteCtx, opts)
+	gomega.Expect(err).NotTo(gomega.HaveOccurred())
+	ginkgo.AddReportEntry("local cluster start", ginkgo.ReportEntryVisibilityAlways,
+		fmt.Sprintf("kube-controller-manager, kube-scheduler and kwok with %d Nodes Ready in %s",
+			len(s.Cluster.Nodes), time.Since(start).Round(10*time.Millisecond)))
 }
 
 // Run runs the Ginkgo specs of the calling package as test t. Before the first spec it starts the
