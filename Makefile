@@ -95,7 +95,7 @@ FUZZTIME ?= 30s
 MODEL_CHECKS ?= 5000
 
 .PHONY: test
-test: test-unit test-integration test-e2e ## Run every test layer: unit, integration, end-to-end, then a CHAOS_DURATION (2m) chaos run.
+test: test-unit test-integration test-e2e test-cluster ## Run every test layer: unit, integration, end-to-end (bare API server and local cluster), then a CHAOS_DURATION (2m) chaos run.
 	$(call run-chaos,$(CHAOS_DURATION),30m)
 
 .PHONY: test-unit
@@ -137,8 +137,8 @@ fuzz: ## Run every fuzz target of the repository (func Fuzz... in a _test.go fil
 	go test ./controllers -run '^TestModel$$' -count=1 -timeout $(TEST_TIMEOUT) -rapid.checks=$(MODEL_CHECKS)
 
 .PHONY: bench
-bench: envtest ## Benchmark Pod admission against a same-run no-webhook baseline (S1-S5; plot and CSV in bin/bench; BENCH_ARGS=-scenarios=S1,S5, -probe-representations); see docs/performance.md.
-	KUBEBUILDER_ASSETS="$(KUBEBUILDER_ASSETS)" go run ./test/bench $(BENCH_ARGS)
+bench: envtest cluster-tools ## Benchmark Pod admission against a same-run no-webhook baseline (S1-S5), and the real scheduler's placement against nodeSelector-only Pods (S6); plot and CSV in bin/bench; BENCH_ARGS=-scenarios=S1,S6, -probe-representations; see docs/performance.md.
+	KUBEBUILDER_ASSETS="$(KUBEBUILDER_ASSETS)" CLUSTER_ASSETS="$(CLUSTER_ASSETS)" go run ./test/bench $(BENCH_ARGS)
 
 ##@ Build
 
