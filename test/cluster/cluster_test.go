@@ -35,7 +35,7 @@ import (
 func newNamespace() *corev1.Namespace {
 	GinkgoHelper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "cluster-"}}
-	Expect(k8sClient.Create(ctx, ns)).To(Succeed())
+	Expect(suite.Client.Create(ctx, ns)).To(Succeed())
 	return ns
 }
 
@@ -50,18 +50,18 @@ func runTPUPod(ns, pool string, owner *corev1.ConfigMap) *corev1.Pod {
 	if owner != nil {
 		pod.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(owner, corev1.SchemeGroupVersion.WithKind("ConfigMap"))}
 	}
-	Expect(k8sClient.Create(ctx, pod)).To(Succeed())
+	Expect(suite.Client.Create(ctx, pod)).To(Succeed())
 	Expect(pod.Spec.Tolerations).To(ContainElement(HaveField("Key", string(constants.TPUResourceName))),
 		"the API server's ExtendedResourceToleration tolerates the TPU Nodes' taint, as GKE does")
 	Eventually(func(g Gomega) {
-		g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(pod), pod)).To(Succeed())
+		g.Expect(suite.Client.Get(ctx, client.ObjectKeyFromObject(pod), pod)).To(Succeed())
 		g.Expect(pod.Spec.NodeName).NotTo(BeEmpty(), "scheduled")
 		g.Expect(pod.Status.Phase).To(Equal(corev1.PodRunning))
 		g.Expect(pod.Status.Conditions).To(ContainElement(And(
 			HaveField("Type", corev1.PodReady), HaveField("Status", corev1.ConditionTrue))))
 	}, testutil.Timeout, testutil.Interval).Should(Succeed())
 	var node corev1.Node
-	Expect(k8sClient.Get(ctx, client.ObjectKey{Name: pod.Spec.NodeName}, &node)).To(Succeed())
+	Expect(suite.Client.Get(ctx, client.ObjectKey{Name: pod.Spec.NodeName}, &node)).To(Succeed())
 	Expect(node.Labels).To(HaveKeyWithValue(constants.NodePoolTopologyKey, pool), "the Pod runs on a Node of its pool")
 	return pod
 }
@@ -69,13 +69,14 @@ func runTPUPod(ns, pool string, owner *corev1.ConfigMap) *corev1.Pod {
 var _ = Describe("The local cluster", func() {
 	It("made the pools' Nodes, shaped like GKE TPU nodes, Ready", func() {
 		var nodes corev1.NodeList
-		Expect(k8sClient.List(ctx, &nodes)).To(Succeed())
-		Expect(nodes.Items).To(HaveLen(9))
+		Expect(suite.Client.List(ctx, &nodes)).To(Succeed())
+		Expect(nodes.Items).To(HaveLen(len(suite.Cluster.Nodes)))
+		Expect(nodes.Items).To(HaveLen(4*4 + 1))
 		for i := range nodes.Items {
 			n := &nodes.Items[i]
 			Expect(localcluster.Ready(n)).To(BeTrue(), "Node %s is Ready without the not-ready taint", n.Name)
 			chips := n.Status.Allocatable[constants.TPUResourceName]
-			if n.Labels[constants.NodePoolTopologyKey] == "default-pool" {
+			if n.Labels[constants.NodePoolTopologyKey] == cpuPool {
 				Expect(chips.IsZero()).To(BeTrue(), "CPU Node %s has no TPU", n.Name)
 				continue
 			}
@@ -86,23 +87,23 @@ var _ = Describe("The local cluster", func() {
 	It("keeps Pods that ask for no TPU off the tainted TPU Nodes", func() {
 		ns := newNamespace()
 		pod := testutil.MakePod("head", ns.Name).Obj()
-		Expect(k8sClient.Create(ctx, pod)).To(Succeed())
+		Expect(suite.Client.Create(ctx, pod)).To(Succeed())
 		Eventually(func(g Gomega) {
-			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(pod), pod)).To(Succeed())
+			g.Expect(suite.Client.Get(ctx, client.ObjectKeyFromObject(pod), pod)).To(Succeed())
 			g.Expect(pod.Spec.NodeName).NotTo(BeEmpty(), "scheduled")
 		}, testutil.Timeout, testutil.Interval).Should(Succeed())
-		Expect(pod.Spec.NodeName).To(Equal("default-pool-0"), "the only Node without the google.com/tpu taint")
+		Expect(pod.Spec.NodeName).To(Equal(cpuPool+"-0"), "the only Node without the google.com/tpu taint")
 	})
 
 	It("schedules a TPU Pod onto its pool, runs it, and garbage-collects it with its owner", func() {
 		ns := newNamespace()
 		owner := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "owner", Namespace: ns.Name}}
-		Expect(k8sClient.Create(ctx, owner)).To(Succeed())
+		Expect(suite.Client.Create(ctx, owner)).To(Succeed())
 		pod := runTPUPod(ns.Name, "pool-b", owner)
 
-		Expect(k8sClient.Delete(ctx, owner)).To(Succeed())
+		Expect(suite.Client.Delete(ctx, owner)).To(Succeed())
 		Eventually(func() error {
-			return k8sClient.Get(ctx, client.ObjectKeyFromObject(pod), &corev1.Pod{})
+			return suite.Client.Get(ctx, client.ObjectKeyFromObject(pod), &corev1.Pod{})
 		}, testutil.Timeout, testutil.Interval).Should(Satisfy(apierrors.IsNotFound), "the garbage collector deletes the Pod")
 	})
 
@@ -110,24 +111,24 @@ var _ = Describe("The local cluster", func() {
 		ns := newNamespace()
 		runTPUPod(ns.Name, "pool-a", nil)
 
-		Expect(k8sClient.Delete(ctx, ns)).To(Succeed())
+		Expect(suite.Client.Delete(ctx, ns)).To(Succeed())
 		Eventually(func() error {
-			return k8sClient.Get(ctx, client.ObjectKeyFromObject(ns), &corev1.Namespace{})
+			return suite.Client.Get(ctx, client.ObjectKeyFromObject(ns), &corev1.Namespace{})
 		}, testutil.Timeout, testutil.Interval).Should(Satisfy(apierrors.IsNotFound), "the namespace controller finishes")
 	})
 
 	It("fails a Node on demand and recovers it", func() {
-		name := cluster.Nodes[0].Name
+		name := suite.Cluster.Nodes[0].Name
 		ready := func() bool {
 			var n corev1.Node
-			Expect(k8sClient.Get(ctx, client.ObjectKey{Name: name}, &n)).To(Succeed())
+			Expect(suite.Client.Get(ctx, client.ObjectKey{Name: name}, &n)).To(Succeed())
 			return localcluster.Ready(&n)
 		}
-		Expect(localcluster.FailNode(ctx, k8sClient, name, true)).To(Succeed())
+		Expect(localcluster.FailNode(ctx, suite.Client, name, true)).To(Succeed())
 		Eventually(ready, testutil.Timeout, testutil.Interval).Should(BeFalse(), "kwok reports the Node NotReady")
 		Consistently(ready, 3*time.Second, testutil.Interval).Should(BeFalse(), "the Node stays failed")
 
-		Expect(localcluster.FailNode(ctx, k8sClient, name, false)).To(Succeed())
+		Expect(localcluster.FailNode(ctx, suite.Client, name, false)).To(Succeed())
 		Eventually(ready, testutil.Timeout, testutil.Interval).Should(BeTrue(), "the Node is Ready again, untainted")
 	})
 })

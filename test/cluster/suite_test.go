@@ -14,69 +14,68 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package cluster checks the local cluster (internal/localcluster) on the test framework's control
-// plane: the real scheduler places a TPU Pod in its pool, kwok runs it, the garbage collector and
-// the namespace controller clean up, and a Node fails and recovers on demand.
+// Package cluster runs the operator end to end on a real local cluster (internal/localcluster):
+// kube-scheduler, kube-controller-manager (garbage collector, namespace and node lifecycle
+// controllers) and kwok Nodes shaped like GKE TPU node pools, with KubeRay's RayCluster controller
+// in-process and the operator's three webhook replicas. It checks the bare cluster (a TPU Pod
+// placed in its pool and run, garbage collection, namespace deletion, a Node failed on demand), then,
+// with KubeRay's RayMultiHostIndexing gate off and on, what users depend on (docs/spec.md §4, §8,
+// §11 and I1, I3, I8 of §9): contended pools (each slice in one pool, the one that does not fit
+// Pending and reported unscheduled, landing once a pool is freed), subslices kept in one GCE
+// sub-block, a failed Node turning its slice Degraded within 5 s and KubeRay's replacement placed in
+// a healthy domain and Ready, and a deleted RayCluster or namespace cleaned up by the real garbage
+// collector and namespace controller. It needs `make envtest` and `make cluster-tools`.
 package cluster
 
 import (
-	"context"
 	"testing"
-	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/ray-tpu/tpu-slice-operator/controllers"
 	"github.com/ray-tpu/tpu-slice-operator/internal/localcluster"
+	"github.com/ray-tpu/tpu-slice-operator/internal/operator"
 	"github.com/ray-tpu/tpu-slice-operator/test/integration/framework"
 )
 
-// ctx lives as long as the suite; AfterSuite cancels it.
-var ctx, cancel = context.WithCancel(context.Background())
+// webhookInstances is the operator's webhook replicas, as the production install runs them.
+const webhookInstances = 3
 
-var (
-	env       *envtest.Environment
-	k8sClient client.Client
-	cluster   *localcluster.Cluster
+// ctx lives as long as the suite.
+var ctx = framework.SuiteContext()
+
+// suite is the cluster, KubeRay's RayCluster controller and the operator the specs run against.
+var suite framework.Suite
+
+// The pools: three v6e 4x4 pools of 4 hosts (4 chips each) that slices contend for, a v5e 4x4
+// pool of 4 hosts split into two 2x4 sub-blocks of 2 hosts for subslices (another accelerator, so
+// that the contending slices cannot use it), and a CPU pool for Ray heads.
+const (
+	subslicePool        = "pool-sub"
+	subsliceAccelerator = "tpu-v5-lite-podslice"
+	cpuPool             = "default-pool"
 )
 
-// pools are two small v6e pools of one 4x4 slice (4 hosts of 4 chips) each, and a CPU pool of one
-// Node.
-var pools = []localcluster.Pool{
-	{Name: "pool-a", Accelerator: "tpu-v6e-slice", Topology: "4x4"},
-	{Name: "pool-b", Accelerator: "tpu-v6e-slice", Topology: "4x4", SubBlocks: 2},
-	localcluster.CPUPool(1),
+var contendedPools = []string{"pool-a", "pool-b", "pool-c"}
+
+func pools() []localcluster.Pool {
+	var out []localcluster.Pool
+	for _, name := range contendedPools {
+		out = append(out, localcluster.Pool{Name: name, Accelerator: "tpu-v6e-slice", Topology: "4x4"})
+	}
+	return append(out,
+		localcluster.Pool{Name: subslicePool, Accelerator: subsliceAccelerator, Topology: "4x4", SubBlocks: 2},
+		localcluster.CPUPool(1))
 }
 
 func TestCluster(t *testing.T) {
-	RegisterFailHandler(Fail)
-	RunSpecs(t, "Local cluster suite")
+	suite.Run(t, "Local cluster suite", func() {
+		// The cluster first, so that the operator's Node caches hold the pools from its start.
+		suite.StartCluster(localcluster.Options{Pools: pools()})
+		suite.StartReplicas(webhookInstances, operator.Options{Controllers: controllers.Options{PendingTTL: pendingTTL}})
+		stopKubeRay, err := suite.StartKubeRay(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(stopKubeRay)
+	})
 }
-
-var _ = BeforeSuite(func() {
-	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
-	start := time.Now()
-	var err error
-	env, k8sClient, err = framework.StartBare()
-	Expect(err).NotTo(HaveOccurred())
-	apiServerUp := time.Now()
-	cluster, err = localcluster.Start(ctx, env, localcluster.Options{Pools: pools})
-	Expect(err).NotTo(HaveOccurred())
-	AddReportEntry("cluster start", ReportEntryVisibilityAlways,
-		"etcd+kube-apiserver "+apiServerUp.Sub(start).Round(10*time.Millisecond).String()+
-			", controller-manager+scheduler+kwok with every Node Ready "+time.Since(apiServerUp).Round(10*time.Millisecond).String())
-})
-
-var _ = AfterSuite(func() {
-	cancel()
-	if cluster != nil {
-		Expect(cluster.Stop()).To(Succeed())
-	}
-	if env != nil {
-		Expect(env.Stop()).To(Succeed())
-	}
-})
