@@ -41,20 +41,27 @@ import (
 
 // I6 (docs/spec.md §9): the operator deletes a running Pod only when another live Pod of its slice
 // holds its worker ID. Every client that may delete Pods in the run (the runner, which also stands
-// in for the garbage collector; KubeRay; each operator instance) talks to the API server through an
+// in for the garbage collector on a bare API server; KubeRay; each operator instance) talks to the API server through an
 // audit transport that records each Pod DELETE it sends, with who sent it. An operator deletion is
 // judged the moment it is sent, on a live read: the Pod must be live and carry a TPU identity, and
 // another live Pod of the same RayCluster generation, slice (TPU_NAME) and host count must hold its
 // worker ID by its spec (or have held it less than holderGrace ago, when the runner or KubeRay
 // deleted the holder meanwhile). A watch on the run's Pods then attributes every DELETED event to
-// one of the recorded deletions: a Pod that disappears with no deletion on record was deleted by
-// something the run does not know, which is also a violation.
+// one of the recorded deletions, or, on the local cluster, to the garbage collector (a Pod of a
+// RayCluster generation the run deleted) or the namespace controller (a namespace the run deleted):
+// a Pod that disappears otherwise was deleted by something the run does not know, which is also a
+// violation.
 
-// Actors that delete Pods.
+// Actors that delete Pods. On the local cluster kube-controller-manager also does, unaudited: its
+// garbage collector deletes the Pods of a RayCluster generation the run deleted, its namespace
+// controller those of a namespace the run deleted (and kwok removes the Pods someone deleted once
+// they terminated, a deletion already on record).
 const (
-	actorRunner   = "runner"
-	actorKubeRay  = "kuberay"
-	actorOperator = "operator"
+	actorRunner    = "runner"
+	actorKubeRay   = "kuberay"
+	actorOperator  = "operator"
+	actorGC        = "garbage-collector"
+	actorNamespace = "namespace-controller"
 )
 
 // holderGrace is how long after its deletion a Pod still counts as holding its worker ID when an
@@ -89,6 +96,10 @@ type auditor struct {
 	// liveDeleted are the Pods (by UID) an operator instance sent a deletion for while they were
 	// live, repairs included.
 	liveDeleted map[types.UID]bool
+	// ownersGone are the RayCluster generations (UIDs) the run deleted and left to the garbage
+	// collector; namespacesGone the namespaces it deleted.
+	ownersGone     map[types.UID]bool
+	namespacesGone map[string]bool
 }
 
 type deletion struct {
@@ -112,7 +123,24 @@ type gonePod struct {
 }
 
 func newAuditor(reader client.Reader) *auditor {
-	return &auditor{reader: reader, single: map[string][]deletion{}, liveDeleted: map[types.UID]bool{}}
+	return &auditor{reader: reader, single: map[string][]deletion{}, liveDeleted: map[types.UID]bool{},
+		ownersGone: map[types.UID]bool{}, namespacesGone: map[string]bool{}}
+}
+
+// ownerDeleted records that the run deleted a RayCluster generation and left its Pods to the
+// garbage collector.
+func (a *auditor) ownerDeleted(uid types.UID) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.ownersGone[uid] = true
+}
+
+// namespaceDeleted records that the run deleted a namespace and left it to the namespace
+// controller.
+func (a *auditor) namespaceDeleted(ns string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.namespacesGone[ns] = true
 }
 
 // wrap returns cfg with every request of actor going through the audit transport.
@@ -305,6 +333,12 @@ func (a *auditor) attribute(pod *corev1.Pod) (string, bool) {
 			(c.end.IsZero() || time.Since(c.end) < collectionGrace) {
 			return c.actor, true
 		}
+	}
+	if ref := metav1.GetControllerOfNoCopy(pod); ref != nil && a.ownersGone[ref.UID] {
+		return actorGC, true
+	}
+	if a.namespacesGone[pod.Namespace] {
+		return actorNamespace, true
 	}
 	return "", false
 }

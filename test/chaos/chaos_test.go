@@ -123,6 +123,10 @@ type runner struct {
 	hostile hostileStats
 	// stored checks every stored version of the run's slices (stored.go).
 	stored *storedWatch
+	// cluster reports whether the run is on the local cluster; cl is what its operations did
+	// (cluster_test.go).
+	cluster bool
+	cl      clusterStats
 }
 
 func run(seed, stream uint64, gate bool, d time.Duration) {
@@ -136,10 +140,16 @@ func run(seed, stream uint64, gate bool, d time.Duration) {
 		opRNG:    rand.New(rand.NewPCG(seed, stream+200)), //nolint:gosec // reproducible chaos, not security.
 		opCounts: map[string]int{},
 		bound:    map[types.UID]boundClaim{},
+		cluster:  runsOnCluster(gate),
+		cl:       newClusterStats(),
 		faults: &faults{
 			rng:          rand.New(rand.NewPCG(seed, stream+100)), //nolint:gosec // reproducible faults.
 			conflictRate: 0.05, serverErrorRate: 0.02, ghostRate: 0.02, slowRate: 0.03, slowDelay: 150 * time.Millisecond,
 		},
+	}
+	if r.cluster {
+		startCluster()
+		r.nodes = clusterNodes()
 	}
 	r.ns = framework.CreateNamespace(ctx, k8sClient, "chaos")
 	watchCtx, stopWatch := context.WithCancel(ctx)
@@ -157,7 +167,11 @@ func run(seed, stream uint64, gate bool, d time.Duration) {
 		for _, inst := range r.instances {
 			Expect(inst.Stop()).To(Succeed())
 		}
-		r.deleteNodes()
+		if r.cluster {
+			r.restoreNodes()
+		} else {
+			r.deleteNodes()
+		}
 	})
 	r.clusters = []*rayv1.RayCluster{
 		r.createCluster(testutil.MakeRayCluster("v6e", r.ns).TPUGroup("tpu", "tpu-v6e-slice", "4x4", 4, 4, 2).Obj()),
@@ -174,6 +188,9 @@ func run(seed, stream uint64, gate bool, d time.Duration) {
 	start := time.Now()
 	for time.Since(start) < d {
 		r.tendUnlabeled()
+		if r.cluster {
+			r.tendNodes(false)
+		}
 		r.step()
 		r.ops++
 		time.Sleep(time.Duration(100+r.rng.IntN(500)) * time.Millisecond)
@@ -182,10 +199,19 @@ func run(seed, stream uint64, gate bool, d time.Duration) {
 
 	By("letting activity stop, then checking every invariant")
 	r.op = "settle"
+	if r.cluster {
+		// Failures past kube-controller-manager's eviction delay would evict Pods.
+		r.tendNodes(true)
+	}
 	r.settle()
 	r.check(true)
 	r.checkHealth()
 	r.checkDryRun()
+	r.waitCollected()
+	if r.cluster {
+		r.checkOnePool()
+		r.checkSideNamespaces(true)
+	}
 
 	c := framework.TotalCounts(append(r.retired, r.instances...))
 	admitted, denials, attempts, forwarded, fallbacks := c.Committed, c.Denied, c.Attempts, c.Forwarded, c.Fallbacks
@@ -209,6 +235,10 @@ func run(seed, stream uint64, gate bool, d time.Duration) {
 	GinkgoWriter.Println(line, "faults_injected:", r.faults.injected.Load())
 	fmt.Fprintf(os.Stdout, "CHAOS-OPS gate=%s %v judged_repairs=%d\n", gateName, r.opCounts, repairs-r.repairsBefore)
 	GinkgoWriter.Println("replacements:", r.replaceTimes)
+	if r.cluster {
+		r.deleteRunNamespace()
+		r.reportCluster(gateName)
+	}
 	Expect(errors.Join(r.errs...)).NotTo(HaveOccurred(), "docs/spec.md §9 violations (rerun with -chaos.seed=%d)", seed)
 	// A run that admits nothing, or never settles, would pass the invariants vacuously.
 	Expect(admitted).To(BeNumerically(">", 0), "no Pod was admitted")
@@ -245,9 +275,10 @@ type operation struct {
 }
 
 // operations are the kinds of step. Steps are dealt from a shuffled deck that holds each kind
-// weight times (120 cards; a fresh deck when it runs out), so that each kind runs about weight times
-// every 120 steps: `make test`'s two minutes (80 to 100 steps per gate setting) see most kinds
-// several times, and the kinds' order depends on the seed alone.
+// weight times (120 cards, 141 with clusterOperations on the local cluster; a fresh deck when it
+// runs out), so that each kind runs about weight times every 120 steps: `make test`'s two minutes
+// (40 to 100 steps per gate setting) see most kinds several times, and the kinds' order depends on
+// the seed alone.
 var operations = []operation{
 	{"delete", 17, (*runner).deleteRandomPod},
 	{"replicas", 12, (*runner).changeReplicas},
@@ -272,17 +303,26 @@ var operations = []operation{
 	{"idle", 1, func(*runner) {}},
 }
 
+// operations returns the kinds of step of the run.
+func (r *runner) operations() []operation {
+	if r.cluster {
+		return append(slices.Clip(operations), clusterOperations...)
+	}
+	return operations
+}
+
 // step performs the next operation of the deck.
 func (r *runner) step() {
+	ops := r.operations()
 	if len(r.deck) == 0 {
-		for i, op := range operations {
+		for i, op := range ops {
 			for range op.weight {
 				r.deck = append(r.deck, i)
 			}
 		}
 		r.opRNG.Shuffle(len(r.deck), func(i, j int) { r.deck[i], r.deck[j] = r.deck[j], r.deck[i] })
 	}
-	op := operations[r.deck[0]]
+	op := ops[r.deck[0]]
 	r.deck = r.deck[1:]
 	r.op = op.name
 	r.opCounts[op.name]++
@@ -321,13 +361,34 @@ func (r *runner) update(rc *rayv1.RayCluster, mutate func(*rayv1.RayCluster)) er
 	return nil
 }
 
-// recreate deletes a RayCluster and, standing in for the garbage collector, its Pods, then creates
-// it again at once under the same name (a new UID).
+// recreate deletes a RayCluster and creates it again at once under the same name (a new UID).
 func (r *runner) recreate(i int) {
+	old := r.clusters[i].DeepCopy()
+	r.deleteGeneration(i)
+	r.createGeneration(i, old)
+}
+
+// deleteGeneration deletes cluster i's RayCluster and, on a bare API server, standing in for the
+// garbage collector, its Pods; on the local cluster the garbage collector deletes them.
+// checkCollected then expects its Pods and slices gone within gcBound.
+func (r *runner) deleteGeneration(i int) bool {
 	old := r.clusters[i]
 	r.deletedGenerations = append(r.deletedGenerations, old.DeepCopy())
-	_ = k8sClient.Delete(ctx, old)
-	_ = k8sClient.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(r.ns), client.MatchingLabels{rayutils.RayClusterLabelKey: old.Name})
+	if r.cluster {
+		audit.ownerDeleted(old.UID)
+	}
+	if err := k8sClient.Delete(ctx, old); err != nil {
+		return false
+	}
+	r.cl.collecting[old.UID] = collecting{name: old.Name, at: time.Now()}
+	if !r.cluster {
+		_ = k8sClient.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(r.ns), client.MatchingLabels{rayutils.RayClusterLabelKey: old.Name})
+	}
+	return true
+}
+
+// createGeneration creates cluster i again from old, under its name (a new UID).
+func (r *runner) createGeneration(i int, old *rayv1.RayCluster) {
 	fresh := old.DeepCopy()
 	fresh.ObjectMeta = metav1.ObjectMeta{Name: old.Name, Namespace: old.Namespace}
 	for range 50 {
@@ -440,8 +501,12 @@ func (r *runner) current(p *corev1.Pod) bool {
 // collectGarbage deletes the worker Pods whose RayCluster generation is gone, as the garbage
 // collector envtest lacks would (the ownerReference points at a deleted UID). A re-create that
 // races KubeRay can leave such a Pod behind after recreate's own clean-up, and so does one of a Pod
-// whose ray.io/cluster label was removed (recreate deletes by that label).
+// whose ray.io/cluster label was removed (recreate deletes by that label). The local cluster has a
+// garbage collector, and kubelets (kwok): it does nothing there.
 func (r *runner) collectGarbage() {
+	if r.cluster {
+		return
+	}
 	r.finishTerminating() // health_test.go: the kubelets' part for bound Pods
 	var pods corev1.PodList
 	if err := k8sClient.List(ctx, &pods, client.InNamespace(r.ns)); err != nil {
@@ -470,6 +535,11 @@ func (r *runner) check(final bool) {
 	r.checkClaimsFollowPods()
 	r.checkForgedClaims()
 	r.checkHostile() // hostile_test.go
+	r.checkCollected()
+	if r.cluster {
+		r.checkNodeFailures()
+		r.checkSideNamespaces(false)
+	}
 	if final {
 		var last error
 		deadline := time.Now().Add(2*pendingTTL + 30*time.Second)
@@ -561,7 +631,9 @@ func (r *runner) listSlices() (*tpuv1alpha1.TPUSliceAssignmentList, error) {
 }
 
 // sliceVersions returns the resourceVersion of each of the run's slices, read as stored (a typed
-// List fails on a malformed stored line, which stored.go reports).
+// List fails on a malformed stored line, which stored.go reports). On the local cluster, where kwok
+// and kube-controller-manager keep changing Pods and Nodes and slice health follows them, it
+// returns each slice's claims (status.workers) instead.
 func (r *runner) sliceVersions() (map[string]string, error) {
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(sliceListGVK)
@@ -571,6 +643,10 @@ func (r *runner) sliceVersions() (map[string]string, error) {
 	out := map[string]string{}
 	for _, s := range list.Items {
 		out[s.GetName()] = s.GetResourceVersion()
+		if r.cluster {
+			workers, _, _ := unstructured.NestedString(s.Object, "status", "workers")
+			out[s.GetName()] = workers
+		}
 	}
 	return out, nil
 }

@@ -17,6 +17,7 @@ limitations under the License.
 package chaos
 
 import (
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"os"
@@ -38,7 +39,9 @@ import (
 // kubelets envtest lacks: it binds the worker Pods to fake TPU Nodes (mostly into their replica's
 // pool, sometimes into another: a host that moved), reports them Ready, and flaps Nodes (NotReady,
 // GKE's termination taint, cordoned, and back). Once activity stops, every slice's hosts and
-// conditions must converge to what the live Pods and Nodes say.
+// conditions must converge to what the live Pods and Nodes say. On the local cluster the scheduler
+// binds and kwok reports the Pods: the step only flaps the cluster's Nodes, NotReady through kwok
+// (cluster_test.go).
 
 // poolsPerRun and nodesPerPool are the fake TPU node pools of a run.
 const (
@@ -90,7 +93,9 @@ func (r *runner) healthStep() {
 	if r.nodes == nil {
 		r.nodes = r.createNodes()
 	}
-	r.schedule(8)
+	if !r.cluster {
+		r.schedule(8)
+	}
 	// The first health step of a run always flaps a Node, so that a short run sees one.
 	switch op := r.rng.IntN(4); {
 	case op < 2 || r.nodes.flaps == 0:
@@ -136,12 +141,16 @@ func homePool(slice string) int {
 // flapNode gives a random Node of the run one problem: NotReady, GKE's impending termination
 // taint, or cordoned.
 func (r *runner) flapNode() {
-	pool := r.nodes.pools[r.rng.IntN(poolsPerRun)]
+	pool := r.nodes.pools[r.rng.IntN(len(r.nodes.pools))]
 	name := pool[r.rng.IntN(len(pool))]
 	r.nodes.flaps++
 	var err error
 	switch r.rng.IntN(3) {
 	case 0:
+		if r.cluster {
+			r.failNode(name)
+			break
+		}
 		err = framework.SetNodeReady(ctx, k8sClient, name, false)
 	case 1:
 		err = framework.UpdateNode(ctx, k8sClient, name, func(n *corev1.Node) {
@@ -157,10 +166,14 @@ func (r *runner) flapNode() {
 
 // recoverNodes brings one random problem Node back: Ready, untainted, schedulable.
 func (r *runner) recoverNodes() {
-	pool := r.nodes.pools[r.rng.IntN(poolsPerRun)]
+	pool := r.nodes.pools[r.rng.IntN(len(r.nodes.pools))]
 	name := pool[r.rng.IntN(len(pool))]
 	r.nodes.recoveries++
-	if err := framework.SetNodeReady(ctx, k8sClient, name, true); err != nil {
+	if r.cluster {
+		if f, ok := r.cl.failed[name]; !ok || f.checked {
+			r.recoverNode(name)
+		}
+	} else if err := framework.SetNodeReady(ctx, k8sClient, name, true); err != nil {
 		r.errs = append(r.errs, fmt.Errorf("recovering Node %s: %w", name, err))
 		return
 	}
@@ -181,16 +194,20 @@ func (r *runner) recoverNodes() {
 
 // checkHealth checks I8 once activity has stopped: the last Pods are scheduled and Ready, and then
 // every slice's hosts and health conditions must equal what the live Pods and Nodes say, within
-// twice the bind settle plus a reconcile (given some margin for the faults the instances see).
+// twice the bind settle plus a reconcile (given some margin for the faults the instances see):
+// what the health package evaluates from them (CheckHealthConverged), and what an oracle of its
+// own reads in docs/spec.md §11 (healthAgrees).
 func (r *runner) checkHealth() {
 	if r.nodes == nil {
 		return
 	}
-	r.schedule(1 << 30)
+	if !r.cluster {
+		r.schedule(1 << 30)
+	}
 	var last error
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
-		if last = framework.CheckHealthConverged(ctx, k8sClient, r.ns); last == nil {
+		if last = errors.Join(framework.CheckHealthConverged(ctx, k8sClient, r.ns), r.healthAgrees()); last == nil {
 			r.reportHealth()
 			return
 		}

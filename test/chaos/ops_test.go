@@ -106,6 +106,12 @@ func (r *runner) editLabels() {
 			p.Labels[k] = rewrites[k]
 		}
 	}
+	if _, ok := e.labels[tpuv1alpha1.SliceLabel]; ok {
+		// The scheduler places Pods by this label (the operator's affinity): checkOnePool leaves
+		// both slices out.
+		r.cl.labelTouched[id.SliceName()] = true
+		r.cl.labelTouched[rewrites[tpuv1alpha1.SliceLabel]] = true
+	}
 	if r.rng.IntN(2) == 0 || len(e.labels) == 0 {
 		e.token, e.tokenEdited = lookup(p.Annotations, tpuv1alpha1.ClaimTokenAnnotation), true
 		if r.rng.IntN(2) == 0 {

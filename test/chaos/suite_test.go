@@ -54,6 +54,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/ray-tpu/tpu-slice-operator/internal/localcluster"
 	"github.com/ray-tpu/tpu-slice-operator/internal/localenv"
 	"github.com/ray-tpu/tpu-slice-operator/test/integration/framework"
 )
@@ -62,9 +63,25 @@ import (
 var ctx = framework.SuiteContext()
 
 var (
-	seed     = flag.Uint64("chaos.seed", 0, "Seed of the random run (0: derived from the time, and printed).")
-	duration = flag.Duration("chaos.duration", 2*time.Minute, "Total chaos time, split evenly between the two KubeRay gate settings.")
+	seed      = flag.Uint64("chaos.seed", 0, "Seed of the random run (0: derived from the time, and printed).")
+	duration  = flag.Duration("chaos.duration", 2*time.Minute, "Total chaos time, split evenly between the two KubeRay gate settings.")
+	onCluster = flag.String("chaos.cluster", clusterNone, "Which KubeRay gate settings run on the local cluster (kube-scheduler, kube-controller-manager, kwok TPU Nodes; "+
+		"needs CLUSTER_ASSETS): "+clusterNone+" (both on the bare API server), "+clusterGateOn+" (RayMultiHostIndexing=false on the bare API server, then true on the cluster) or "+
+		clusterAll+".")
 )
+
+// Values of -chaos.cluster. The gate-off half runs first: a bare run after the cluster started
+// would have its Pods scheduled and its stand-in Nodes judged by the real components.
+const (
+	clusterNone   = "none"
+	clusterGateOn = "gate-on"
+	clusterAll    = "all"
+)
+
+// runsOnCluster reports whether the run of a gate setting is on the local cluster.
+func runsOnCluster(gate bool) bool {
+	return *onCluster == clusterAll || (*onCluster == clusterGateOn && gate)
+}
 
 var (
 	env *framework.Env
@@ -75,6 +92,8 @@ var (
 	watchClient client.WithWatch
 	// audit records and judges every Pod deletion (I6).
 	audit *auditor
+	// localCluster is the local cluster, once a run started it (startCluster).
+	localCluster *localcluster.Cluster
 )
 
 func TestChaos(t *testing.T) {
@@ -93,4 +112,18 @@ var _ = BeforeSuite(func() {
 	stopKubeRay, err := localenv.StartKubeRay(ctx, audit.wrap(env.Config, actorKubeRay))
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(stopKubeRay)
+	Expect([]string{clusterNone, clusterGateOn, clusterAll}).To(ContainElement(*onCluster), "-chaos.cluster")
 })
+
+// startCluster starts the local cluster with clusterPools, once; Env.Stop stops it.
+func startCluster() {
+	GinkgoHelper()
+	if localCluster != nil {
+		return
+	}
+	start := time.Now()
+	var err error
+	localCluster, err = env.StartCluster(ctx, localcluster.Options{Pools: clusterPools()})
+	Expect(err).NotTo(HaveOccurred())
+	GinkgoWriter.Printf("local cluster: %d Nodes Ready in %v\n", len(localCluster.Nodes), time.Since(start).Round(10*time.Millisecond))
+}
