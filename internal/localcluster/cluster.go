@@ -256,6 +256,22 @@ func (c *Cluster) Stop() error {
 	return errors.Join(errs...)
 }
 
+// CPUTime returns the CPU time (user and system) the named component ("kube-scheduler",
+// "kube-controller-manager" or "kwok") has consumed since it started. It reads /proc (Linux only)
+// and fails once the component has exited.
+func (c *Cluster) CPUTime(component string) (time.Duration, error) {
+	for _, p := range c.processes {
+		if p.name != component {
+			continue
+		}
+		if err := p.exited(); err != nil {
+			return 0, err
+		}
+		return processCPUTime(p.cmd.Process.Pid)
+	}
+	return 0, fmt.Errorf("no component %q", component)
+}
+
 // Exited returns an error for each component that is no longer running, with the end of its log.
 func (c *Cluster) Exited() error {
 	errs := make([]error, 0, len(c.processes))

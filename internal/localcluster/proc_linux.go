@@ -16,10 +16,25 @@ limitations under the License.
 
 package localcluster
 
-import "syscall"
+import (
+	"fmt"
+	"os"
+	"syscall"
+	"time"
+)
 
 // sysProcAttr makes the kernel kill a component when the process that started it dies, so that
 // a test binary killed by its timeout leaves no component running.
 func sysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+}
+
+// processCPUTime returns the CPU time (user and system, every thread) process pid has consumed,
+// from /proc/<pid>/stat.
+func processCPUTime(pid int) (time.Duration, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	return parseStatCPUTime(string(data))
 }

@@ -23,6 +23,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -112,4 +114,32 @@ func (p *process) logTail() string {
 		}
 	}
 	return string(data)
+}
+
+// userHZ is the unit of the CPU times in /proc/<pid>/stat: USER_HZ, 100 on every Linux
+// architecture Go supports.
+const userHZ = 100
+
+// parseStatCPUTime returns utime + stime of a /proc/<pid>/stat line. The command name (field 2)
+// is in parentheses and may hold spaces and parentheses itself, so fields are counted from the
+// last ')'.
+func parseStatCPUTime(stat string) (time.Duration, error) {
+	end := strings.LastIndexByte(stat, ')')
+	if end < 0 {
+		return 0, fmt.Errorf("no command name in %q", stat)
+	}
+	// Fields from 3 (state) on; utime and stime are fields 14 and 15.
+	fields := strings.Fields(stat[end+1:])
+	if len(fields) < 13 {
+		return 0, fmt.Errorf("%d fields after the command name, want at least 13", len(fields))
+	}
+	var ticks int64
+	for _, f := range fields[11:13] {
+		n, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("parsing CPU ticks: %w", err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / userHZ, nil
 }

@@ -21,7 +21,9 @@ limitations under the License.
 // commit by a single in-process writer, the webhook called without claiming, and the webhook run
 // through one instance). It reports latency, wall time, their ratios to the baseline, claim
 // attempts, conflicts and API writes per Pod. S4 runs the manager binary as its own process and
-// reads its memory with many Pods around.
+// reads its memory with many Pods around. S6 runs the real kube-scheduler, kube-controller-manager
+// and kwok TPU node pools (internal/localcluster) and measures how the scheduler places slices of
+// the operator's Pods against the same Pods with only their nodeSelectors.
 //
 // Run it with `make bench`; each scenario ends with one machine-readable BENCH line.
 package main
@@ -59,7 +61,9 @@ var (
 )
 
 func main() {
-	only := flag.String("scenarios", "S1,S2,S3,S4,S5", "Comma-separated scenarios to run.")
+	only := flag.String("scenarios", "S1,S2,S3,S4,S5,S6", "Comma-separated scenarios to run (S6 needs CLUSTER_ASSETS: `make cluster-tools`).")
+	s6 := flag.String("s6-hosts", "64,1024,2240", "Comma-separated slice sizes (4-chip v5p hosts) S6 places, each on a cluster of 3 pools of that many Nodes.")
+	s6QPS := flag.Int("s6-scheduler-qps", 0, "kube-scheduler's client QPS in S6 (burst twice that); 0 for the local cluster's default, 1000 (the scheduler's own default, 50, caps binds at about 50 per second).")
 	s5 := flag.String("s5-topologies", "16x16x16,16x20x28", "Comma-separated v5p topologies of S5's slices, 4 chips per Pod (1,024 and 2,240 hosts).")
 	s4TPU := flag.Int("s4-tpu-pods", 2000, "TPU worker Pods in S4.")
 	s4Other := flag.Int("s4-other-pods", 10000, "Non-TPU Pods in S4.")
@@ -77,13 +81,25 @@ func main() {
 	flag.DurationVar(&probeProfile, "probe-profile", 10*time.Second, "Length of the API server CPU profiles the probe takes of (a) and (c) at the largest size; 0 for none.")
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.WriteTo(io.Discard)))
-	if err := run(strings.Split(*only, ","), strings.Split(*s5, ","), memoryLoad{tpuPods: *s4TPU, otherPods: *s4Other, tpuNodes: *s4Nodes}); err != nil {
+	s6Hosts, err := parseHosts(*s6)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench: -s6-hosts:", err)
+		os.Exit(2)
+	}
+	if err := run(strings.Split(*only, ","), strings.Split(*s5, ","), memoryLoad{tpuPods: *s4TPU, otherPods: *s4Other, tpuNodes: *s4Nodes},
+		placementOptions{hosts: s6Hosts, schedulerQPS: *s6QPS}); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(only, s5Topologies []string, s4 memoryLoad) error {
+// placementOptions configure S6.
+type placementOptions struct {
+	hosts        []int32
+	schedulerQPS int
+}
+
+func run(only, s5Topologies []string, s4 memoryLoad, s6 placementOptions) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	b, stop, err := start(ctx)
@@ -91,10 +107,18 @@ func run(only, s5Topologies []string, s4 memoryLoad) error {
 		return err
 	}
 	defer stop()
-	lines, samples, err := b.runScenarios(ctx, only)
+	// S6 runs first: the scheduler it starts would otherwise place the Pending Pods S1-S5 leave.
+	var lines []string
+	if slices.Contains(only, "S6") {
+		if lines, err = b.placement(ctx, s6.hosts, s6.schedulerQPS); err != nil {
+			return err
+		}
+	}
+	more, samples, err := b.runScenarios(ctx, only)
 	if err != nil {
 		return err
 	}
+	lines = append(lines, more...)
 	// S4 runs before S5, whose slices stay: S4 measures its own load, S5-restart a replica
 	// restarting next to the largest slices.
 	if slices.Contains(only, "S4") {
