@@ -82,6 +82,9 @@ func NewEnvironment() (*envtest.Environment, error) {
 		CRDInstallOptions: envtest.CRDInstallOptions{
 			Paths:              []string{filepath.Join(root, "config", "crd", "bases"), filepath.Join(kuberayCRDs, "ray.io_rayclusters.yaml")},
 			ErrorIfPathMissing: true,
+			// envtest's default, 10 s, is too short on a loaded 2-core machine for KubeRay's
+			// large CRDs to be served.
+			MaxTime: time.Minute,
 		},
 		WebhookInstallOptions: envtest.WebhookInstallOptions{
 			Paths: []string{filepath.Join(root, "config", "webhook", "manifests.yaml")},
