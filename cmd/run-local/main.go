@@ -149,19 +149,21 @@ const clusterSteps = `  kubectl get nodes -L cloud.google.com/gke-nodepool,cloud
   kubectl apply -f config/samples/ray_v1_raycluster_v6e_4x4.yaml
   kubectl wait --for=condition=Ready tsa -l ray.io/cluster=raycluster-v6e-4x4 --timeout=60s
   kubectl get tsa -o wide
-  kubectl get pods -l ray.io/node-type=worker -o custom-columns='POD:.metadata.name,SLICE:.metadata.labels.tpu\.ray\.io/slice,TPU_WORKER_ID:.spec.containers[0].env[?(@.name=="TPU_WORKER_ID")].value,NODE:.spec.nodeName,STATUS:.status.phase'
-  kubectl label node v6e-4x4-a-0 node-not-ready.stage.kwok.x-k8s.io=true    # fail a node: its slice turns Degraded
-  kubectl label node v6e-4x4-a-0 node-not-ready.stage.kwok.x-k8s.io-         # and recover it
-  kubectl delete raycluster raycluster-v6e-4x4    # the garbage collector deletes its Pods, then its slices go
-  kubectl apply -f config/samples/ray_v1_raycluster_invalid.yaml    # refused with a field error
+  kubectl get pods -l ray.io/node-type=worker --sort-by=.spec.nodeName -o custom-columns='POD:.metadata.name,SLICE:.metadata.labels.tpu\.ray\.io/slice,TPU_WORKER_ID:.spec.containers[0].env[?(@.name=="TPU_WORKER_ID")].value,NODE:.spec.nodeName,STATUS:.status.phase'
+  kubectl label node v6e-4x4-a-2 node-not-ready.stage.kwok.x-k8s.io=true   # fail a node: its slice turns Degraded
+  kubectl label node v6e-4x4-a-2 node-not-ready.stage.kwok.x-k8s.io-       # and recover it
+  kubectl delete raycluster raycluster-v6e-4x4   # the garbage collector deletes its Pods; its slices go too
+  kubectl apply -f config/samples/ray_v1_raycluster_invalid.yaml   # refused with a field error
+
+The pools hold every sample in config/samples at once (README walkthrough).
 `
 
 // bareSteps is what to try on a bare control plane.
 const bareSteps = `  kubectl apply -f config/samples/ray_v1_raycluster_v6e_4x4.yaml
   kubectl get tsa
   kubectl get pods -l ray.io/node-type=worker -o custom-columns='POD:.metadata.name,SLICE:.metadata.labels.tpu\.ray\.io/slice,TPU_WORKER_ID:.spec.containers[0].env[?(@.name=="TPU_WORKER_ID")].value,HOSTNAME:.spec.hostname'
-  kubectl apply -f config/samples/ray_v1_raycluster_invalid.yaml    # refused with a field error
+  kubectl apply -f config/samples/ray_v1_raycluster_invalid.yaml   # refused with a field error
 
 There is no scheduler, kubelet or garbage collector: Pods stay Pending and READY stays False
-(run without --bare for the cluster).
+(drop --bare, or LOCAL_BARE=1 of make run-local, for the cluster).
 `

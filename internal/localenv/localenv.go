@@ -91,6 +91,11 @@ func NewEnvironment() (*envtest.Environment, error) {
 		},
 		ErrorIfCRDPathMissing: true,
 	}
+	if os.Getenv("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT") == "" {
+		// envtest's default, 20 s per component, is too short for kube-apiserver on a loaded
+		// 2-core machine; the variable still overrides this.
+		env.ControlPlaneStartTimeout = time.Minute
+	}
 	GKEAdmission(env)
 	return env, nil
 }
