@@ -147,6 +147,7 @@ Ctrl-C stops everything.
 // clusterSteps is the README walkthrough, in short, on the cluster.
 const clusterSteps = `  kubectl get nodes -L cloud.google.com/gke-nodepool,cloud.google.com/gke-tpu-topology
   kubectl apply -f config/samples/ray_v1_raycluster_v6e_4x4.yaml
+  kubectl wait --for=condition=RayClusterProvisioned raycluster/raycluster-v6e-4x4 --timeout=60s
   kubectl wait --for=condition=Ready tsa -l ray.io/cluster=raycluster-v6e-4x4 --timeout=60s
   kubectl get tsa -o wide
   kubectl get pods -l ray.io/node-type=worker --sort-by=.spec.nodeName -o custom-columns='POD:.metadata.name,SLICE:.metadata.labels.tpu\.ray\.io/slice,TPU_WORKER_ID:.spec.containers[0].env[?(@.name=="TPU_WORKER_ID")].value,NODE:.spec.nodeName,STATUS:.status.phase'
