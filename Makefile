@@ -163,9 +163,9 @@ run: manifests generate ## Run the manager against the cluster in ~/.kube/config
 	go run ./cmd $(ARGS)
 
 .PHONY: run-local
-run-local: envtest $(if $(LOCAL_CLUSTER),cluster-tools) ## Run the operator and KubeRay on an embedded local control plane (etcd + kube-apiserver); LOCAL_CLUSTER=1 adds the scheduler, kube-controller-manager and kwok TPU node pools.
+run-local: envtest $(if $(LOCAL_BARE),,cluster-tools) ## Run the operator and KubeRay on a local cluster: kube-scheduler, kube-controller-manager and kwok TPU node pools for every sample (ARGS=--pool=... adds pools); LOCAL_BARE=1 runs etcd + kube-apiserver alone.
 	go build -o bin/run-local ./cmd/run-local
-	KUBEBUILDER_ASSETS="$(KUBEBUILDER_ASSETS)" CLUSTER_ASSETS="$(CLUSTER_ASSETS)" exec bin/run-local --kubeconfig-out=bin/local/kubeconfig $(if $(LOCAL_CLUSTER),--cluster) $(ARGS)
+	KUBEBUILDER_ASSETS="$(KUBEBUILDER_ASSETS)" CLUSTER_ASSETS="$(CLUSTER_ASSETS)" exec bin/run-local --kubeconfig-out=bin/local/kubeconfig $(if $(LOCAL_BARE),--bare) $(ARGS)
 
 .PHONY: docker-build
 docker-build: ## Build the manager image (needs a Docker engine).

@@ -14,12 +14,13 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Command run-local runs the operator on an embedded local control plane for development: etcd and
-// kube-apiserver (from `make envtest`), our CRD and KubeRay's, KubeRay's RayCluster controller
-// in-process, and our manager with its webhooks registered against that API server. With --cluster
-// it adds kube-controller-manager, kube-scheduler and kwok TPU node pools for the samples
-// (internal/localcluster, built by `make cluster-tools`). It writes a kubeconfig for kubectl and runs
-// until interrupted.
+// Command run-local runs the operator on a local cluster for development: etcd and kube-apiserver
+// (from `make envtest`), kube-controller-manager, kube-scheduler and kwok Nodes shaped like GKE TPU
+// node pools (internal/localcluster, from `make cluster-tools`), our CRD and KubeRay's, KubeRay's
+// RayCluster controller in-process, and our manager with its webhooks registered against that API
+// server (internal/localenv). The pools hold every sample of config/samples at once; --pool adds
+// pools, --bare runs the control plane alone. It writes a kubeconfig for kubectl and runs until
+// interrupted.
 package main
 
 import (
@@ -29,108 +30,73 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
-	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
 	"github.com/ray-tpu/tpu-slice-operator/internal/localcluster"
 	"github.com/ray-tpu/tpu-slice-operator/internal/localenv"
 	"github.com/ray-tpu/tpu-slice-operator/internal/operator"
 )
 
-// samplePools are the TPU node pools of --cluster: one per slice the samples in config/samples ask
-// for (two v6e 4x4 slices, one v4 2x2x4 slice, two single-host v5e 2x4 slices).
-var samplePools = []localcluster.Pool{
-	{Name: "v6e-4x4-a", Accelerator: "tpu-v6e-slice", Topology: "4x4"},
-	{Name: "v6e-4x4-b", Accelerator: "tpu-v6e-slice", Topology: "4x4"},
-	{Name: "v4-2x2x4", Accelerator: "tpu-v4-podslice", Topology: "2x2x4"},
-	{Name: "v5e-2x4", Accelerator: "tpu-v5-lite-podslice", Topology: "2x4", Slices: 2},
-}
-
 func main() {
 	var (
 		kubeconfigOut string
 		indexing      bool
-		cluster       bool
+		bare          bool
+		pools         poolsFlag
 		opts          operator.Options
 	)
 	flag.StringVar(&kubeconfigOut, "kubeconfig-out", "bin/local/kubeconfig", "Where to write the kubeconfig of the local API server.")
 	flag.BoolVar(&indexing, "multihost-indexing", true,
 		"KubeRay's RayMultiHostIndexing feature gate (on by default in KubeRay 1.6): KubeRay labels replica and host indexes itself.")
-	flag.BoolVar(&cluster, "cluster", false,
-		"Add kube-controller-manager, kube-scheduler and kwok TPU node pools for the samples (`make cluster-tools`; "+localcluster.AssetsEnv+" names their directory).")
+	flag.BoolVar(&bare, "bare", false,
+		"Run etcd and kube-apiserver only, without kube-controller-manager, kube-scheduler or Nodes: Pods stay Pending and nothing garbage-collects.")
+	flag.Var(&pools, "pool", "Add a node pool to the samples' (repeatable): "+poolUsage+".")
 	opts.BindFlags(flag.CommandLine)
 	zapOpts := zap.Options{Development: true}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 
+	var cluster *localcluster.Options
+	switch {
+	case bare && len(pools) > 0:
+		fmt.Fprintln(os.Stderr, "--pool needs the cluster: drop --bare")
+		os.Exit(2)
+	case !bare:
+		cluster = &localcluster.Options{Pools: slices.Concat(samplePools, pools)}
+	}
 	if err := run(ctrl.SetupSignalHandler(), kubeconfigOut, indexing, cluster, opts); err != nil {
-		ctrl.Log.Error(err, "Local control plane failed")
+		ctrl.Log.Error(err, "Local environment failed")
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, kubeconfigOut string, indexing, cluster bool, opts operator.Options) (err error) {
+func run(ctx context.Context, kubeconfigOut string, indexing bool, cluster *localcluster.Options, opts operator.Options) (err error) {
 	log := ctrl.Log.WithName("run-local")
+	began := time.Now()
 	if _, err := localenv.SetMultiHostIndexing(indexing); err != nil {
 		return err
 	}
-	env, err := localenv.NewEnvironment()
+	local, err := localenv.Start(ctx, localenv.Options{Cluster: cluster, Operator: opts})
 	if err != nil {
 		return err
 	}
-	log.Info("Starting etcd and kube-apiserver")
-	cfg, err := env.Start()
-	if err != nil {
-		return fmt.Errorf("starting the control plane: %w", err)
-	}
-	defer func() { err = errors.Join(err, env.Stop()) }()
-	if cluster {
-		log.Info("Starting kube-controller-manager, kube-scheduler and kwok", "pools", len(samplePools))
-		c, startErr := localcluster.Start(ctx, env, localcluster.Options{Pools: samplePools})
-		if startErr != nil {
-			return fmt.Errorf("starting the local cluster: %w", startErr)
-		}
-		defer func() { err = errors.Join(err, c.Stop()) }()
-		log.Info("Local cluster ready", "nodes", len(c.Nodes))
-	}
-
-	wio := &env.WebhookInstallOptions
-	mgr, err := operator.New(cfg, manager.Options{
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		WebhookServer: webhook.NewServer(webhook.Options{
-			Host: wio.LocalServingHost, Port: wio.LocalServingPort, CertDir: wio.LocalServingCertDir,
-		}),
-	}, opts)
+	defer func() { err = errors.Join(err, local.Stop()) }()
+	kubeconfig, err := writeKubeconfig(local.Env, kubeconfigOut)
 	if err != nil {
 		return err
 	}
-	mctx, stopManager := context.WithCancel(ctx)
-	managerDone := make(chan error, 1)
-	go func() { managerDone <- mgr.Start(mctx) }()
-	defer func() {
-		stopManager()
-		err = errors.Join(err, <-managerDone)
-	}()
-
-	stopKubeRay, err := localenv.StartKubeRay(ctx, cfg)
-	if err != nil {
-		return err
+	nodes := 0
+	if local.Cluster != nil {
+		nodes = len(local.Cluster.Nodes)
 	}
-	defer func() { err = errors.Join(err, stopKubeRay()) }()
-
-	kubeconfig, err := writeKubeconfig(env, kubeconfigOut)
-	if err != nil {
-		return err
-	}
-	printHowTo(indexing, cluster, kubeconfig)
+	log.Info("Local environment ready", "nodes", nodes, "kubeconfig", kubeconfig, "took", time.Since(began).Round(time.Millisecond))
+	printHowTo(indexing, local.Cluster != nil, kubeconfig)
 	<-ctx.Done()
 	log.Info("Shutting down")
 	return nil
@@ -163,22 +129,42 @@ func printHowTo(indexing, cluster bool, kubeconfig string) {
 	if _, statErr := os.Stat(kubectl); err != nil || statErr != nil {
 		kubectl = filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "kubectl")
 	}
-	nodes := "There is no scheduler or kubelet: Pods stay Pending, and nothing garbage-collects (--cluster adds them)."
+	what, steps := "a local control plane without nodes", bareSteps
 	if cluster {
-		nodes = "kube-scheduler places Pods on kwok's TPU nodes (kubectl get nodes -L " + constants.NodePoolTopologyKey +
-			"), which run them; kube-controller-manager garbage-collects."
+		what, steps = "a local cluster: kube-scheduler places Pods on kwok's GKE-shaped TPU nodes, which run them; kube-controller-manager garbage-collects", clusterSteps
 	}
 	fmt.Printf(`
-tpu-slice-operator is running on a local control plane (KubeRay RayMultiHostIndexing=%t).
+tpu-slice-operator is running on %s (KubeRay RayMultiHostIndexing=%t).
 In another shell:
 
   export KUBECONFIG=%s
   alias kubectl=%s
+%s
+Ctrl-C stops everything.
+`, what, indexing, kubeconfig, kubectl, steps)
+}
+
+// clusterSteps is the README walkthrough, in short, on the cluster.
+const clusterSteps = `  kubectl get nodes -L cloud.google.com/gke-nodepool,cloud.google.com/gke-tpu-topology
   kubectl apply -f config/samples/ray_v1_raycluster_v6e_4x4.yaml
-  kubectl get tpusliceassignments
+  kubectl wait --for=condition=RayClusterProvisioned raycluster/raycluster-v6e-4x4 --timeout=60s
+  kubectl wait --for=condition=Ready tsa -l ray.io/cluster=raycluster-v6e-4x4 --timeout=60s
+  kubectl get tsa -o wide
+  kubectl get pods -l ray.io/node-type=worker --sort-by=.spec.nodeName -o custom-columns='POD:.metadata.name,SLICE:.metadata.labels.tpu\.ray\.io/slice,TPU_WORKER_ID:.spec.containers[0].env[?(@.name=="TPU_WORKER_ID")].value,NODE:.spec.nodeName,STATUS:.status.phase'
+  kubectl label node v6e-4x4-a-2 node-not-ready.stage.kwok.x-k8s.io=true   # fail a node: its slice turns Degraded
+  kubectl label node v6e-4x4-a-2 node-not-ready.stage.kwok.x-k8s.io-       # and recover it
+  kubectl delete raycluster raycluster-v6e-4x4   # the garbage collector deletes its Pods; its slices go too
+  kubectl apply -f config/samples/ray_v1_raycluster_invalid.yaml   # refused with a field error
+
+The pools hold every sample in config/samples at once (README walkthrough).
+`
+
+// bareSteps is what to try on a bare control plane.
+const bareSteps = `  kubectl apply -f config/samples/ray_v1_raycluster_v6e_4x4.yaml
+  kubectl get tsa
   kubectl get pods -l ray.io/node-type=worker -o custom-columns='POD:.metadata.name,SLICE:.metadata.labels.tpu\.ray\.io/slice,TPU_WORKER_ID:.spec.containers[0].env[?(@.name=="TPU_WORKER_ID")].value,HOSTNAME:.spec.hostname'
   kubectl apply -f config/samples/ray_v1_raycluster_invalid.yaml   # refused with a field error
 
-%s Ctrl-C stops everything.
-`, indexing, kubeconfig, kubectl, nodes)
-}
+There is no scheduler, kubelet or garbage collector: Pods stay Pending and READY stays False
+(drop --bare, or LOCAL_BARE=1 of make run-local, for the cluster).
+`

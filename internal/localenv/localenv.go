@@ -82,11 +82,19 @@ func NewEnvironment() (*envtest.Environment, error) {
 		CRDInstallOptions: envtest.CRDInstallOptions{
 			Paths:              []string{filepath.Join(root, "config", "crd", "bases"), filepath.Join(kuberayCRDs, "ray.io_rayclusters.yaml")},
 			ErrorIfPathMissing: true,
+			// envtest's default, 10 s, is too short on a loaded 2-core machine for KubeRay's
+			// large CRDs to be served.
+			MaxTime: time.Minute,
 		},
 		WebhookInstallOptions: envtest.WebhookInstallOptions{
 			Paths: []string{filepath.Join(root, "config", "webhook", "manifests.yaml")},
 		},
 		ErrorIfCRDPathMissing: true,
+	}
+	if os.Getenv("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT") == "" {
+		// envtest's default, 20 s per component, is too short for kube-apiserver on a loaded
+		// 2-core machine; the variable still overrides this.
+		env.ControlPlaneStartTimeout = time.Minute
 	}
 	GKEAdmission(env)
 	return env, nil
