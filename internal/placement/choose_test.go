@@ -246,6 +246,16 @@ func TestChoose(t *testing.T) {
 				Reason:   "no cloud.google.com/gke-nodepool domain has 4 usable Nodes free of other slices: pool-a: held by slice ns/x",
 				Rejected: []Rejection{{Domain: "pool-a", Lack: LackHeld, Usable: 3, Reason: "held by slice ns/x"}}},
 		},
+		"a held pool smaller than the slice is said to be held": {
+			req: func() Request {
+				r := request(nodeSet([][]Candidate{candidates("pool-a", 2)}, nil))
+				r.Holds = []Hold{{Domain: "pool-a", Slice: "ns/x", UID: "x-uid"}}
+				return r
+			}(),
+			want: Choice{Outcome: OutcomeNoFit, Key: poolKey,
+				Reason:   "no cloud.google.com/gke-nodepool domain has 4 usable Nodes free of other slices: pool-a: held by slice ns/x",
+				Rejected: []Rejection{{Domain: "pool-a", Lack: LackHeld, Usable: 2, Reason: "held by slice ns/x"}}},
+		},
 		"Nodes that do not match the nodeSelector make no candidate domain": {
 			req: request(nodeSet([][]Candidate{candidates("pool-a", 4), candidates("pool-v5e", 8)},
 				map[string]func(*Candidate){
