@@ -22,4 +22,9 @@ limitations under the License.
 // The package makes no API calls. Callers pass the Nodes trimmed to their name and labels (Node),
 // typically from a cache limited to TPU Nodes, through a NodeLister or a function Decide calls
 // only when its choice depends on them.
+//
+// Choose is the domain chooser of issue #24's scheduling-gate placement, not yet used by the
+// operator: it picks one domain (a node pool, or a GCE sub-block or block) that a whole slice fits,
+// from plain Candidate Nodes with their health and free TPU chips and the domains other slices
+// hold, so that gated Pods can get a nodeSelector instead of inter-pod terms.
 package placement

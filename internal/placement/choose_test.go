@@ -1,0 +1,590 @@
+/*
+Copyright 2026 The tpu-slice-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package placement
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
+	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
+)
+
+const (
+	poolKey     = constants.NodePoolTopologyKey
+	subblockKey = constants.GCETopologySubblockKey
+	selfUID     = types.UID("self-uid")
+)
+
+// candidates returns n Ready, schedulable v6e 4x4 hosts of the node pool named pool, with 4 free
+// chips each, named <pool>-0 ... <pool>-<n-1>, tainted google.com/tpu as GKE taints every TPU node.
+// The Nodes share their labels and taints: edits replace them rather than write to them.
+func candidates(pool string, n int) []Candidate {
+	labels := map[string]string{
+		constants.AcceleratorNodeSelectorKey: v6e, constants.TopologyNodeSelectorKey: "4x4",
+		constants.NodePoolTopologyKey: pool,
+	}
+	taints := []corev1.Taint{{Key: string(constants.TPUResourceName), Value: "present", Effect: corev1.TaintEffectNoSchedule}}
+	out := make([]Candidate, 0, n)
+	for i := range n {
+		out = append(out, Candidate{Name: pool + "-" + strconv.Itoa(i), Labels: labels, Ready: true, Taints: taints, AllocatableChips: 4})
+	}
+	return out
+}
+
+// nodeSet joins groups of candidates and applies edits to the Nodes they name.
+func nodeSet(groups [][]Candidate, edits map[string]func(*Candidate)) []Candidate {
+	out := slices.Concat(groups...)
+	for i := range out {
+		if edit, ok := edits[out[i].Name]; ok {
+			edit(&out[i])
+		}
+	}
+	return out
+}
+
+// label sets a label of the Node, deleting it when value is "-".
+func label(key, value string) func(*Candidate) {
+	return func(c *Candidate) {
+		c.Labels = maps.Clone(c.Labels)
+		if value == "-" {
+			delete(c.Labels, key)
+			return
+		}
+		c.Labels[key] = value
+	}
+}
+
+func notReady(c *Candidate)   { c.Ready = false }
+func cordoned(c *Candidate)   { c.Unschedulable = true }
+func deleting(c *Candidate)   { c.Deleting = true }
+func chipsTaken(c *Candidate) { c.RequestedChips = c.AllocatableChips }
+
+func taint(key string, effect corev1.TaintEffect) func(*Candidate) {
+	return func(c *Candidate) {
+		c.Taints = append(slices.Clone(c.Taints), corev1.Taint{Key: key, Effect: effect})
+	}
+}
+
+func both(a, b func(*Candidate)) func(*Candidate) {
+	return func(c *Candidate) { a(c); b(c) }
+}
+
+// request is a 4-host v6e 4x4 slice of 4-chip Pods on the node pool key, over nodes.
+func request(nodes []Candidate) Request {
+	return Request{UID: selfUID, Key: poolKey, Hosts: 4, ChipsPerHost: 4, NodeSelector: v6e4x4, Nodes: nodes}
+}
+
+func TestChoose(t *testing.T) {
+	threePools := [][]Candidate{candidates("pool-a", 4), candidates("pool-b", 4), candidates("pool-c", 4)}
+	cases := map[string]struct {
+		req  Request
+		want Choice
+	}{
+		"three free pools of exactly the slice's hosts: the smallest name": {
+			req: request(nodeSet(threePools, nil)),
+			want: Choice{Outcome: OutcomeChosen, Key: poolKey, Domain: "pool-a",
+				Reason: "cloud.google.com/gke-nodepool=pool-a has 4 usable Nodes for the slice's 4 hosts, the fewest spare of 3 fitting domains"},
+		},
+		"best fit: the pool with the fewest spare Nodes, though its name comes later": {
+			req: request(nodeSet([][]Candidate{candidates("pool-a", 6), candidates("pool-b", 5)}, nil)),
+			want: Choice{Outcome: OutcomeChosen, Key: poolKey, Domain: "pool-b",
+				Reason: "cloud.google.com/gke-nodepool=pool-b has 5 usable Nodes for the slice's 4 hosts, the fewest spare of 2 fitting domains"},
+		},
+		"spare counts usable Nodes: a 6-Node pool with 2 not Ready fits tighter than a 5-Node one": {
+			req: request(nodeSet([][]Candidate{candidates("pool-a", 5), candidates("pool-b", 6)},
+				map[string]func(*Candidate){"pool-b-0": notReady, "pool-b-1": notReady})),
+			want: Choice{Outcome: OutcomeChosen, Key: poolKey, Domain: "pool-b",
+				Reason: "cloud.google.com/gke-nodepool=pool-b has 4 usable Nodes for the slice's 4 hosts, the fewest spare of 2 fitting domains"},
+		},
+		"a pool another slice holds is passed over and named": {
+			req: func() Request {
+				r := request(nodeSet(threePools, nil))
+				r.Holds = []Hold{{Domain: "pool-a", Slice: "ns/x", UID: "x-uid"}}
+				return r
+			}(),
+			want: Choice{Outcome: OutcomeChosen, Key: poolKey, Domain: "pool-b",
+				Reason:   "cloud.google.com/gke-nodepool=pool-b has 4 usable Nodes for the slice's 4 hosts, the fewest spare of 2 fitting domains",
+				Rejected: []Rejection{{Domain: "pool-a", Lack: LackHeld, Usable: 4, Reason: "held by slice ns/x"}}},
+		},
+		"a pool two slices hold names the smallest holder, whatever their order": {
+			req: func() Request {
+				r := request(nodeSet(threePools[:1], nil))
+				r.Holds = []Hold{{Domain: "pool-a", Slice: "ns/z", UID: "z-uid"}, {Domain: "pool-a", Slice: "ns/y", UID: "y-uid"}}
+				return r
+			}(),
+			want: Choice{Outcome: OutcomeNoFit, Key: poolKey,
+				Reason:   "no cloud.google.com/gke-nodepool domain has 4 usable Nodes free of other slices: pool-a: held by slice ns/y",
+				Rejected: []Rejection{{Domain: "pool-a", Lack: LackHeld, Usable: 4, Reason: "held by slice ns/y"}}},
+		},
+		"the slice's own hold is not another slice's": {
+			req: func() Request {
+				r := request(nodeSet(threePools[1:2], nil))
+				r.Holds = []Hold{{Domain: "pool-b", Slice: "ns/self", UID: selfUID}}
+				return r
+			}(),
+			want: Choice{Outcome: OutcomeChosen, Key: poolKey, Domain: "pool-b",
+				Reason: "cloud.google.com/gke-nodepool=pool-b has 4 usable Nodes for the slice's 4 hosts, the fewest spare of 1 fitting domains"},
+		},
+		"a hold on a domain no Node has changes nothing": {
+			req: func() Request {
+				r := request(nodeSet(threePools[1:2], nil))
+				r.Holds = []Hold{{Domain: "pool-z", Slice: "ns/x", UID: "x-uid"}}
+				return r
+			}(),
+			want: Choice{Outcome: OutcomeChosen, Key: poolKey, Domain: "pool-b",
+				Reason: "cloud.google.com/gke-nodepool=pool-b has 4 usable Nodes for the slice's 4 hosts, the fewest spare of 1 fitting domains"},
+		},
+		"a pool with a Node not Ready lacks it": {
+			req: request(nodeSet(threePools[:2], map[string]func(*Candidate){"pool-a-2": notReady})),
+			want: Choice{Outcome: OutcomeChosen, Key: poolKey, Domain: "pool-b",
+				Reason:   "cloud.google.com/gke-nodepool=pool-b has 4 usable Nodes for the slice's 4 hosts, the fewest spare of 1 fitting domains",
+				Rejected: []Rejection{{Domain: "pool-a", Lack: LackUsable, Usable: 3, Reason: "3 of 4 needed Nodes usable (pool-a-2 is not Ready)"}}},
+		},
+		"a cordoned Node is not usable": {
+			req: request(nodeSet(threePools[:1], map[string]func(*Candidate){"pool-a-1": cordoned})),
+			want: Choice{Outcome: OutcomeNoFit, Key: poolKey,
+				Reason:   "no cloud.google.com/gke-nodepool domain has 4 usable Nodes free of other slices: pool-a: 3 of 4 needed Nodes usable (pool-a-1 is cordoned)",
+				Rejected: []Rejection{{Domain: "pool-a", Lack: LackUsable, Usable: 3, Reason: "3 of 4 needed Nodes usable (pool-a-1 is cordoned)"}}},
+		},
+		"a Node being deleted is not usable, and that is said before it being not Ready": {
+			req: request(nodeSet(threePools[:1], map[string]func(*Candidate){"pool-a-3": both(deleting, notReady)})),
+			want: Choice{Outcome: OutcomeNoFit, Key: poolKey,
+				Reason:   "no cloud.google.com/gke-nodepool domain has 4 usable Nodes free of other slices: pool-a: 3 of 4 needed Nodes usable (pool-a-3 is being deleted)",
+				Rejected: []Rejection{{Domain: "pool-a", Lack: LackUsable, Usable: 3, Reason: "3 of 4 needed Nodes usable (pool-a-3 is being deleted)"}}},
+		},
+		"a NoSchedule taint other than google.com/tpu makes a Node unusable": {
+			req: request(nodeSet(threePools[:1], map[string]func(*Candidate){"pool-a-0": taint("cloud.google.com/impending-node-termination", corev1.TaintEffectNoSchedule)})),
+			want: Choice{Outcome: OutcomeNoFit, Key: poolKey,
+				Reason:   "no cloud.google.com/gke-nodepool domain has 4 usable Nodes free of other slices: pool-a: 3 of 4 needed Nodes usable (pool-a-0 is tainted cloud.google.com/impending-node-termination:NoSchedule)",
+				Rejected: []Rejection{{Domain: "pool-a", Lack: LackUsable, Usable: 3, Reason: "3 of 4 needed Nodes usable (pool-a-0 is tainted cloud.google.com/impending-node-termination:NoSchedule)"}}},
+		},
+		"a NoExecute taint makes a Node unusable": {
+			req: request(nodeSet(threePools[:1], map[string]func(*Candidate){"pool-a-0": taint(corev1.TaintNodeUnreachable, corev1.TaintEffectNoExecute)})),
+			want: Choice{Outcome: OutcomeNoFit, Key: poolKey,
+				Reason:   "no cloud.google.com/gke-nodepool domain has 4 usable Nodes free of other slices: pool-a: 3 of 4 needed Nodes usable (pool-a-0 is tainted node.kubernetes.io/unreachable:NoExecute)",
+				Rejected: []Rejection{{Domain: "pool-a", Lack: LackUsable, Usable: 3, Reason: "3 of 4 needed Nodes usable (pool-a-0 is tainted node.kubernetes.io/unreachable:NoExecute)"}}},
+		},
+		"a PreferNoSchedule taint does not keep the slice off": {
+			req: request(nodeSet(threePools[:1], map[string]func(*Candidate){"pool-a-0": taint("example.com/soon", corev1.TaintEffectPreferNoSchedule)})),
+			want: Choice{Outcome: OutcomeChosen, Key: poolKey, Domain: "pool-a",
+				Reason: "cloud.google.com/gke-nodepool=pool-a has 4 usable Nodes for the slice's 4 hosts, the fewest spare of 1 fitting domains"},
+		},
+		"a taint the Pods tolerate does not keep the slice off": {
+			req: func() Request {
+				r := request(nodeSet(threePools[:1], map[string]func(*Candidate){"pool-a-0": taint("example.com/team", corev1.TaintEffectNoSchedule)}))
+				r.Tolerations = []corev1.Toleration{{Key: "example.com/team", Operator: corev1.TolerationOpExists}}
+				return r
+			}(),
+			want: Choice{Outcome: OutcomeChosen, Key: poolKey, Domain: "pool-a",
+				Reason: "cloud.google.com/gke-nodepool=pool-a has 4 usable Nodes for the slice's 4 hosts, the fewest spare of 1 fitting domains"},
+		},
+		"a Node whose chips another Pod requests is not usable": {
+			req: request(nodeSet(threePools[:1], map[string]func(*Candidate){"pool-a-2": chipsTaken})),
+			want: Choice{Outcome: OutcomeNoFit, Key: poolKey,
+				Reason:   "no cloud.google.com/gke-nodepool domain has 4 usable Nodes free of other slices: pool-a: 3 of 4 needed Nodes usable (pool-a-2 has 0 of 4 TPU chips free, 4 needed)",
+				Rejected: []Rejection{{Domain: "pool-a", Lack: LackUsable, Usable: 3, Reason: "3 of 4 needed Nodes usable (pool-a-2 has 0 of 4 TPU chips free, 4 needed)"}}},
+		},
+		"a Node with some chips free but fewer than a host needs is not usable": {
+			req: request(nodeSet(threePools[:1], map[string]func(*Candidate){"pool-a-2": func(c *Candidate) { c.AllocatableChips, c.RequestedChips = 8, 5 }})),
+			want: Choice{Outcome: OutcomeNoFit, Key: poolKey,
+				Reason:   "no cloud.google.com/gke-nodepool domain has 4 usable Nodes free of other slices: pool-a: 3 of 4 needed Nodes usable (pool-a-2 has 3 of 8 TPU chips free, 4 needed)",
+				Rejected: []Rejection{{Domain: "pool-a", Lack: LackUsable, Usable: 3, Reason: "3 of 4 needed Nodes usable (pool-a-2 has 3 of 8 TPU chips free, 4 needed)"}}},
+		},
+		"a Node without allocatable chips (device plugin not up) is not usable": {
+			req: request(nodeSet(threePools[:1], map[string]func(*Candidate){"pool-a-1": func(c *Candidate) { c.AllocatableChips = 0 }})),
+			want: Choice{Outcome: OutcomeNoFit, Key: poolKey,
+				Reason:   "no cloud.google.com/gke-nodepool domain has 4 usable Nodes free of other slices: pool-a: 3 of 4 needed Nodes usable (pool-a-1 has no allocatable TPU chips)",
+				Rejected: []Rejection{{Domain: "pool-a", Lack: LackUsable, Usable: 3, Reason: "3 of 4 needed Nodes usable (pool-a-1 has no allocatable TPU chips)"}}},
+		},
+		"several unusable Nodes: the smallest name is named, whatever the order, and the rest counted": {
+			req: request(nodeSet([][]Candidate{candidates("pool-a", 4)[3:], candidates("pool-a", 4)[:3]},
+				map[string]func(*Candidate){"pool-a-3": notReady, "pool-a-1": chipsTaken, "pool-a-2": cordoned})),
+			want: Choice{Outcome: OutcomeNoFit, Key: poolKey,
+				Reason:   "no cloud.google.com/gke-nodepool domain has 4 usable Nodes free of other slices: pool-a: 1 of 4 needed Nodes usable (pool-a-1 has 0 of 4 TPU chips free, 4 needed, 2 more unusable)",
+				Rejected: []Rejection{{Domain: "pool-a", Lack: LackUsable, Usable: 1, Reason: "1 of 4 needed Nodes usable (pool-a-1 has 0 of 4 TPU chips free, 4 needed, 2 more unusable)"}}},
+		},
+		"a pool smaller than the slice lacks Nodes": {
+			req: request(nodeSet([][]Candidate{candidates("pool-a", 3), candidates("pool-b", 1)}, nil)),
+			want: Choice{Outcome: OutcomeNoFit, Key: poolKey,
+				Reason: "no cloud.google.com/gke-nodepool domain has 4 usable Nodes free of other slices: pool-a: 3 Nodes matching the nodeSelector, 4 needed; pool-b: 1 Node matching the nodeSelector, 4 needed",
+				Rejected: []Rejection{
+					{Domain: "pool-a", Lack: LackNodes, Usable: 3, Reason: "3 Nodes matching the nodeSelector, 4 needed"},
+					{Domain: "pool-b", Lack: LackNodes, Usable: 1, Reason: "1 Node matching the nodeSelector, 4 needed"},
+				}},
+		},
+		"a held pool is said to be held before what else it lacks": {
+			req: func() Request {
+				r := request(nodeSet(threePools[:1], map[string]func(*Candidate){"pool-a-0": notReady}))
+				r.Holds = []Hold{{Domain: "pool-a", Slice: "ns/x", UID: "x-uid"}}
+				return r
+			}(),
+			want: Choice{Outcome: OutcomeNoFit, Key: poolKey,
+				Reason:   "no cloud.google.com/gke-nodepool domain has 4 usable Nodes free of other slices: pool-a: held by slice ns/x",
+				Rejected: []Rejection{{Domain: "pool-a", Lack: LackHeld, Usable: 3, Reason: "held by slice ns/x"}}},
+		},
+		"a held pool smaller than the slice is said to be held": {
+			req: func() Request {
+				r := request(nodeSet([][]Candidate{candidates("pool-a", 2)}, nil))
+				r.Holds = []Hold{{Domain: "pool-a", Slice: "ns/x", UID: "x-uid"}}
+				return r
+			}(),
+			want: Choice{Outcome: OutcomeNoFit, Key: poolKey,
+				Reason:   "no cloud.google.com/gke-nodepool domain has 4 usable Nodes free of other slices: pool-a: held by slice ns/x",
+				Rejected: []Rejection{{Domain: "pool-a", Lack: LackHeld, Usable: 2, Reason: "held by slice ns/x"}}},
+		},
+		"Nodes that do not match the nodeSelector make no candidate domain": {
+			req: request(nodeSet([][]Candidate{candidates("pool-a", 4), candidates("pool-v5e", 8)},
+				map[string]func(*Candidate){
+					"pool-a-0": notReady, "pool-v5e-0": label(constants.AcceleratorNodeSelectorKey, v5e), "pool-v5e-1": label(constants.AcceleratorNodeSelectorKey, v5e),
+					"pool-v5e-2": label(constants.AcceleratorNodeSelectorKey, v5e), "pool-v5e-3": label(constants.AcceleratorNodeSelectorKey, v5e),
+					"pool-v5e-4": label(constants.AcceleratorNodeSelectorKey, v5e), "pool-v5e-5": label(constants.AcceleratorNodeSelectorKey, v5e),
+					"pool-v5e-6": label(constants.TopologyNodeSelectorKey, "2x4"), "pool-v5e-7": label(constants.TopologyNodeSelectorKey, "2x4"),
+				})),
+			want: Choice{Outcome: OutcomeNoFit, Key: poolKey,
+				Reason:   "no cloud.google.com/gke-nodepool domain has 4 usable Nodes free of other slices: pool-a: 3 of 4 needed Nodes usable (pool-a-0 is not Ready)",
+				Rejected: []Rejection{{Domain: "pool-a", Lack: LackUsable, Usable: 3, Reason: "3 of 4 needed Nodes usable (pool-a-0 is not Ready)"}}},
+		},
+		"no Node matches the nodeSelector: fall back to the inter-pod terms": {
+			req: func() Request {
+				r := request(nodeSet([][]Candidate{candidates("pool-a", 4)}, nil))
+				r.NodeSelector = map[string]string{constants.AcceleratorNodeSelectorKey: v5e}
+				return r
+			}(),
+			want: Choice{Outcome: OutcomeFallback, Key: poolKey,
+				Reason: "no TPU Node matches the nodeSelector (cloud.google.com/gke-tpu-accelerator=tpu-v5-lite-podslice) yet: the slice is kept together with inter-pod affinity, so that the Pods are not gated while a node pool scales up"},
+		},
+		"no Node at all: fall back": {
+			req: request(nil),
+			want: Choice{Outcome: OutcomeFallback, Key: poolKey,
+				Reason: "no TPU Node matches the nodeSelector (cloud.google.com/gke-tpu-accelerator=tpu-v6e-slice, cloud.google.com/gke-tpu-topology=4x4) yet: the slice is kept together with inter-pod affinity, so that the Pods are not gated while a node pool scales up"},
+		},
+		"matching Nodes without the key's label: fall back to the inter-pod terms": {
+			req: func() Request {
+				r := request(nodeSet(threePools, nil))
+				r.Key, r.Hosts = subblockKey, 2
+				return r
+			}(),
+			want: Choice{Outcome: OutcomeFallback, Key: subblockKey,
+				Reason: "none of the 12 TPU Nodes matching the nodeSelector has label cloud.google.com/gce-topology-subblock: the slice is kept together with inter-pod affinity"},
+		},
+		"a subslice takes the sub-block that fits best, among Nodes of which some lack the label": {
+			req: func() Request {
+				r := request(nodeSet([][]Candidate{candidates("pool-a", 8)}, map[string]func(*Candidate){
+					"pool-a-0": label(subblockKey, "sb-1"), "pool-a-1": label(subblockKey, "sb-1"), "pool-a-2": label(subblockKey, "sb-1"),
+					"pool-a-3": label(subblockKey, "sb-2"), "pool-a-4": label(subblockKey, "sb-2"), "pool-a-5": label(subblockKey, ""),
+				}))
+				r.Key, r.Hosts = subblockKey, 2
+				return r
+			}(),
+			want: Choice{Outcome: OutcomeChosen, Key: subblockKey, Domain: "sb-2",
+				Reason: "cloud.google.com/gce-topology-subblock=sb-2 has 2 usable Nodes for the slice's 2 hosts, the fewest spare of 2 fitting domains"},
+		},
+		"the previous choice still fits: kept, though another fits better": {
+			req: func() Request {
+				r := request(nodeSet([][]Candidate{candidates("pool-a", 4), candidates("pool-b", 5)}, nil))
+				r.Previous = "pool-b"
+				return r
+			}(),
+			want: Choice{Outcome: OutcomeChosen, Key: poolKey, Domain: "pool-b", Kept: true,
+				Reason: "cloud.google.com/gke-nodepool=pool-b still fits the slice's 4 hosts"},
+		},
+		"the previous choice still fits once the slice's own hold on it is skipped": {
+			req: func() Request {
+				r := request(nodeSet(threePools, nil))
+				r.Previous, r.PodsBound = "pool-c", true
+				r.Holds = []Hold{{Domain: "pool-c", Slice: "ns/self", UID: selfUID}}
+				return r
+			}(),
+			want: Choice{Outcome: OutcomeChosen, Key: poolKey, Domain: "pool-c", Kept: true,
+				Reason: "cloud.google.com/gke-nodepool=pool-c still fits the slice's 4 hosts"},
+		},
+		"the previous choice lost a Node before the Pods bound: chosen again": {
+			req: func() Request {
+				r := request(nodeSet(threePools[:2], map[string]func(*Candidate){"pool-a-1": notReady}))
+				r.Previous = "pool-a"
+				return r
+			}(),
+			want: Choice{Outcome: OutcomeChosen, Key: poolKey, Domain: "pool-b",
+				Reason:   "cloud.google.com/gke-nodepool=pool-b has 4 usable Nodes for the slice's 4 hosts, the fewest spare of 1 fitting domains",
+				Rejected: []Rejection{{Domain: "pool-a", Lack: LackUsable, Usable: 3, Reason: "3 of 4 needed Nodes usable (pool-a-1 is not Ready)"}}},
+		},
+		"the previous choice lost a Node after the Pods bound: kept, saying what it lacks": {
+			req: func() Request {
+				r := request(nodeSet(threePools[:2], map[string]func(*Candidate){"pool-a-1": notReady}))
+				r.Previous, r.PodsBound = "pool-a", true
+				return r
+			}(),
+			want: Choice{Outcome: OutcomeBound, Key: poolKey, Domain: "pool-a", Kept: true,
+				Reason:   "the slice's Pods are bound to cloud.google.com/gke-nodepool=pool-a, which no longer fits: 3 of 4 needed Nodes usable (pool-a-1 is not Ready)",
+				Rejected: []Rejection{{Domain: "pool-a", Lack: LackUsable, Usable: 3, Reason: "3 of 4 needed Nodes usable (pool-a-1 is not Ready)"}}},
+		},
+		"the previous choice is held by another slice before the Pods bound: chosen again": {
+			req: func() Request {
+				r := request(nodeSet(threePools[:2], nil))
+				r.Previous = "pool-a"
+				r.Holds = []Hold{{Domain: "pool-a", Slice: "ns/x", UID: "x-uid"}}
+				return r
+			}(),
+			want: Choice{Outcome: OutcomeChosen, Key: poolKey, Domain: "pool-b",
+				Reason:   "cloud.google.com/gke-nodepool=pool-b has 4 usable Nodes for the slice's 4 hosts, the fewest spare of 1 fitting domains",
+				Rejected: []Rejection{{Domain: "pool-a", Lack: LackHeld, Usable: 4, Reason: "held by slice ns/x"}}},
+		},
+		"the previous choice has no Node left before the Pods bound: chosen again, and said why": {
+			req: func() Request {
+				r := request(nodeSet(threePools[1:], nil))
+				r.Previous = "pool-a"
+				return r
+			}(),
+			want: Choice{Outcome: OutcomeChosen, Key: poolKey, Domain: "pool-b",
+				Reason:   "cloud.google.com/gke-nodepool=pool-b has 4 usable Nodes for the slice's 4 hosts, the fewest spare of 2 fitting domains",
+				Rejected: []Rejection{{Domain: "pool-a", Lack: LackNodes, Reason: "no Node matching the nodeSelector left, 4 needed"}}},
+		},
+		"the previous choice has no Node left after the Pods bound: kept": {
+			req: func() Request {
+				r := request(nil)
+				r.Previous, r.PodsBound = "pool-a", true
+				return r
+			}(),
+			want: Choice{Outcome: OutcomeBound, Key: poolKey, Domain: "pool-a", Kept: true,
+				Reason:   "the slice's Pods are bound to cloud.google.com/gke-nodepool=pool-a, which no longer fits: no Node matching the nodeSelector left, 4 needed",
+				Rejected: []Rejection{{Domain: "pool-a", Lack: LackNodes, Reason: "no Node matching the nodeSelector left, 4 needed"}}},
+		},
+		"the previous choice lost a Node and nothing else fits: no fit, the previous named in order": {
+			req: func() Request {
+				r := request(nodeSet([][]Candidate{candidates("pool-a", 4), candidates("pool-c", 4)}, map[string]func(*Candidate){"pool-c-0": notReady}))
+				r.Previous = "pool-b"
+				r.Holds = []Hold{{Domain: "pool-a", Slice: "ns/x", UID: "x-uid"}}
+				return r
+			}(),
+			want: Choice{Outcome: OutcomeNoFit, Key: poolKey,
+				Reason: "no cloud.google.com/gke-nodepool domain has 4 usable Nodes free of other slices: pool-c: 3 of 4 needed Nodes usable (pool-c-0 is not Ready); pool-b: no Node matching the nodeSelector left, 4 needed; pool-a: held by slice ns/x",
+				Rejected: []Rejection{
+					{Domain: "pool-a", Lack: LackHeld, Usable: 4, Reason: "held by slice ns/x"},
+					{Domain: "pool-b", Lack: LackNodes, Reason: "no Node matching the nodeSelector left, 4 needed"},
+					{Domain: "pool-c", Lack: LackUsable, Usable: 3, Reason: "3 of 4 needed Nodes usable (pool-c-0 is not Ready)"},
+				}},
+		},
+		"Pods bound without a previous choice: chosen as usual": {
+			req: func() Request {
+				r := request(nodeSet(threePools[2:], nil))
+				r.PodsBound = true
+				return r
+			}(),
+			want: Choice{Outcome: OutcomeChosen, Key: poolKey, Domain: "pool-c",
+				Reason: "cloud.google.com/gke-nodepool=pool-c has 4 usable Nodes for the slice's 4 hosts, the fewest spare of 1 fitting domains"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, err := Choose(tc.req)
+			if err != nil {
+				t.Fatalf("Choose: %v", err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("Choose (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestChooseInvalidRequest(t *testing.T) {
+	cases := map[string]struct {
+		edit    func(*Request)
+		wantErr string
+	}{
+		"no key":           {edit: func(r *Request) { r.Key = "" }, wantErr: "invalid domain request: no key"},
+		"no host":          {edit: func(r *Request) { r.Hosts = 0 }, wantErr: "invalid domain request: 0 hosts"},
+		"no chip per host": {edit: func(r *Request) { r.ChipsPerHost = 0 }, wantErr: "invalid domain request: 0 chips per host"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			req := request(candidates("pool-a", 4))
+			tc.edit(&req)
+			_, err := Choose(req)
+			if !errors.Is(err, ErrInvalidRequest) || err.Error() != tc.wantErr {
+				t.Errorf("Choose error = %v, want %q wrapping ErrInvalidRequest", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestNoFitMessage(t *testing.T) {
+	rejected := []Rejection{
+		{Domain: "pool-a", Lack: LackHeld, Usable: 4, Reason: "held by slice ns/x"},
+		{Domain: "pool-b", Lack: LackUsable, Usable: 2, Reason: "2 of 4 needed Nodes usable (pool-b-0 is not Ready, 1 more unusable)"},
+		{Domain: "pool-c", Lack: LackUsable, Usable: 3, Reason: "3 of 4 needed Nodes usable (pool-c-0 is cordoned)"},
+		{Domain: "pool-d", Lack: LackNodes, Usable: 3, Reason: "3 Nodes matching the nodeSelector, 4 needed"},
+	}
+	cases := map[string]struct {
+		rejected []Rejection
+		limit    int
+		want     string
+	}{
+		"closest first: most usable Nodes, then by name, held last": {
+			rejected: rejected, limit: 10,
+			want: "no cloud.google.com/gke-nodepool domain has 4 usable Nodes free of other slices: pool-c: 3 of 4 needed Nodes usable (pool-c-0 is cordoned); pool-d: 3 Nodes matching the nodeSelector, 4 needed; pool-b: 2 of 4 needed Nodes usable (pool-b-0 is not Ready, 1 more unusable); pool-a: held by slice ns/x",
+		},
+		"past the limit the rest is counted": {
+			rejected: rejected, limit: 2,
+			want: "no cloud.google.com/gke-nodepool domain has 4 usable Nodes free of other slices: pool-c: 3 of 4 needed Nodes usable (pool-c-0 is cordoned); pool-d: 3 Nodes matching the nodeSelector, 4 needed; and 2 more",
+		},
+		"a limit below one is the default": {
+			rejected: rejected, limit: 0,
+			want: "no cloud.google.com/gke-nodepool domain has 4 usable Nodes free of other slices: pool-c: 3 of 4 needed Nodes usable (pool-c-0 is cordoned); pool-d: 3 Nodes matching the nodeSelector, 4 needed; pool-b: 2 of 4 needed Nodes usable (pool-b-0 is not Ready, 1 more unusable); pool-a: held by slice ns/x",
+		},
+		"exactly the limit: nothing more to count": {
+			rejected: rejected, limit: 4,
+			want: "no cloud.google.com/gke-nodepool domain has 4 usable Nodes free of other slices: pool-c: 3 of 4 needed Nodes usable (pool-c-0 is cordoned); pool-d: 3 Nodes matching the nodeSelector, 4 needed; pool-b: 2 of 4 needed Nodes usable (pool-b-0 is not Ready, 1 more unusable); pool-a: held by slice ns/x",
+		},
+		"no domain": {
+			want: "no cloud.google.com/gke-nodepool domain has 4 usable Nodes free of other slices: no domain",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := NoFitMessage(Choice{Outcome: OutcomeNoFit, Key: poolKey, Rejected: tc.rejected}, 4, tc.limit)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("NoFitMessage (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestNoFitMessageBounded: over a hundred pools of a 2,240-host slice, each lacking a Node with a
+// name as long as Kubernetes allows, still give a short message.
+func TestNoFitMessageBounded(t *testing.T) {
+	const pools, hosts = 120, 2240
+	nodes := make([]Candidate, 0, pools*hosts)
+	edits := map[string]func(*Candidate){}
+	for p := range pools {
+		pool := fmt.Sprintf("gke-tpu-%s-%03d", strings.Repeat("p", 40), p)
+		group := candidates(pool, hosts)
+		group[0].Name = pool + "-" + strings.Repeat("n", 253-len(pool)-1)
+		edits[group[0].Name] = notReady
+		nodes = append(nodes, group...)
+	}
+	req := request(nodes)
+	for i := range nodes {
+		if edit, ok := edits[nodes[i].Name]; ok {
+			edit(&nodes[i])
+		}
+	}
+	req.Hosts = hosts
+	req.Holds = []Hold{{Domain: fmt.Sprintf("gke-tpu-%s-%03d", strings.Repeat("p", 40), 7),
+		Slice: strings.Repeat("s", 63) + "/" + strings.Repeat("x", 253), UID: "x-uid"}}
+	got, err := Choose(req)
+	if err != nil {
+		t.Fatalf("Choose: %v", err)
+	}
+	if got.Outcome != OutcomeNoFit || len(got.Rejected) != pools {
+		t.Fatalf("Choose = %v with %d rejected, want no-fit with %d", got.Outcome, len(got.Rejected), pools)
+	}
+	t.Logf("Scheduled=False message of %d bytes for %d pools", len(got.Reason), pools)
+	if !strings.HasSuffix(got.Reason, fmt.Sprintf("; and %d more", pools-MaxDomainsNamed)) || len(got.Reason) > 2048 {
+		t.Errorf("message of %d bytes, want at most 2048 ending in %q: %s", len(got.Reason), "; and 115 more", got.Reason)
+	}
+}
+
+func TestCandidateFromNode(t *testing.T) {
+	cases := map[string]struct {
+		node      *corev1.Node
+		requested int64
+		want      Candidate
+	}{
+		"a Ready TPU Node with its chips": {
+			node:      testutil.MakeNode("n").TPU(v6e, "4x4", "pool-a").TPUCapacity(4).TPUTaint().Ready(true).Obj(),
+			requested: 4,
+			want: Candidate{Name: "n", Ready: true, AllocatableChips: 4, RequestedChips: 4,
+				Taints: []corev1.Taint{{Key: "google.com/tpu", Value: "present", Effect: corev1.TaintEffectNoSchedule}}},
+		},
+		"a Node not Ready, cordoned, tainted and being deleted": {
+			node: testutil.MakeNode("n").TPU(v6e, "4x4", "pool-a").TPUCapacity(4).Ready(false).Unschedulable().
+				Taint("example.com/x").Deleting().Obj(),
+			want: Candidate{Name: "n", Unschedulable: true, Deleting: true, AllocatableChips: 4,
+				Taints: []corev1.Taint{{Key: "example.com/x", Effect: corev1.TaintEffectNoSchedule}}},
+		},
+		"a Node without status (trimmed of it) has no chips and is not Ready": {
+			node: testutil.MakeNode("n").TPU(v6e, "4x4", "pool-a").Obj(),
+			want: Candidate{Name: "n"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			tc.want.Labels = tc.node.Labels
+			if diff := cmp.Diff(tc.want, CandidateFromNode(tc.node, tc.requested)); diff != "" {
+				t.Errorf("CandidateFromNode (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// BenchmarkChoose chooses a pool for a 2,304-host tpu7x slice among 20 pools of 2,304 Nodes
+// (46,080 Nodes, each with its own GKE-sized labels, as a cache holds them): 10 pools held by
+// other slices, 9 each lacking one Node (not Ready, cordoned or without free chips), one that
+// fits; and the same slice choosing again, its previous choice still fitting.
+func BenchmarkChoose(b *testing.B) {
+	const pools, hosts = 20, 2304
+	nodes := make([]Candidate, 0, pools*hosts)
+	var holds []Hold
+	for p := range pools {
+		pool := fmt.Sprintf("gke-tpu7x-pool-%02d", p)
+		if p < 10 {
+			holds = append(holds, Hold{Domain: pool, Slice: fmt.Sprintf("ns/slice-%d", p), UID: types.UID(strconv.Itoa(p))})
+		}
+		for h := range hosts {
+			node := testutil.MakeNode(fmt.Sprintf("%s-%04d", pool, h)).TPU("tpu7x", "8x16x18", pool).
+				GCE("block-"+strconv.Itoa(p), fmt.Sprintf("sb-%d-%d", p, h/16)).TPUCapacity(4).TPUTaint().Ready(true)
+			requested := int64(0)
+			if h == 7 && p >= 10 && p < pools-1 {
+				switch p % 3 {
+				case 0:
+					node.Ready(false)
+				case 1:
+					node.Unschedulable()
+				default:
+					requested = 4
+				}
+			}
+			nodes = append(nodes, CandidateFromNode(node.Obj(), requested))
+		}
+	}
+	req := Request{UID: selfUID, Key: poolKey, Hosts: hosts, ChipsPerHost: 4, Nodes: nodes, Holds: holds,
+		NodeSelector: map[string]string{constants.AcceleratorNodeSelectorKey: "tpu7x", constants.TopologyNodeSelectorKey: "8x16x18"}}
+	for name, previous := range map[string]string{"first choice": "", "previous still fits": "gke-tpu7x-pool-19"} {
+		b.Run(name, func(b *testing.B) {
+			req.Previous = previous
+			b.ReportAllocs()
+			for b.Loop() {
+				got, err := Choose(req)
+				if err != nil || got.Domain != "gke-tpu7x-pool-19" || len(got.Rejected) != pools-1 {
+					b.Fatalf("Choose = %+v, %v", got, err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(req.Nodes)), "ns/node")
+		})
+	}
+}
