@@ -28,7 +28,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/ray-project/kuberay/ray-operator/controllers/ray"
@@ -136,20 +135,5 @@ func StartKubeRay(ctx context.Context, cfg *rest.Config) (stop func() error, err
 	if err := ray.NewReconciler(ctx, mgr, ray.RayClusterReconcilerOptions{}).SetupWithManager(mgr, 2); err != nil {
 		return nil, fmt.Errorf("setting up KubeRay's RayCluster controller: %w", err)
 	}
-	kctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(kctx) }()
-	var once sync.Once
-	return func() error {
-		var err error
-		once.Do(func() {
-			cancel()
-			select {
-			case err = <-done:
-			case <-time.After(30 * time.Second):
-				err = errors.New("KubeRay manager did not stop within 30s")
-			}
-		})
-		return err
-	}, nil
+	return runManager(ctx, mgr, "KubeRay's manager"), nil
 }

@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -101,7 +102,7 @@ func Start(ctx context.Context, opts Options) (_ *Local, err error) {
 	if err != nil {
 		return nil, err
 	}
-	l.stops = append(l.stops, runManager(ctx, mgr))
+	l.stops = append(l.stops, runManager(ctx, mgr, "the operator's manager"))
 	if err := waitServing(ctx, mgr); err != nil {
 		return nil, err
 	}
@@ -125,20 +126,21 @@ func (l *Local) Stop() error {
 	return errors.Join(errs...)
 }
 
-// runManager starts mgr and returns the function that stops it and waits for it to return.
-func runManager(ctx context.Context, mgr manager.Manager) (stop func() error) {
+// runManager starts mgr and returns the function that stops it and waits up to 30 s for it to
+// return; later calls return the first's result.
+func runManager(ctx context.Context, mgr manager.Manager, name string) (stop func() error) {
 	mctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(mctx) }()
-	return func() error {
+	return sync.OnceValue(func() error {
 		cancel()
 		select {
 		case err := <-done:
 			return err
 		case <-time.After(30 * time.Second):
-			return errors.New("the operator's manager did not stop within 30s")
+			return fmt.Errorf("%s did not stop within 30s", name)
 		}
-	}
+	})
 }
 
 // waitServing waits up to 30 s for mgr's caches to sync and its webhook server to accept TLS
