@@ -84,8 +84,8 @@ type Request struct {
 	Holds []Hold
 	// Previous is the domain the slice chose before, "" for none.
 	Previous string
-	// PodsBound says the slice's Pods carry Previous already (a gate came off, a Pod bound), so
-	// Previous cannot change any more.
+	// PodsBound says a Pod of the slice carries Previous already (in its nodeSelector, or bound
+	// to a Node of it), so Previous cannot change any more: a nodeSelector entry never changes.
 	PodsBound bool
 }
 

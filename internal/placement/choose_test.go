@@ -542,6 +542,27 @@ func TestCandidateFromNode(t *testing.T) {
 	}
 }
 
+// TestChooseAllocatesPerDomainNotPerNode: a hundred times the Nodes in the same domains cost no
+// more allocations (both counts above 255, which fmt boxes without allocating).
+func TestChooseAllocatesPerDomainNotPerNode(t *testing.T) {
+	allocs := func(hosts int) float64 {
+		nodes := nodeSet([][]Candidate{candidates("pool-a", hosts), candidates("pool-b", hosts), candidates("pool-c", hosts)},
+			map[string]func(*Candidate){"pool-a-1": notReady, "pool-b-2": chipsTaken})
+		req := request(nodes)
+		req.Hosts = int32(hosts)
+		return testing.AllocsPerRun(20, func() {
+			if got, err := Choose(req); err != nil || got.Domain != "pool-c" {
+				t.Fatalf("Choose = %+v, %v", got, err)
+			}
+		})
+	}
+	small, large := allocs(300), allocs(30000)
+	t.Logf("allocations per Choose: %v for 900 Nodes, %v for 90,000", small, large)
+	if large > small {
+		t.Errorf("allocations per Choose: %v for 900 Nodes, %v for 90,000: want no more", small, large)
+	}
+}
+
 // BenchmarkChoose chooses a pool for a 2,304-host tpu7x slice among 20 pools of 2,304 Nodes
 // (46,080 Nodes, each with its own GKE-sized labels, as a cache holds them): 10 pools held by
 // other slices, 9 each lacking one Node (not Ready, cordoned or without free chips), one that
