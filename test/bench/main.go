@@ -36,8 +36,10 @@ import (
 	"maps"
 	"math"
 	"os"
+	"os/signal"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -100,7 +102,8 @@ type placementOptions struct {
 }
 
 func run(only, s5Topologies []string, s4 memoryLoad, s6 placementOptions) error {
-	ctx, cancel := context.WithCancel(context.Background())
+	// Interrupted, the run stops what it started: the control plane, instances and S6's cluster.
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 	b, stop, err := start(ctx)
 	if err != nil {

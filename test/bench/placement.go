@@ -256,17 +256,21 @@ func placementLine(hosts int32, slice int, r, base placementRun) string {
 		r.schedCPU.Seconds(), r.ungate.Seconds(), base.bind.Seconds(), base.ready.Seconds(), base.schedCPU.Seconds(), base.ungate.Seconds(), base.pools)
 }
 
-// deletePods deletes every Pod of the namespaces, waits until they are gone (kwok confirms the
-// deletion of bound Pods as a kubelet would) and deletes the namespaces.
+// deletePods deletes every Pod of the namespaces at once (grace period 0: no wait for kwok to
+// confirm, which takes minutes for thousands of Pods on a loaded machine), waits until they are
+// gone and deletes the namespaces. The API server keeps deleting after it cuts a slow collection
+// delete off; the delete is sent again while Pods remain.
 func (b *bench) deletePods(ctx context.Context, namespaces []string) error {
-	for _, ns := range namespaces {
-		if err := b.c.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(ns)); err != nil {
-			return err
-		}
-	}
 	deadline := time.Now().Add(s6Timeout)
 	for _, ns := range namespaces {
+		var sent time.Time
 		for {
+			if time.Since(sent) > 30*time.Second {
+				if err := b.c.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(ns), client.GracePeriodSeconds(0)); err != nil {
+					fmt.Fprintf(os.Stderr, "deleting the Pods of %s (sent again in 30 s while any remain): %v\n", ns, err)
+				}
+				sent = time.Now()
+			}
 			var pods metav1.PartialObjectMetadataList
 			pods.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("PodList"))
 			if err := b.c.List(ctx, &pods, client.InNamespace(ns)); err != nil {
@@ -278,7 +282,7 @@ func (b *bench) deletePods(ctx context.Context, namespaces []string) error {
 			if time.Now().After(deadline) {
 				return fmt.Errorf("%d Pods of namespace %s still there %s after their deletion", len(pods.Items), ns, s6Timeout)
 			}
-			time.Sleep(250 * time.Millisecond)
+			time.Sleep(time.Second)
 		}
 		if err := b.c.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			return err

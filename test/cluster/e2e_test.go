@@ -36,7 +36,6 @@ import (
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
 	"github.com/ray-tpu/tpu-slice-operator/internal/localcluster"
-	"github.com/ray-tpu/tpu-slice-operator/internal/localenv"
 	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
 	"github.com/ray-tpu/tpu-slice-operator/test/integration/framework"
 )
@@ -50,25 +49,14 @@ const pendingTTL = 3 * time.Second
 const degradedBound = 5 * time.Second
 
 var _ = Describe("End to end with KubeRay's RayMultiHostIndexing off", Ordered, Serial, func() {
-	BeforeAll(func() { setGate(false) })
+	BeforeAll(func() { framework.SetMultiHostIndexing(false) })
 	scenarios(false)
 })
 
 var _ = Describe("End to end with KubeRay's RayMultiHostIndexing on", Ordered, Serial, func() {
-	BeforeAll(func() { setGate(true) })
+	BeforeAll(func() { framework.SetMultiHostIndexing(true) })
 	scenarios(true)
 })
-
-// setGate sets KubeRay's RayMultiHostIndexing gate for the container and restores it afterwards.
-// The gate is process-global: the two containers are Serial and never run at once.
-func setGate(on bool) {
-	was, err := localenv.SetMultiHostIndexing(on)
-	Expect(err).NotTo(HaveOccurred())
-	DeferCleanup(func() {
-		_, err := localenv.SetMultiHostIndexing(was)
-		Expect(err).NotTo(HaveOccurred())
-	})
-}
 
 func scenarios(gate bool) {
 	var (
@@ -253,12 +241,22 @@ func scenarios(gate bool) {
 				g.Expect(msg).To(ContainSubstring("didn't match pod affinity rules"))
 			}, testutil.Timeout, testutil.Interval).Should(Succeed())
 		}
-		By("every replacement Pod the scheduler placed is on a healthy Node of one pool")
+		By("the scheduler placed every replacement Pod on a healthy Node of one pool, or reported why not")
+		var before *framework.SlicePlacement
 		Eventually(func(g Gomega) {
-			p := placementsIn(g, ns, constants.NodePoolTopologyKey)[sliceName]
-			g.Expect(p.Nodes).NotTo(ContainElement(node))
-			g.Expect(len(p.Domains)).To(BeNumerically("<=", 1), "one pool: %s", p)
+			before = placementsIn(g, ns, constants.NodePoolTopologyKey)[sliceName]
+			g.Expect(before.Nodes).NotTo(ContainElement(node))
+			g.Expect(len(before.Domains)).To(BeNumerically("<=", 1), "one pool: %s", before)
+			for _, name := range before.Unbound {
+				var pod corev1.Pod
+				g.Expect(suite.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &pod)).To(Succeed())
+				g.Expect(framework.FailedScheduling(ctx, suite.Client, &pod)).NotTo(BeEmpty(), "Pod %s", name)
+			}
 		}, testutil.Timeout, testutil.Interval).Should(Succeed())
+		// With the gate on, the scheduler places the new replica's first Pod in any pool with a
+		// free host, the failed Node's pool included (3 healthy hosts left): the slice's affinity
+		// keeps the rest there, and the last waits for the Node (no gang scheduling).
+		AddReportEntry("node failure: the replacement before the Node recovered", ReportEntryVisibilityAlways, before.String())
 
 		By("recovering the Node, as GKE's auto-repair would; the slice runs whole in one pool and turns Ready")
 		Expect(localcluster.FailNode(ctx, suite.Client, node, false)).To(Succeed())

@@ -37,7 +37,6 @@ import (
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
-	"github.com/ray-tpu/tpu-slice-operator/internal/localenv"
 	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
 	"github.com/ray-tpu/tpu-slice-operator/test/integration/framework"
 )
@@ -46,25 +45,14 @@ import (
 const pendingTTL = 3 * time.Second
 
 var _ = Describe("KubeRay with RayMultiHostIndexing off", Ordered, Serial, func() {
-	BeforeAll(func() { setGate(false) })
+	BeforeAll(func() { framework.SetMultiHostIndexing(false) })
 	scenarios(false)
 })
 
 var _ = Describe("KubeRay with RayMultiHostIndexing on", Ordered, Serial, func() {
-	BeforeAll(func() { setGate(true) })
+	BeforeAll(func() { framework.SetMultiHostIndexing(true) })
 	scenarios(true)
 })
-
-// setGate sets KubeRay's RayMultiHostIndexing gate for the container and restores it afterwards.
-// The gate is process-global: the two containers are Serial and never run at once.
-func setGate(on bool) {
-	was, err := localenv.SetMultiHostIndexing(on)
-	Expect(err).NotTo(HaveOccurred())
-	DeferCleanup(func() {
-		_, err := localenv.SetMultiHostIndexing(was)
-		Expect(err).NotTo(HaveOccurred())
-	})
-}
 
 func scenarios(gate bool) {
 	var ns string

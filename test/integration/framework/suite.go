@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/ray-tpu/tpu-slice-operator/internal/localcluster"
+	"github.com/ray-tpu/tpu-slice-operator/internal/localenv"
 	"github.com/ray-tpu/tpu-slice-operator/internal/operator"
 )
 
@@ -126,4 +127,17 @@ func (s *Suite) StartReplicas(n int, base operator.Options) {
 	var err error
 	s.Instances, err = s.StartInstances(suiteCtx, n, Replicas(base))
 	gomega.Expect(err).NotTo(gomega.HaveOccurred())
+}
+
+// SetMultiHostIndexing sets KubeRay's RayMultiHostIndexing gate, from a container's BeforeAll, and
+// restores it after the container. The gate is process-global: containers that set it must be
+// Serial, so that they never run at once.
+func SetMultiHostIndexing(on bool) {
+	ginkgo.GinkgoHelper()
+	was, err := localenv.SetMultiHostIndexing(on)
+	gomega.Expect(err).NotTo(gomega.HaveOccurred())
+	ginkgo.DeferCleanup(func() {
+		_, err := localenv.SetMultiHostIndexing(was)
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+	})
 }
