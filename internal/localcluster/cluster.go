@@ -218,7 +218,8 @@ func (c *Cluster) start(opts Options, env *envtest.Environment, kcmPort, schedPo
 			"--kubeconfig="+kubeconfig, "--leader-elect=false", "--controllers=*",
 			"--service-account-private-key-file="+filepath.Join(env.ControlPlane.APIServer.CertDir, "sa-signer.key"),
 			"--root-ca-file="+c.path("ca.crt"), "--use-service-account-credentials=false",
-			// kwok's heartbeat stage reports every 20-45 s: longer than the default grace period.
+			// A Node's health is its Lease, which kwok renews every 10 s as a kubelet does; the
+			// grace period leaves room for a loaded machine.
 			"--node-monitor-grace-period=2m",
 			"--kube-api-qps=500", "--kube-api-burst=1000"),
 	}, {
@@ -230,6 +231,11 @@ func (c *Cluster) start(opts Options, env *envtest.Environment, kcmPort, schedPo
 			"--kubeconfig=" + kubeconfig, "--config=" + c.path("kwok.yaml"),
 			"--manage-nodes-with-annotation-selector=" + KwokNodeAnnotation + "=fake",
 			"--cidr=" + opts.PodCIDR, "--node-port=0", "--server-address=",
+			// Heartbeats through Node Leases (renewed every quarter of 40 s) and a status report
+			// every 10-20 minutes, as kubelets do: Node status writes at 20-45 s, kwok's other
+			// heartbeat, cost thousands of Nodes' informers (the operator's among them) about
+			// 100 decodes a second.
+			"--node-lease-duration-seconds=40",
 		},
 	}}
 	for _, comp := range components {
