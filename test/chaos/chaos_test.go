@@ -536,6 +536,7 @@ func (r *runner) check(final bool) {
 	r.checkForgedClaims()
 	r.checkHostile() // hostile_test.go
 	r.checkCollected()
+	r.checkFinishedReleased()
 	if r.cluster {
 		r.checkNodeFailures()
 		r.checkSideNamespaces(false)
