@@ -209,7 +209,7 @@ func run(seed, stream uint64, gate bool, d time.Duration) {
 	r.checkDryRun()
 	r.waitCollected()
 	if r.cluster {
-		r.checkOnePool()
+		r.measureOnePool()
 		r.checkSideNamespaces(true)
 	}
 
