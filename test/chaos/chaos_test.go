@@ -209,7 +209,7 @@ func run(seed, stream uint64, gate bool, d time.Duration) {
 	r.checkDryRun()
 	r.waitCollected()
 	if r.cluster {
-		r.checkOnePool()
+		r.measureOnePool()
 		r.checkSideNamespaces(true)
 	}
 
@@ -536,6 +536,7 @@ func (r *runner) check(final bool) {
 	r.checkForgedClaims()
 	r.checkHostile() // hostile_test.go
 	r.checkCollected()
+	r.checkFinishedReleased()
 	if r.cluster {
 		r.checkNodeFailures()
 		r.checkSideNamespaces(false)

@@ -107,7 +107,7 @@ func (r *runner) editLabels() {
 		}
 	}
 	if _, ok := e.labels[tpuv1alpha1.SliceLabel]; ok {
-		// The scheduler places Pods by this label (the operator's affinity): checkOnePool leaves
+		// The scheduler places Pods by this label (the operator's affinity): measureOnePool leaves
 		// both slices out.
 		r.cl.labelTouched[id.SliceName()] = true
 		r.cl.labelTouched[rewrites[tpuv1alpha1.SliceLabel]] = true

@@ -41,6 +41,11 @@ limitations under the License.
 // CHAOS-OPS line follows with the count of each operation and of the operator deletions judged
 // repairs.
 //
+// With -chaos.cluster one or both gate settings run on the local cluster (kube-scheduler,
+// kube-controller-manager, kwok TPU Nodes), where Nodes and Pods also fail through kwok and
+// RayClusters and namespaces are deleted and left to the garbage collector and the namespace
+// controller (cluster_test.go); such a run adds a CHAOS-cluster line.
+//
 // `make test` runs it for about two minutes; `make test-chaos SEED=... DURATION=...` runs longer.
 package chaos
 

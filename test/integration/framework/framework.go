@@ -95,7 +95,8 @@ func Start() (*Env, error) {
 	e := &Env{Env: testEnv}
 	cfg, err := e.Env.Start()
 	if err != nil {
-		return nil, fmt.Errorf("starting envtest: %w", err)
+		// A start that failed late (installing the CRDs) leaves etcd and kube-apiserver running.
+		return nil, errors.Join(fmt.Errorf("starting envtest: %w", err), e.Env.Stop())
 	}
 	e.Config = cfg
 	if e.Client, err = client.New(cfg, client.Options{Scheme: operator.Scheme}); err != nil {
@@ -159,7 +160,7 @@ func StartBare() (*envtest.Environment, client.Client, error) {
 	localenv.GKEAdmission(testEnv)
 	cfg, err := testEnv.Start()
 	if err != nil {
-		return nil, nil, fmt.Errorf("starting envtest: %w", err)
+		return nil, nil, errors.Join(fmt.Errorf("starting envtest: %w", err), testEnv.Stop())
 	}
 	c, err := client.New(cfg, client.Options{Scheme: operator.Scheme})
 	if err != nil {
