@@ -89,13 +89,16 @@ UNIT_PKGS = $$(go list ./... | grep -v /test/)
 TEST_TIMEOUT ?= 45m
 # The chaos run of `make test`; `make test-chaos` runs longer (DURATION, default 20m).
 CHAOS_DURATION ?= 2m
+# CHAOS_CLUSTER is where the chaos run's halves run: none (both on the bare API server), gate-on
+# (RayMultiHostIndexing=true on the local cluster) or all.
+CHAOS_CLUSTER ?= gate-on
 FUZZTIME ?= 30s
 # MODEL_CHECKS is the model-based test's budget under `make fuzz` (TestModel in controllers; `make
 # test` runs it with its small default).
 MODEL_CHECKS ?= 5000
 
 .PHONY: test
-test: test-unit test-integration test-e2e test-cluster ## Run every test layer: unit, integration, end-to-end (bare API server and local cluster), then a CHAOS_DURATION (2m) chaos run.
+test: test-unit test-integration test-e2e test-cluster ## Run every test layer: unit, integration, end-to-end (bare API server and local cluster), then a CHAOS_DURATION (2m) chaos run, its gate-on half on the local cluster.
 	$(call run-chaos,$(CHAOS_DURATION),30m)
 
 .PHONY: test-unit
@@ -111,13 +114,13 @@ test-e2e: envtest ## Run the end-to-end suite (test/e2e): KubeRay's RayCluster c
 	KUBEBUILDER_ASSETS="$(KUBEBUILDER_ASSETS)" go test ./test/e2e -count=1 -timeout $(TEST_TIMEOUT) $(TEST_ARGS)
 
 .PHONY: test-chaos
-test-chaos: envtest ## Run the chaos suite (SEED=<n> DURATION=<total, split between both KubeRay gate settings; default 20m>).
+test-chaos: envtest cluster-tools ## Run the chaos suite (SEED=<n> DURATION=<total, split between both KubeRay gate settings; default 20m> CHAOS_CLUSTER=none|gate-on|all, default gate-on: that half on the local cluster).
 	$(call run-chaos,$(or $(DURATION),20m),0)
 
 # run-chaos runs the chaos suite for $(1) with go test's timeout $(2); SEED=0 (default) derives the
 # seed from the time and prints it.
 define run-chaos
-KUBEBUILDER_ASSETS="$(KUBEBUILDER_ASSETS)" go test ./test/chaos -count=1 -timeout $(2) -v -args -chaos.seed=$(or $(SEED),0) -chaos.duration=$(1)
+KUBEBUILDER_ASSETS="$(KUBEBUILDER_ASSETS)" CLUSTER_ASSETS="$(CLUSTER_ASSETS)" go test ./test/chaos -count=1 -timeout $(2) -v -args -chaos.seed=$(or $(SEED),0) -chaos.duration=$(1) -chaos.cluster=$(CHAOS_CLUSTER)
 endef
 
 .PHONY: test-cluster
@@ -137,7 +140,7 @@ fuzz: ## Run every fuzz target of the repository (func Fuzz... in a _test.go fil
 	go test ./controllers -run '^TestModel$$' -count=1 -timeout $(TEST_TIMEOUT) -rapid.checks=$(MODEL_CHECKS)
 
 .PHONY: bench
-bench: envtest cluster-tools ## Benchmark Pod admission against a same-run no-webhook baseline (S1-S5), and the real scheduler's placement against nodeSelector-only Pods (S6); plot and CSV in bin/bench; BENCH_ARGS=-scenarios=S1,S6, -probe-representations; see docs/performance.md.
+bench: envtest cluster-tools ## Benchmark Pod admission against a same-run no-webhook baseline (S1-S5), and placement by the real scheduler against nodeSelector-only Pods (S6); plot and CSV in bin/bench; BENCH_ARGS=-scenarios=S1,S6, -s6-hosts=64,256, -probe-representations; see docs/performance.md.
 	KUBEBUILDER_ASSETS="$(KUBEBUILDER_ASSETS)" CLUSTER_ASSETS="$(CLUSTER_ASSETS)" go run ./test/bench $(BENCH_ARGS)
 
 ##@ Build
