@@ -221,13 +221,26 @@ func (r *runner) createCopies() {
 		if err != nil {
 			continue
 		}
-		if id, ok := identity.FromPod(c); ok && sameSpot(id, srcID) {
+		if id, ok := identity.FromPod(c); ok && sameSpot(id, srcID) && r.stillHolds(&src) {
 			r.violationf("§8: Pod %s, created from a copy of %s's manifest, kept its worker ID %d of slice %s", c.Name, src.Name, id.WorkerID, id.SliceName())
 		}
 		if t := identity.Token(&src); t != "" && identity.Token(c) == t {
 			r.violationf("§8: Pod %s, created from a copy of %s's manifest, carries its claim token %s", c.Name, src.Name, t)
 		}
 	}
+}
+
+// stillHolds reports whether src still exists, not being deleted, after a copy of it was admitted.
+// A copy is one more Pod of its group, so KubeRay may scale the group down by deleting any of its
+// Pods, the source among them: its ID is then free, and a later copy may claim it as a new Pod
+// (docs/spec.md §8 forbids keeping a held ID, not reusing a freed one). A source deleted after
+// the copy's admission is also left out, so the check errs towards silence, never a false alarm.
+func (r *runner) stillHolds(src *corev1.Pod) bool {
+	var p corev1.Pod
+	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(src), &p); err != nil {
+		return !apierrors.IsNotFound(err)
+	}
+	return p.UID == src.UID && p.DeletionTimestamp == nil
 }
 
 // --- Pods from before the operator (docs/spec.md §3.4: adoption) ---
