@@ -43,6 +43,28 @@ const (
 	// ReasonHostsUnscheduled: some worker ID has no Pod, or its Pod is not bound to a node yet.
 	ReasonHostsUnscheduled = "HostsUnscheduled"
 
+	// ReasonSchedulingGated: Scheduled is False because Pods of the ChosenDomain slice wait behind
+	// the operator's scheduling gate for a domain (condition DomainChosen says for what).
+	ReasonSchedulingGated = "SchedulingGated"
+
+	// ConditionDomainChosen is present on a ChosenDomain slice (spec.placement) once it has Pods:
+	// True when status.domain names a domain with room for the whole slice (the message says why
+	// it was chosen), False while the slice's Pods wait behind the operator's scheduling gate.
+	ConditionDomainChosen = "DomainChosen"
+	// ReasonDomainFits: status.domain has room for every host of the slice and no other slice
+	// holds it.
+	ReasonDomainFits = "DomainFits"
+	// ReasonPodsBound: status.domain no longer fits the slice, but its Pods are bound to it and
+	// stay: a nodeSelector never changes.
+	ReasonPodsBound = "PodsBound"
+	// ReasonWaitingForPods: some of the slice's Pods do not exist yet; the ones that do wait gated
+	// until the rest arrive or the assembly timeout passes (--slice-assembly-timeout).
+	ReasonWaitingForPods = "WaitingForPods"
+	// ReasonNoDomainFits: no domain has room for the whole slice now; the message names the
+	// domains and what each lacks. The Pods wait gated and the choice is made again when Nodes,
+	// Pods or other slices change.
+	ReasonNoDomainFits = "NoDomainFits"
+
 	// ConditionPlaced is True when every scheduled host's node has the same value of the slice's
 	// placement key (one ICI domain), False when they differ or a node has no value, and Unknown
 	// while no host is scheduled.

@@ -75,4 +75,18 @@ const (
 	ReasonTPUSliceDegraded = "TPUSliceDegraded"
 	// ReasonTPUSliceRecovered: Degraded turned False after it was True.
 	ReasonTPUSliceRecovered = "TPUSliceRecovered"
+
+	// ReasonTPUSliceDomainChosen: the reconciler chose the ChosenDomain slice's domain and
+	// released its gated Pods with a nodeSelector on it (the note names the domain and why).
+	ReasonTPUSliceDomainChosen = "TPUSliceDomainChosen"
+	// ReasonTPUSliceNoDomain: a Warning that no domain has room for the whole ChosenDomain slice;
+	// its Pods wait gated (the note names the domains and what each lacks).
+	ReasonTPUSliceNoDomain = "TPUSliceNoDomain"
+	// ReasonTPUSliceGated: the ChosenDomain slice's Pods wait behind the operator's scheduling
+	// gate for the rest of the slice's Pods.
+	ReasonTPUSliceGated = "TPUSliceGated"
+	// ReasonTPUSliceInterPodAffinity: a Warning that the slice is placed with inter-pod affinity
+	// instead of a chosen domain, because no TPU Node matching its Pods' nodeSelector has a value
+	// of its affinity key (the note says which).
+	ReasonTPUSliceInterPodAffinity = "TPUSliceInterPodAffinity"
 )

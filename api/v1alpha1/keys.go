@@ -29,6 +29,12 @@ const (
 
 	// ClusterLabel holds the RayCluster name on every TPUSliceAssignment, for listing by selector.
 	ClusterLabel = "tpu.ray.io/cluster"
+	// PlacementSchedulingGate is the scheduling gate the webhook gives each Pod of a ChosenDomain
+	// slice (spec.placement). The reconciler removes it, in the same update that adds a
+	// nodeSelector on the slice's chosen domain, once the slice's Pods exist and one domain has
+	// room for all of them (docs/spec.md §4).
+	PlacementSchedulingGate = "tpu.ray.io/slice-placement"
+
 	// GroupLabel holds the worker group name on every TPUSliceAssignment, for listing by selector.
 	GroupLabel = "tpu.ray.io/group"
 )

@@ -84,7 +84,35 @@ type TPUSliceAssignmentSpec struct {
 	// or for a slice created before the field existed.
 	// +optional
 	AffinityTopologyKey string `json:"affinityTopologyKey,omitempty"`
+
+	// placement is how the operator keeps the slice's Pods in one domain of affinityTopologyKey,
+	// chosen at the slice's first claim so that every Pod of the slice is placed the same way
+	// (docs/spec.md §4):
+	//   - ChosenDomain: the Pods are admitted with the scheduling gate tpu.ray.io/slice-placement
+	//     and no inter-pod terms; the reconciler chooses one domain with room for the whole slice,
+	//     records it in status.domain, and releases the Pods with a nodeSelector on it;
+	//   - InterPodAffinity: required pod affinity to the slice and anti-affinity to every other
+	//     slice, placed by the scheduler alone: the operator runs with
+	//     --slice-placement=InterPodAffinity, or no TPU Node matching the Pods' nodeSelector had a
+	//     value of the key when the slice was created.
+	// Empty for a slice without slice affinity (single-host, Kueue, GKE dynamic slicing, a user's
+	// own term) and for a slice created before the field existed, whose Pods keep inter-pod
+	// affinity when affinityTopologyKey is set.
+	// +kubebuilder:validation:Enum=ChosenDomain;InterPodAffinity
+	// +optional
+	Placement SlicePlacement `json:"placement,omitempty"`
 }
+
+// SlicePlacement is how the operator keeps a slice's Pods in one domain (spec.placement).
+type SlicePlacement string
+
+const (
+	// PlacementChosenDomain: the operator chooses the slice's domain and releases its gated Pods
+	// with a nodeSelector on it.
+	PlacementChosenDomain SlicePlacement = "ChosenDomain"
+	// PlacementInterPodAffinity: the slice's Pods carry required pod affinity and anti-affinity.
+	PlacementInterPodAffinity SlicePlacement = "InterPodAffinity"
+)
 
 // WorkerClaim records that one worker ID of the slice is taken.
 type WorkerClaim struct {
@@ -133,6 +161,14 @@ type TPUSliceAssignmentStatus struct {
 	// +listType=atomic
 	// +optional
 	LegacyClaims []LegacyWorkerClaim `json:"claims,omitempty"`
+
+	// domain is the value of spec.affinityTopologyKey (e.g. the node pool) that the reconciler
+	// chose for a ChosenDomain slice, recorded before any of its Pods is released with a
+	// nodeSelector on it (condition DomainChosen says why). Empty while none is chosen, and for a
+	// slice of another placement.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	Domain string `json:"domain,omitempty"`
 
 	// claimed is the number of claims, shown by kubectl.
 	// +optional
@@ -196,6 +232,7 @@ type LegacyWorkerClaim struct {
 // +kubebuilder:printcolumn:name="Claimed",type=integer,JSONPath=`.status.claimed`
 // +kubebuilder:printcolumn:name="Hosts",type=integer,JSONPath=`.spec.hosts`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Domain",type=string,JSONPath=`.status.domain`,priority=1
 // +kubebuilder:printcolumn:name="Placed",type=string,JSONPath=`.status.conditions[?(@.type=="Placed")].status`,priority=1
 // +kubebuilder:printcolumn:name="Degraded",type=string,JSONPath=`.status.conditions[?(@.type=="Degraded")].status`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
