@@ -500,3 +500,27 @@ func (s *SliceWrapper) Label(k, v string) *SliceWrapper {
 	s.Labels[k] = v
 	return s
 }
+
+// SchedulingGate appends a scheduling gate.
+func (p *PodWrapper) SchedulingGate(name string) *PodWrapper {
+	p.Spec.SchedulingGates = append(p.Spec.SchedulingGates, corev1.PodSchedulingGate{Name: name})
+	return p
+}
+
+// Placement sets spec.placement and spec.affinityTopologyKey.
+func (s *SliceWrapper) Placement(placement tpuv1alpha1.SlicePlacement, key string) *SliceWrapper {
+	s.Spec.Placement, s.Spec.AffinityTopologyKey = placement, key
+	return s
+}
+
+// Domain sets status.domain.
+func (s *SliceWrapper) Domain(domain string) *SliceWrapper {
+	s.Status.Domain = domain
+	return s
+}
+
+// Toleration appends a toleration.
+func (p *PodWrapper) Toleration(t corev1.Toleration) *PodWrapper {
+	p.Spec.Tolerations = append(p.Spec.Tolerations, t)
+	return p
+}

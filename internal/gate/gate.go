@@ -1,0 +1,221 @@
+/*
+Copyright 2026 The tpu-slice-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package gate holds the pure decisions of the reconciler's placement step for a ChosenDomain
+// slice (docs/spec.md §4): when its gated Pods are ready for a domain to be chosen (Assemble),
+// what placement.Choose is asked (NewRequest), the one JSON patch that releases a Pod
+// (ReleasePatch), and the per-domain Lease that makes a choice exclusive (NewLease, Holds).
+// The reconciler (controllers/placement.go) reads the caches, writes, and records Events.
+package gate
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
+	"github.com/ray-tpu/tpu-slice-operator/internal/identity"
+	"github.com/ray-tpu/tpu-slice-operator/internal/lifecycle"
+	"github.com/ray-tpu/tpu-slice-operator/internal/placement"
+	"github.com/ray-tpu/tpu-slice-operator/internal/topology"
+)
+
+// DefaultAssemblyTimeout is the default --slice-assembly-timeout.
+const DefaultAssemblyTimeout = 2 * time.Minute
+
+// Gated reports whether pod carries the operator's scheduling gate.
+func Gated(pod *corev1.Pod) bool {
+	return slices.ContainsFunc(pod.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool {
+		return g.Name == tpuv1alpha1.PlacementSchedulingGate
+	})
+}
+
+// Assembly is whether a slice's gated Pods are ready for a domain to be chosen.
+type Assembly struct {
+	// Gated are the live Pods of the slice that carry the gate.
+	Gated []*corev1.Pod
+	// Missing are the worker IDs of 0..hosts-1 that no live Pod of the slice holds.
+	Missing []int32
+	// Ready says a domain is to be chosen now: some Pod is gated, and no ID is missing or the
+	// oldest gated Pod has waited the assembly timeout.
+	Ready bool
+	// TimedOut says Ready only because of the timeout.
+	TimedOut bool
+	// Wait is how long until the timeout makes the slice Ready, when it is not.
+	Wait time.Duration
+}
+
+// Assemble decides, for a slice of hosts hosts, whether its gated Pods (among pods, the slice's
+// Pods) are released now: once every worker ID is held by a live Pod of the slice, or once the
+// oldest gated Pod was created timeout ago (now and creation times on the API server's clock as
+// the reconciler reads it), whichever comes first. A Pod's worker ID is its spec identity's.
+func Assemble(hosts int32, pods []corev1.Pod, now time.Time, timeout time.Duration) Assembly {
+	var a Assembly
+	held := make([]bool, hosts)
+	var oldest time.Time
+	for i := range pods {
+		p := &pods[i]
+		if !lifecycle.PodLive(p) {
+			continue
+		}
+		if id, ok := identity.FromPod(p); ok && id.WorkerID >= 0 && id.WorkerID < hosts {
+			held[id.WorkerID] = true
+		}
+		if Gated(p) {
+			a.Gated = append(a.Gated, p)
+			if t := p.CreationTimestamp.Time; oldest.IsZero() || t.Before(oldest) {
+				oldest = t
+			}
+		}
+	}
+	for id, ok := range held {
+		if !ok {
+			a.Missing = append(a.Missing, int32(id)) //nolint:gosec // id < hosts, an int32.
+		}
+	}
+	if len(a.Gated) == 0 {
+		return a
+	}
+	if len(a.Missing) == 0 {
+		a.Ready = true
+		return a
+	}
+	if waited := now.Sub(oldest); waited >= timeout {
+		a.Ready, a.TimedOut = true, true
+	} else {
+		a.Wait = timeout - waited
+	}
+	return a
+}
+
+// PodChips is the google.com/tpu a Pod requests: the sum over its containers (a request, else a
+// limit, as the scheduler reads an extended resource).
+func PodChips(pod *corev1.Pod) int64 {
+	var n int64
+	for i := range pod.Spec.Containers {
+		n += topology.ContainerChips(&pod.Spec.Containers[i])
+	}
+	return n
+}
+
+// RequestedChips sums, by Node name, the google.com/tpu requested by the live Pods bound to a
+// Node, skipping those own reports (the slice's own Pods).
+func RequestedChips(pods []corev1.Pod, own func(*corev1.Pod) bool) map[string]int64 {
+	out := map[string]int64{}
+	for i := range pods {
+		p := &pods[i]
+		if p.Spec.NodeName == "" || !lifecycle.PodLive(p) || own(p) {
+			continue
+		}
+		if n := PodChips(p); n > 0 {
+			out[p.Spec.NodeName] += n
+		}
+	}
+	return out
+}
+
+// NewRequest builds what placement.Choose is asked for slice: its key and hosts, the chips and
+// nodeSelector and tolerations of its Pods (the gated ones: the webhook gave them the group's
+// template), the TPU Nodes with the chips others request on them, the domains other slices hold,
+// status.domain as Previous, and PodsBound when a live Pod of the slice is bound to a Node or
+// already selects a value of the key.
+func NewRequest(slice *tpuv1alpha1.TPUSliceAssignment, pods []corev1.Pod, nodes []corev1.Node,
+	requested map[string]int64, holds []placement.Hold) placement.Request {
+	key := slice.Spec.AffinityTopologyKey
+	req := placement.Request{
+		UID: slice.UID, Key: key, Hosts: slice.Spec.Hosts, Holds: holds, Previous: slice.Status.Domain,
+	}
+	req.PodsBound = Committed(pods, key)
+	for i := range pods {
+		p := &pods[i]
+		if !lifecycle.PodLive(p) || !Gated(p) {
+			continue
+		}
+		req.ChipsPerHost = max(req.ChipsPerHost, PodChips(p))
+		if req.NodeSelector == nil {
+			req.NodeSelector = make(map[string]string, len(p.Spec.NodeSelector))
+			for k, v := range p.Spec.NodeSelector {
+				if k != key {
+					req.NodeSelector[k] = v
+				}
+			}
+			req.Tolerations = p.Spec.Tolerations
+		}
+	}
+	req.Nodes = make([]placement.Candidate, 0, len(nodes))
+	for i := range nodes {
+		req.Nodes = append(req.Nodes, placement.CandidateFromNode(&nodes[i], requested[nodes[i].Name]))
+	}
+	return req
+}
+
+// Committed reports whether a live Pod among pods is bound to a Node or selects a value of key:
+// the slice has started to land in a domain, which its Pods' nodeSelectors never leave.
+func Committed(pods []corev1.Pod, key string) bool {
+	for i := range pods {
+		p := &pods[i]
+		if lifecycle.PodLive(p) && (p.Spec.NodeName != "" || p.Spec.NodeSelector[key] != "") {
+			return true
+		}
+	}
+	return false
+}
+
+// jsonPatchOp is one operation of an RFC 6902 JSON patch.
+type jsonPatchOp struct {
+	Op    string `json:"op"`
+	Path  string `json:"path"`
+	Value any    `json:"value,omitempty"`
+}
+
+// ReleasePatch returns the JSON patch that releases pod onto domain: it tests that the Pod's
+// scheduling gates are still the ones read (so it fails, with nothing applied, when the Pod was
+// released or changed since: a second release, by this replica or another, never applies), adds
+// {key: domain} to its nodeSelector, and removes the operator's gate, all in one write: the API
+// server lets a gated Pod's nodeSelector grow, and a Pod never runs with the gate off and no
+// selector. It fails for a Pod without the gate.
+func ReleasePatch(pod *corev1.Pod, key, domain string) ([]byte, error) {
+	if !Gated(pod) {
+		return nil, fmt.Errorf("pod %s/%s does not carry the scheduling gate %s", pod.Namespace, pod.Name, tpuv1alpha1.PlacementSchedulingGate)
+	}
+	if got, ok := pod.Spec.NodeSelector[key]; ok && got != domain {
+		return nil, fmt.Errorf("pod %s/%s already selects %s=%s", pod.Namespace, pod.Name, key, got)
+	}
+	kept := slices.DeleteFunc(slices.Clone(pod.Spec.SchedulingGates), func(g corev1.PodSchedulingGate) bool {
+		return g.Name == tpuv1alpha1.PlacementSchedulingGate
+	})
+	ops := []jsonPatchOp{{Op: "test", Path: "/spec/schedulingGates", Value: pod.Spec.SchedulingGates}}
+	if pod.Spec.NodeSelector == nil {
+		ops = append(ops, jsonPatchOp{Op: "add", Path: "/spec/nodeSelector", Value: map[string]string{key: domain}})
+	} else {
+		ops = append(ops, jsonPatchOp{Op: "add", Path: "/spec/nodeSelector/" + escapePointer(key), Value: domain})
+	}
+	if len(kept) == 0 {
+		ops = append(ops, jsonPatchOp{Op: "remove", Path: "/spec/schedulingGates"})
+	} else {
+		ops = append(ops, jsonPatchOp{Op: "replace", Path: "/spec/schedulingGates", Value: kept})
+	}
+	return json.Marshal(ops)
+}
+
+// escapePointer escapes a map key as one JSON pointer token (RFC 6901).
+func escapePointer(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
+}

@@ -1,0 +1,324 @@
+/*
+Copyright 2026 The tpu-slice-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package gate
+
+import (
+	"encoding/json"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
+	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
+	"github.com/ray-tpu/tpu-slice-operator/internal/placement"
+	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
+)
+
+const (
+	poolKey = constants.NodePoolTopologyKey
+	v6e     = "tpu-v6e-slice"
+)
+
+var t0 = time.Date(2026, 12, 2, 7, 0, 0, 0, time.UTC)
+
+// worker returns a gated worker Pod of slice tpu-0 of cluster rc holding workerID, created at.
+func worker(workerID int32, at time.Time) *testutil.PodWrapper {
+	return testutil.MakeWorkerPod("ml", "rc", "uid-rc", "tpu").Named("w-"+strconv.Itoa(int(workerID))).
+		UID(types.UID("uid-w-"+strconv.Itoa(int(workerID)))).Topology(v6e, "4x4").TPU(4).TPUIdentity("tpu", 0, workerID).
+		SchedulingGate(tpuv1alpha1.PlacementSchedulingGate).Created(at)
+}
+
+func pods(ws ...*testutil.PodWrapper) []corev1.Pod {
+	out := make([]corev1.Pod, 0, len(ws))
+	for _, w := range ws {
+		out = append(out, *w.Obj())
+	}
+	return out
+}
+
+func TestAssemble(t *testing.T) {
+	const timeout = 2 * time.Minute
+	cases := map[string]struct {
+		pods        []corev1.Pod
+		now         time.Time
+		wantReady   bool
+		wantTimeout bool
+		wantMissing []int32
+		wantGated   int
+		wantWait    time.Duration
+	}{
+		"every worker ID held by a gated Pod: choose now": {
+			pods:      pods(worker(0, t0), worker(1, t0), worker(2, t0), worker(3, t0)),
+			now:       t0,
+			wantReady: true, wantGated: 4,
+		},
+		"a worker ID missing: wait for the rest of the timeout, counted from the oldest gated Pod": {
+			pods:        pods(worker(0, t0.Add(10*time.Second)), worker(1, t0), worker(3, t0.Add(20*time.Second))),
+			now:         t0.Add(30 * time.Second),
+			wantMissing: []int32{2}, wantGated: 3, wantWait: 90 * time.Second,
+		},
+		"a worker ID missing after the timeout: choose for the whole slice anyway": {
+			pods:      pods(worker(0, t0), worker(1, t0)),
+			now:       t0.Add(timeout),
+			wantReady: true, wantTimeout: true, wantMissing: []int32{2, 3}, wantGated: 2,
+		},
+		"released Pods hold their IDs; the one gated Pod makes the slice complete": {
+			pods:      pods(ungated(worker(0, t0)).NodeName("n-1"), worker(1, t0), worker(2, t0), worker(3, t0.Add(time.Hour))),
+			now:       t0.Add(time.Hour),
+			wantReady: true, wantGated: 3,
+		},
+		"a terminating Pod holds no ID and waits for nothing": {
+			pods:        pods(worker(0, t0), worker(1, t0), worker(2, t0), worker(3, t0).Terminating()),
+			now:         t0.Add(time.Second),
+			wantMissing: []int32{3}, wantGated: 3, wantWait: timeout - time.Second,
+		},
+		"no gated Pod: nothing to release": {
+			pods:        pods(ungated(worker(0, t0)), ungated(worker(1, t0))),
+			now:         t0.Add(time.Hour),
+			wantMissing: []int32{2, 3},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := Assemble(4, tc.pods, tc.now, timeout)
+			if got.Ready != tc.wantReady || got.TimedOut != tc.wantTimeout || got.Wait != tc.wantWait || len(got.Gated) != tc.wantGated {
+				t.Errorf("Assemble = ready %v timedOut %v wait %v gated %d, want %v %v %v %d",
+					got.Ready, got.TimedOut, got.Wait, len(got.Gated), tc.wantReady, tc.wantTimeout, tc.wantWait, tc.wantGated)
+			}
+			if diff := cmp.Diff(tc.wantMissing, got.Missing); diff != "" {
+				t.Errorf("missing (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func ungated(w *testutil.PodWrapper) *testutil.PodWrapper {
+	w.Spec.SchedulingGates = nil
+	return w
+}
+
+func TestNewRequest(t *testing.T) {
+	slice := testutil.MakeSlice("rc-tpu-0", "ml", "rc", "uid-rc", "tpu", 0, 4).
+		Placement(tpuv1alpha1.PlacementChosenDomain, poolKey).Obj()
+	slice.UID = "uid-slice"
+	node := testutil.MakeNode("n-1").TPU(v6e, "4x4", "pool-a").TPUCapacity(4).Ready(true).Obj()
+	holds := []placement.Hold{{Domain: "pool-b", Slice: "ml/other", UID: "uid-other"}}
+	toleration := corev1.Toleration{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "ml", Effect: corev1.TaintEffectNoSchedule}
+	cases := map[string]struct {
+		domain string
+		pods   []corev1.Pod
+		want   placement.Request
+	}{
+		"gated Pods: their chips, nodeSelector and tolerations; nothing bound": {
+			pods: pods(worker(0, t0).NodeSelector(constants.AcceleratorNodeSelectorKey, v6e).Toleration(toleration), worker(1, t0)),
+			want: placement.Request{
+				UID: "uid-slice", Key: poolKey, Hosts: 4, ChipsPerHost: 4,
+				NodeSelector: map[string]string{constants.AcceleratorNodeSelectorKey: v6e, constants.TopologyNodeSelectorKey: "4x4"},
+				Tolerations:  []corev1.Toleration{toleration},
+				Nodes:        []placement.Candidate{{Name: "n-1", Labels: node.Labels, Ready: true, AllocatableChips: 4, RequestedChips: 2}},
+				Holds:        holds,
+			},
+		},
+		"a released Pod selecting the domain: Previous is committed (PodsBound)": {
+			domain: "pool-a",
+			pods:   pods(ungated(worker(0, t0)).NodeSelector(poolKey, "pool-a"), worker(1, t0)),
+			want: placement.Request{
+				UID: "uid-slice", Key: poolKey, Hosts: 4, ChipsPerHost: 4, Previous: "pool-a", PodsBound: true,
+				NodeSelector: map[string]string{constants.AcceleratorNodeSelectorKey: v6e, constants.TopologyNodeSelectorKey: "4x4"},
+				Nodes:        []placement.Candidate{{Name: "n-1", Labels: node.Labels, Ready: true, AllocatableChips: 4, RequestedChips: 2}},
+				Holds:        holds,
+			},
+		},
+		"a Pod bound to a Node: PodsBound; a finished Pod's binding does not count": {
+			domain: "pool-a",
+			pods:   pods(ungated(worker(0, t0)).NodeName("n-1"), worker(1, t0), worker(2, t0).NodeName("n-2").Phase(corev1.PodFailed)),
+			want: placement.Request{
+				UID: "uid-slice", Key: poolKey, Hosts: 4, ChipsPerHost: 4, Previous: "pool-a", PodsBound: true,
+				NodeSelector: map[string]string{constants.AcceleratorNodeSelectorKey: v6e, constants.TopologyNodeSelectorKey: "4x4"},
+				Nodes:        []placement.Candidate{{Name: "n-1", Labels: node.Labels, Ready: true, AllocatableChips: 4, RequestedChips: 2}},
+				Holds:        holds,
+			},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			s := slice.DeepCopy()
+			s.Status.Domain = tc.domain
+			got := NewRequest(s, tc.pods, []corev1.Node{*node}, map[string]int64{"n-1": 2}, holds)
+			if diff := cmp.Diff(tc.want, got, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("NewRequest (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestRequestedChips(t *testing.T) {
+	own := func(p *corev1.Pod) bool { return p.Name == "mine" }
+	ps := pods(
+		worker(0, t0).Named("a").NodeName("n-1"),
+		worker(1, t0).Named("b").NodeName("n-1").Container("second", 2),
+		worker(2, t0).Named("mine").NodeName("n-1"),
+		worker(3, t0).Named("done").NodeName("n-2").Phase(corev1.PodSucceeded),
+		worker(0, t0).Named("going").NodeName("n-2").Terminating(),
+		worker(1, t0).Named("unbound"),
+		worker(2, t0).Named("cpu").NodeName("n-3").TPU(0),
+	)
+	want := map[string]int64{"n-1": 10}
+	if diff := cmp.Diff(want, RequestedChips(ps, own)); diff != "" {
+		t.Errorf("RequestedChips (-want,+got):\n%s", diff)
+	}
+}
+
+func TestReleasePatch(t *testing.T) {
+	cases := map[string]struct {
+		pod       *corev1.Pod
+		wantSpec  func(*corev1.PodSpec)
+		wantError bool
+	}{
+		"our gate alone, a nodeSelector: the key added, the gates gone": {
+			pod: worker(0, t0).NodeSelector(constants.AcceleratorNodeSelectorKey, v6e).Obj(),
+			wantSpec: func(s *corev1.PodSpec) {
+				s.NodeSelector[poolKey] = "pool-a"
+				s.SchedulingGates = nil
+			},
+		},
+		"another gate too: only ours removed": {
+			pod: worker(0, t0).SchedulingGate("example.com/quota").Obj(),
+			wantSpec: func(s *corev1.PodSpec) {
+				s.NodeSelector[poolKey] = "pool-a"
+				s.SchedulingGates = []corev1.PodSchedulingGate{{Name: "example.com/quota"}}
+			},
+		},
+		"no nodeSelector: one made": {
+			pod: func() *corev1.Pod {
+				p := worker(0, t0).Obj()
+				p.Spec.NodeSelector = nil
+				return p
+			}(),
+			wantSpec: func(s *corev1.PodSpec) {
+				s.NodeSelector = map[string]string{poolKey: "pool-a"}
+				s.SchedulingGates = nil
+			},
+		},
+		"a Pod without our gate is never patched": {
+			pod:       ungated(worker(0, t0)).Obj(),
+			wantError: true,
+		},
+		"a Pod selecting another domain is never patched": {
+			pod:       worker(0, t0).NodeSelector(poolKey, "pool-b").Obj(),
+			wantError: true,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			patch, err := ReleasePatch(tc.pod, poolKey, "pool-a")
+			if tc.wantError {
+				if err == nil {
+					t.Fatalf("ReleasePatch = %s, want an error", patch)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := applyPatch(t, tc.pod, patch)
+			want := tc.pod.DeepCopy()
+			tc.wantSpec(&want.Spec)
+			if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("released Pod (-want,+got):\n%s", diff)
+			}
+
+			// The same patch on the released Pod, as a second replica or a retry would apply it,
+			// fails its test: a Pod is released once.
+			if _, err := jsonpatch.DecodePatch(patch); err != nil {
+				t.Fatal(err)
+			}
+			if again, err := tryPatch(got, patch); err == nil {
+				t.Errorf("the patch applied twice, giving %+v; want its test to fail", again.Spec)
+			}
+		})
+	}
+}
+
+func applyPatch(t *testing.T, pod *corev1.Pod, patch []byte) *corev1.Pod {
+	t.Helper()
+	out, err := tryPatch(pod, patch)
+	if err != nil {
+		t.Fatalf("applying %s: %v", patch, err)
+	}
+	return out
+}
+
+func tryPatch(pod *corev1.Pod, patch []byte) (*corev1.Pod, error) {
+	p, err := jsonpatch.DecodePatch(patch)
+	if err != nil {
+		return nil, err
+	}
+	doc, err := json.Marshal(pod)
+	if err != nil {
+		return nil, err
+	}
+	patched, err := p.Apply(doc)
+	if err != nil {
+		return nil, err
+	}
+	out := &corev1.Pod{}
+	return out, json.Unmarshal(patched, out)
+}
+
+func TestLease(t *testing.T) {
+	holder := Holder{Namespace: "ml", Name: "rc-tpu-0", UID: "uid-slice"}
+	cases := map[string]struct {
+		key, domain string
+		wantName    string
+	}{
+		"a node pool": {key: poolKey, domain: "tpu-pool-a", wantName: "tpu-domain-tpu-pool-a-"},
+		"a label value a name cannot hold as it is": {key: constants.GCETopologySubblockKey, domain: "Sub_Block.7", wantName: "tpu-domain-sub-block.7-"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			lease := NewLease("tpu-system", tc.key, tc.domain, holder)
+			if got := lease.Name; len(got) != len(tc.wantName)+16 || got[:len(tc.wantName)] != tc.wantName {
+				t.Errorf("Lease name %q, want %q and a 16-digit hash", got, tc.wantName)
+			}
+			got, ok := LockOf(lease)
+			if !ok {
+				t.Fatal("LockOf refused the Lease NewLease made")
+			}
+			if diff := cmp.Diff(Lock{Key: tc.key, Domain: tc.domain, Holder: holder}, got); diff != "" {
+				t.Errorf("LockOf (-want,+got):\n%s", diff)
+			}
+			wantHolds := []placement.Hold{{Domain: tc.domain, Slice: "ml/rc-tpu-0", UID: "uid-slice"}}
+			if diff := cmp.Diff(wantHolds, Holds([]coordinationv1.Lease{*lease}, tc.key)); diff != "" {
+				t.Errorf("Holds (-want,+got):\n%s", diff)
+			}
+			if got := Holds([]coordinationv1.Lease{*lease}, "other-key"); len(got) != 0 {
+				t.Errorf("Holds of another key = %v, want none", got)
+			}
+		})
+	}
+	if LeaseName(poolKey, "a") == LeaseName(constants.GCETopologyBlockKey, "a") {
+		t.Error("one domain name under two keys shares a Lease")
+	}
+}
