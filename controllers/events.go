@@ -45,6 +45,16 @@ const (
 	noteTPUSliceDegraded    = "Slice %s (replica %d) is degraded: %s"
 	noteTPUSliceRecovered   = "Slice %s (replica %d) is no longer degraded: %s"
 
+	// The notes of the placement step (placement.go).
+	noteTPUSliceDomainChosen     = "Released %d gated Pods of slice %s with nodeSelector %s=%s: %s"
+	noteTPUSliceNoDomain         = "The Pods of slice %s stay gated: %s"
+	noteTPUSliceGated            = "The Pods of slice %s wait behind the scheduling gate: %s"
+	noteTPUSliceInterPodAffinity = "Slice %s is kept in one %s domain by inter-pod affinity, not a chosen domain: no TPU Node matching its Pods' nodeSelector had that label when it was created"
+
+	// msgWaitingForPods is DomainChosen's message while a slice's Pods assemble: the gated Pods, the
+	// missing worker IDs and the time left of the assembly timeout.
+	msgWaitingForPods = "%d Pods gated, waiting for %s (at most %s more, --slice-assembly-timeout)"
+
 	noteTPUIdentityConflict = "This Pod carries TPU worker ID %d of slice %s, which the slice cannot record: %s; the operator leaves it running, delete the Pod that should go"
 )
 

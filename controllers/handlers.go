@@ -20,8 +20,11 @@ import (
 	"context"
 
 	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -60,7 +63,11 @@ func (r *TPUSliceAssignmentReconciler) sliceHandler() handler.EventHandler {
 		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q queue) {
 			r.add(q, self(e.ObjectNew), !onlyAddsClaims(e.ObjectOld, e.ObjectNew))
 		},
-		DeleteFunc:  func(_ context.Context, e event.DeleteEvent, q queue) { r.add(q, self(e.Object), true) },
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q queue) {
+			// The slice's reconcile gives its domain back; the slices waiting for one look again.
+			r.add(q, self(e.Object), true)
+			r.add(q, r.waitingSlices(ctx), false)
+		},
 		GenericFunc: func(_ context.Context, e event.GenericEvent, q queue) { r.add(q, self(e.Object), true) },
 	}
 }
@@ -96,15 +103,52 @@ func (r *TPUSliceAssignmentReconciler) podHandler() handler.EventHandler {
 			urgent := stoppedLiving(e.ObjectOld, e.ObjectNew)
 			r.add(q, podToSlices(ctx, e.ObjectOld), urgent)
 			r.add(q, podToSlices(ctx, e.ObjectNew), urgent)
+			if urgent && e.ObjectNew.(*corev1.Pod).Spec.NodeName != "" { //nolint:forcetypeassert // stoppedLiving checked it.
+				r.add(q, r.waitingSlices(ctx), false) // its chips are free again
+			}
 		},
 		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q queue) {
-			if pod, ok := e.Object.(*corev1.Pod); ok && r.tombstones != nil {
+			pod, ok := e.Object.(*corev1.Pod)
+			if ok && r.tombstones != nil {
 				r.tombstones.Record(pod)
 			}
 			r.add(q, podToSlices(ctx, e.Object), true)
+			if ok && pod.Spec.NodeName != "" {
+				r.add(q, r.waitingSlices(ctx), false) // its chips are free again
+			}
 		},
 		GenericFunc: func(ctx context.Context, e event.GenericEvent, q queue) { r.add(q, podToSlices(ctx, e.Object), true) },
 	}
+}
+
+// leaseHandler enqueues, when a domain Lease goes, the slices waiting for a domain.
+func (r *TPUSliceAssignmentReconciler) leaseHandler() handler.EventHandler {
+	return handler.Funcs{
+		DeleteFunc: func(ctx context.Context, _ event.DeleteEvent, q queue) { r.add(q, r.waitingSlices(ctx), false) },
+	}
+}
+
+// waitingSlices lists, from the cache, the ChosenDomain slices that no domain fitted when they
+// last chose (DomainChosen False, NoDomainFits): a Node, a Pod, a slice or a Lease that went or
+// changed may have made room for them.
+func (r *TPUSliceAssignmentReconciler) waitingSlices(ctx context.Context) []reconcile.Request {
+	var list tpuv1alpha1.TPUSliceAssignmentList
+	if err := r.client.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing slices waiting for a domain")
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range list.Items {
+		s := &list.Items[i]
+		if s.Spec.Placement != tpuv1alpha1.PlacementChosenDomain {
+			continue
+		}
+		if c := apimeta.FindStatusCondition(s.Status.Conditions, tpuv1alpha1.ConditionDomainChosen); c != nil &&
+			c.Status == metav1.ConditionFalse && c.Reason == tpuv1alpha1.ReasonNoDomainFits {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(s)})
+		}
+	}
+	return reqs
 }
 
 // stoppedLiving reports whether a Pod update made it terminating, Failed or Succeeded.

@@ -26,6 +26,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -35,6 +36,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
+	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
 	"github.com/ray-tpu/tpu-slice-operator/internal/health"
 )
 
@@ -63,14 +65,17 @@ func (r *TPUSliceAssignmentReconciler) nodeHandler() handler.EventHandler {
 	return handler.Funcs{
 		CreateFunc: func(ctx context.Context, e event.CreateEvent, q queue) {
 			r.add(q, r.nodeToSlices(ctx, e.Object), false)
+			r.add(q, r.waitingSlices(ctx), false)
 		},
 		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q queue) {
 			if nodeChanged(e.ObjectOld, e.ObjectNew) {
 				r.add(q, r.nodeToSlices(ctx, e.ObjectNew), false)
+				r.add(q, r.waitingSlices(ctx), false)
 			}
 		},
 		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q queue) {
 			r.add(q, r.nodeToSlices(ctx, e.Object), false)
+			r.add(q, r.waitingSlices(ctx), false)
 		},
 		GenericFunc: func(ctx context.Context, e event.GenericEvent, q queue) {
 			r.add(q, r.nodeToSlices(ctx, e.Object), false)
@@ -78,8 +83,9 @@ func (r *TPUSliceAssignmentReconciler) nodeHandler() handler.EventHandler {
 	}
 }
 
-// nodeChanged reports whether a Node update changed what slice health reads: its labels, taints,
-// unschedulable flag, deletion, or its Ready condition's status (not its heartbeat).
+// nodeChanged reports whether a Node update changed what slice health or the placement step
+// reads: its labels, taints, unschedulable flag, deletion, its Ready condition's status (not its
+// heartbeat), or its allocatable TPU chips.
 func nodeChanged(oldObj, newObj client.Object) bool {
 	before, ok1 := oldObj.(*corev1.Node)
 	after, ok2 := newObj.(*corev1.Node)
@@ -89,7 +95,8 @@ func nodeChanged(oldObj, newObj client.Object) bool {
 	return !maps.Equal(before.Labels, after.Labels) || before.Spec.Unschedulable != after.Spec.Unschedulable ||
 		(before.DeletionTimestamp == nil) != (after.DeletionTimestamp == nil) ||
 		!slices.EqualFunc(before.Spec.Taints, after.Spec.Taints, func(a, b corev1.Taint) bool { return a.Key == b.Key && a.Effect == b.Effect && a.Value == b.Value }) ||
-		nodeReadyStatus(before) != nodeReadyStatus(after)
+		nodeReadyStatus(before) != nodeReadyStatus(after) ||
+		!before.Status.Allocatable.Name(constants.TPUResourceName, resource.DecimalSI).Equal(*after.Status.Allocatable.Name(constants.TPUResourceName, resource.DecimalSI))
 }
 
 func nodeReadyStatus(node *corev1.Node) corev1.ConditionStatus {

@@ -23,6 +23,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -30,6 +32,8 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
+	"github.com/ray-tpu/tpu-slice-operator/internal/gate"
 	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
 	"github.com/ray-tpu/tpu-slice-operator/internal/tombstones"
 )
@@ -63,6 +67,40 @@ type Options struct {
 	Metrics *metrics.Metrics
 	// Clock tells the time the reconciler times claims and settles by (clock.RealClock when nil).
 	Clock clock.PassiveClock
+	// AssemblyTimeout bounds how long the gated Pods of a ChosenDomain slice wait for the rest of
+	// the slice's Pods before a domain is chosen for the slice anyway (docs/spec.md §4);
+	// gate.DefaultAssemblyTimeout when zero.
+	AssemblyTimeout time.Duration
+	// PlacementNamespace is the namespace of the domain Leases (PlacementNamespaceOrDefault when
+	// empty: the operator's own, as leader election's).
+	PlacementNamespace string
+	// SlicePlacement is how the operator places new multi-host slices (the webhook's
+	// --slice-placement): with ChosenDomain, a slice created with InterPodAffinity is warned of.
+	SlicePlacement tpuv1alpha1.SlicePlacement
+}
+
+// The Pod's namespace, as leader election and the webhook certificates find it.
+const (
+	podNamespaceEnv             = "POD_NAMESPACE"
+	serviceAccountNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+	fallbackNamespace           = "default"
+)
+
+// PlacementNamespaceOrDefault returns o.PlacementNamespace, else the Pod's namespace ($POD_NAMESPACE,
+// else the ServiceAccount's namespace, which leader election uses), else "default" (out of cluster).
+func (o *Options) PlacementNamespaceOrDefault() string {
+	if o.PlacementNamespace != "" {
+		return o.PlacementNamespace
+	}
+	if ns := os.Getenv(podNamespaceEnv); ns != "" {
+		return ns
+	}
+	if data, err := os.ReadFile(serviceAccountNamespaceFile); err == nil {
+		if ns := strings.TrimSpace(string(data)); ns != "" {
+			return ns
+		}
+	}
+	return fallbackNamespace
 }
 
 // BindFlags registers the options' command-line flags.
@@ -72,6 +110,10 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.MaxConcurrentReconciles, "max-concurrent-reconciles", 4, "Slices reconciled at once.")
 	fs.DurationVar(&o.BindSettle, "bind-settle", DefaultBindSettle,
 		"How long a slice must go without new claims before its claims are bound to their Pods and its conditions and hosts are written (bookkeeping: it waits for a burst of admissions, or of Pod and Node changes, to end; releases never wait).")
+	fs.DurationVar(&o.AssemblyTimeout, "slice-assembly-timeout", gate.DefaultAssemblyTimeout,
+		"How long the gated Pods of a ChosenDomain slice wait for the rest of the slice's Pods: once every worker ID has a live Pod, or once the oldest gated Pod is this old, the reconciler chooses one domain with room for the whole slice and releases the gated Pods onto it (Pods that come later follow them there).")
+	fs.StringVar(&o.PlacementNamespace, "placement-namespace", "",
+		"Namespace of the Leases that lock the domains chosen for ChosenDomain slices, one per domain (default: the operator's namespace, from $"+podNamespaceEnv+" or the ServiceAccount, as leader election).")
 }
 
 // Setup registers the reconcilers with the manager.
@@ -85,6 +127,10 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if opts.MaxConcurrentReconciles <= 0 {
 		opts.MaxConcurrentReconciles = 4
 	}
+	if opts.AssemblyTimeout <= 0 {
+		opts.AssemblyTimeout = gate.DefaultAssemblyTimeout
+	}
+	opts.PlacementNamespace = opts.PlacementNamespaceOrDefault()
 	if err := metrics.RegisterSliceCollector(mgr.GetClient()); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
 		return err
 	}

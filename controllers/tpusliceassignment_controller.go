@@ -18,12 +18,15 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	rayutils "github.com/ray-project/kuberay/ray-operator/controllers/ray/utils"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -69,6 +72,12 @@ type TPUSliceAssignmentReconciler struct {
 	metrics        *metrics.Metrics
 	// seen is what this reconciler observed of each slice, on its own clock.
 	seen *observations
+	// assemblyTimeout, leaseNamespace and slicePlacement configure the placement step
+	// (placement.go); warned holds the UIDs of the slices warned of inter-pod affinity.
+	assemblyTimeout time.Duration
+	leaseNamespace  string
+	slicePlacement  tpuv1alpha1.SlicePlacement
+	warned          sync.Map
 }
 
 // NewTPUSliceAssignmentReconciler returns a reconciler reading through mgr's cache and, to confirm
@@ -90,17 +99,22 @@ func NewTPUSliceAssignmentReconciler(mgr ctrl.Manager, opts Options) *TPUSliceAs
 		clock:          opts.Clock,
 		metrics:        opts.Metrics,
 		seen:           newObservations(),
+
+		assemblyTimeout: opts.AssemblyTimeout,
+		leaseNamespace:  opts.PlacementNamespace,
+		slicePlacement:  opts.SlicePlacement,
 	}
 }
 
-// SetupWithManager watches slices, the TPU worker Pods, the TPU Nodes they run on (health.go) and
-// RayClusters (handlers.go).
+// SetupWithManager watches slices, the TPU worker Pods, the TPU Nodes they run on (health.go),
+// RayClusters and the domain Leases of the placement step (handlers.go).
 func (r *TPUSliceAssignmentReconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("tpusliceassignment").
 		Watches(&tpuv1alpha1.TPUSliceAssignment{}, r.sliceHandler()).
 		Watches(&corev1.Pod{}, r.podHandler()).
 		Watches(&corev1.Node{}, r.nodeHandler()).
+		Watches(&coordinationv1.Lease{}, r.leaseHandler()).
 		Watches(&rayv1.RayCluster{}, handler.EnqueueRequestsFromMapFunc(r.rayClusterToSlices)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Complete(r)
@@ -131,6 +145,9 @@ func (r *TPUSliceAssignmentReconciler) Reconcile(ctx context.Context, req ctrl.R
 		}
 		r.seen.forget(req.NamespacedName)
 		if slice, err = r.recreate(ctx, req.NamespacedName); slice == nil || err != nil {
+			if err == nil {
+				err = r.releaseGone(ctx, req.NamespacedName)
+			}
 			return ctrl.Result{}, err
 		}
 	}
@@ -183,7 +200,14 @@ func (r *TPUSliceAssignmentReconciler) Reconcile(ctx context.Context, req ctrl.R
 	if len(updated.Status.Claims) == 0 && slice.Spec.ReplicaIndex >= replicas(rc, slice.Spec.GroupName) {
 		return ctrl.Result{}, r.deleteSlice(ctx, updated, rc, "it is empty and above the worker group's replica count")
 	}
-	return ctrl.Result{RequeueAfter: d.RequeueAfter}, nil
+	placeAfter, err := r.place(ctx, rc, updated, pods)
+	switch {
+	case errors.Is(err, errStatusConflict):
+		return ctrl.Result{RequeueAfter: conflictRequeueDelay}, nil
+	case err != nil:
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{RequeueAfter: soonest(d.RequeueAfter, placeAfter)}, nil
 }
 
 // decide makes the slice's decision on the cache and, when it would release, add or delete
@@ -409,6 +433,18 @@ func (r *TPUSliceAssignmentReconciler) deleteSlice(ctx context.Context, slice *t
 		r.recorder.Eventf(rc, slice, corev1.EventTypeNormal, tpuv1alpha1.ReasonTPUSliceRemoved, "Delete", noteTPUSliceRemoved, slice.Name, why)
 	}
 	return nil
+}
+
+// soonest returns the shorter of two requeue delays, zero meaning none.
+func soonest(a, b time.Duration) time.Duration {
+	switch {
+	case a == 0:
+		return b
+	case b == 0:
+		return a
+	default:
+		return min(a, b)
+	}
 }
 
 func replicas(rc *rayv1.RayCluster, group string) int32 {

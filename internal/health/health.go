@@ -113,7 +113,7 @@ func Evaluate(in Input) Result {
 		h.problem, h.reason = nodeProblem(h.node)
 		r.Hosts = append(r.Hosts, h.fact)
 	}
-	r.Scheduled = scheduledCondition(s, hosts)
+	r.Scheduled = scheduledCondition(s, hosts, gatedPods(in.Pods))
 	r.Placed = placedCondition(s, hosts, key)
 	r.Ready = readyCondition(s, hosts)
 	r.Degraded = degradedCondition(s, hosts, r.Ready.Reason == tpuv1alpha1.ReasonReadinessLost)
@@ -142,7 +142,24 @@ func nodeReady(node *corev1.Node) bool {
 	return false
 }
 
-func scheduledCondition(s *tpuv1alpha1.TPUSliceAssignment, hosts []host) metav1.Condition {
+// gatedPods counts the live Pods that carry the operator's scheduling gate.
+func gatedPods(pods []corev1.Pod) int {
+	n := 0
+	for i := range pods {
+		p := &pods[i]
+		if p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodFailed && p.Status.Phase != corev1.PodSucceeded &&
+			slices.ContainsFunc(p.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool { return g.Name == tpuv1alpha1.PlacementSchedulingGate }) {
+			n++
+		}
+	}
+	return n
+}
+
+// scheduledCondition: True when every host is bound to a node. Otherwise False: for a
+// ChosenDomain slice whose Pods wait behind the operator's scheduling gate, or that has no domain
+// (DomainChosen False), reason NoDomainFits when DomainChosen says so, else SchedulingGated,
+// with DomainChosen's message; else HostsUnscheduled.
+func scheduledCondition(s *tpuv1alpha1.TPUSliceAssignment, hosts []host, gated int) metav1.Condition {
 	var missing []int32
 	for i := range hosts {
 		if !hosts[i].scheduled {
@@ -158,6 +175,22 @@ func scheduledCondition(s *tpuv1alpha1.TPUSliceAssignment, hosts []host) metav1.
 	}
 	cond.Status, cond.Reason = metav1.ConditionFalse, tpuv1alpha1.ReasonHostsUnscheduled
 	cond.Message = fmt.Sprintf("%d of %d hosts bound to a node; not yet: %s", n, len(hosts), Hosts(missing))
+	if s.Spec.Placement != tpuv1alpha1.PlacementChosenDomain {
+		return cond
+	}
+	chosen := apimeta.FindStatusCondition(s.Status.Conditions, tpuv1alpha1.ConditionDomainChosen)
+	waiting := chosen != nil && chosen.Status == metav1.ConditionFalse
+	if gated == 0 && !waiting {
+		return cond
+	}
+	cond.Reason = tpuv1alpha1.ReasonSchedulingGated
+	if waiting && chosen.Reason == tpuv1alpha1.ReasonNoDomainFits {
+		cond.Reason = tpuv1alpha1.ReasonNoDomainFits
+	}
+	cond.Message += fmt.Sprintf("; %d Pods wait behind the scheduling gate %s", gated, tpuv1alpha1.PlacementSchedulingGate)
+	if waiting {
+		cond.Message += ": " + chosen.Message
+	}
 	return cond
 }
 

@@ -16,9 +16,9 @@ limitations under the License.
 
 // Package nodes is the operator's view of the TPU Nodes: a cache limited to the Nodes GKE labels
 // with cloud.google.com/gke-tpu-accelerator and trimmed to what the operator reads (name, labels,
-// unschedulable, taints and the Ready condition), shared by the Pod webhook (which GCE topology
-// domain a subslice's affinity names), the RayCluster webhook (its warnings) and the reconciler
-// (slice health). The operator never writes Nodes.
+// unschedulable, taints, the Ready condition and allocatable TPU chips), shared by the Pod webhook
+// (which GCE topology domain a subslice's affinity names), the RayCluster webhook (its warnings)
+// and the reconciler (slice health, the placement step). The operator never writes Nodes.
 package nodes
 
 import (
@@ -46,7 +46,8 @@ func CacheOptions() cache.ByObject {
 	return cache.ByObject{Label: labels.NewSelector().Add(*r), Transform: Trim}
 }
 
-// Trim keeps of a Node its name, labels, unschedulable flag, taints and Ready condition.
+// Trim keeps of a Node its name, labels, unschedulable flag, taints, Ready condition and
+// allocatable google.com/tpu (the placement step's free chips, placement.CandidateFromNode).
 func Trim(obj any) (any, error) {
 	node, ok := obj.(*corev1.Node)
 	if !ok {
@@ -64,6 +65,9 @@ func Trim(obj any) (any, error) {
 		if c.Type == corev1.NodeReady {
 			out.Status.Conditions = []corev1.NodeCondition{c}
 		}
+	}
+	if q, ok := node.Status.Allocatable[constants.TPUResourceName]; ok {
+		out.Status.Allocatable = corev1.ResourceList{constants.TPUResourceName: q}
 	}
 	return out, nil
 }

@@ -31,6 +31,7 @@ import (
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	rayutils "github.com/ray-project/kuberay/ray-operator/controllers/ray/utils"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -50,6 +51,7 @@ import (
 	"github.com/ray-tpu/tpu-slice-operator/internal/allocator"
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
 	"github.com/ray-tpu/tpu-slice-operator/internal/forward"
+	"github.com/ray-tpu/tpu-slice-operator/internal/gate"
 	"github.com/ray-tpu/tpu-slice-operator/internal/identity"
 	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
 	"github.com/ray-tpu/tpu-slice-operator/internal/nodes"
@@ -126,6 +128,11 @@ func CacheOptions(opts Options) cache.Options {
 	byObject := map[client.Object]cache.ByObject{
 		&corev1.Pod{}:  {Label: workerPods, Transform: TrimPod},
 		&corev1.Node{}: nodes.CacheOptions(),
+		// The domain Leases of the placement step, in the operator's namespace only.
+		&coordinationv1.Lease{}: {
+			Namespaces: map[string]cache.Config{opts.Controllers.PlacementNamespaceOrDefault(): {}},
+			Label:      labels.SelectorFromSet(labels.Set{gate.LeaseLabel: "true"}),
+		},
 	}
 	if opts.Forward.Enabled() {
 		byObject[&discoveryv1.EndpointSlice{}] = opts.Forward.CacheOptions()
@@ -137,7 +144,9 @@ func CacheOptions(opts Options) cache.Options {
 // owner, deletion state and phase, and of the spec what its TPU identity is read from (package
 // identity): the node selectors, hostname and subdomain, and of each TPU container its name, TPU
 // resources and the TPU_WORKER_ID and TPU_NAME variables. For slice health (package health) it
-// keeps spec.nodeName and the Ready condition. Everything else is dropped from the cache.
+// keeps spec.nodeName and the Ready condition; for the placement step (package gate) the
+// scheduling gates and tolerations (the TPU chips requested are the TPU resources above).
+// Everything else is dropped from the cache.
 func TrimPod(obj any) (any, error) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
@@ -190,7 +199,8 @@ var keptAnnotations = []string{tpuv1alpha1.ClaimTokenAnnotation, constants.Slice
 var identityEnv = []string{constants.EnvWorkerID, constants.EnvName}
 
 func trimSpec(spec *corev1.PodSpec) corev1.PodSpec {
-	out := corev1.PodSpec{NodeSelector: spec.NodeSelector, Hostname: spec.Hostname, Subdomain: spec.Subdomain, NodeName: spec.NodeName}
+	out := corev1.PodSpec{NodeSelector: spec.NodeSelector, Hostname: spec.Hostname, Subdomain: spec.Subdomain, NodeName: spec.NodeName,
+		SchedulingGates: spec.SchedulingGates, Tolerations: spec.Tolerations}
 	for _, i := range topology.TPUContainers(spec) {
 		c := &spec.Containers[i]
 		kept := corev1.Container{Name: c.Name, Resources: corev1.ResourceRequirements{

@@ -1,0 +1,521 @@
+/*
+Copyright 2026 The tpu-slice-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
+	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
+	"github.com/ray-tpu/tpu-slice-operator/internal/gate"
+	"github.com/ray-tpu/tpu-slice-operator/internal/health"
+	"github.com/ray-tpu/tpu-slice-operator/internal/identity"
+	"github.com/ray-tpu/tpu-slice-operator/internal/lifecycle"
+	"github.com/ray-tpu/tpu-slice-operator/internal/placement"
+	"github.com/ray-tpu/tpu-slice-operator/internal/reads"
+)
+
+// The placement step of a ChosenDomain slice (docs/spec.md §4): the webhook admits its Pods with
+// the scheduling gate tpu.ray.io/slice-placement and no inter-pod terms; here the reconciler
+// chooses one domain of spec.affinityTopologyKey with room for the whole slice
+// (placement.Choose), takes it by creating the domain's Lease, records it in status.domain with
+// condition DomainChosen, and releases every gated Pod with a nodeSelector on it.
+
+// +kubebuilder:rbac:groups="",resources=pods,verbs=patch
+// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=system,resources=leases,verbs=get;list;watch;create;update;delete
+
+const (
+	// releaseConcurrency bounds the Pod patches one reconcile makes at once.
+	releaseConcurrency = 64
+	// heldRequeueDelay is how soon a slice chooses again after the domain it chose turned out to be
+	// held (its Lease's create failed) more often than choose tries in one reconcile.
+	heldRequeueDelay = 200 * time.Millisecond
+	// noFitRecheck is how often a slice no domain fits chooses again without any event: Node,
+	// Pod, slice and Lease events re-queue it sooner (waitingSlices).
+	noFitRecheck = 30 * time.Second
+	// chooseAttempts bounds the choices one reconcile makes when chosen domains turn out held.
+	chooseAttempts = 3
+)
+
+var (
+	// errDomainTaken is a Lease write that lost a race: choose again on fresh data.
+	errDomainTaken = errors.New("domain lease changed since it was read")
+	// errStatusConflict is a status write that lost a race: decide again on fresh data.
+	errStatusConflict = errors.New("slice changed since it was read")
+)
+
+// place runs the placement step for slice, whose claims and health were just written, and returns
+// how soon to look at the slice again.
+func (r *TPUSliceAssignmentReconciler) place(ctx context.Context, rc *rayv1.RayCluster, slice *tpuv1alpha1.TPUSliceAssignment,
+	pods []corev1.Pod) (time.Duration, error) {
+	switch slice.Spec.Placement {
+	case tpuv1alpha1.PlacementInterPodAffinity:
+		if r.slicePlacement == tpuv1alpha1.PlacementChosenDomain {
+			r.warnInterPodAffinity(rc, slice)
+		}
+		return 0, nil
+	case tpuv1alpha1.PlacementChosenDomain:
+	default:
+		return 0, nil
+	}
+	key := slice.Spec.AffinityTopologyKey
+	if key == "" {
+		return 0, nil
+	}
+	live := 0
+	for i := range pods {
+		if lifecycle.PodLive(&pods[i]) {
+			live++
+		}
+	}
+	if live == 0 {
+		// No Pod left: the slice gives its domain back; its next Pods choose again.
+		return 0, r.forgetDomain(ctx, slice)
+	}
+	asm := gate.Assemble(slice.Spec.Hosts, pods, r.clock.Now(), r.assemblyTimeout)
+	if len(asm.Gated) == 0 {
+		return 0, r.giveBack(ctx, slice, slice.Status.Domain)
+	}
+	if !asm.Ready && !(slice.Status.Domain != "" && gate.Committed(pods, key)) {
+		// A slice whose Pods already went to its domain releases a late Pod at once: waiting for
+		// the rest would only keep the Pod from the domain the slice is in.
+		return asm.Wait, r.waitForPods(ctx, rc, slice, pods, asm)
+	}
+	return r.choose(ctx, rc, slice, pods, asm)
+}
+
+// choose asks placement.Choose for a domain and acts on the answer.
+func (r *TPUSliceAssignmentReconciler) choose(ctx context.Context, rc *rayv1.RayCluster, slice *tpuv1alpha1.TPUSliceAssignment,
+	pods []corev1.Pod, asm gate.Assembly) (time.Duration, error) {
+	log := ctrl.LoggerFrom(ctx).WithValues("slice", klog.KObj(slice))
+	var nodes corev1.NodeList
+	if err := r.client.List(ctx, &nodes); err != nil {
+		return 0, fmt.Errorf("listing TPU Nodes for slice %s: %w", slice.Name, err)
+	}
+	requested, err := r.requestedChips(ctx, slice)
+	if err != nil {
+		return 0, err
+	}
+	holds, err := r.holds(ctx, slice.Spec.AffinityTopologyKey)
+	if err != nil {
+		return 0, err
+	}
+	for range chooseAttempts {
+		req := gate.NewRequest(slice, pods, nodes.Items, requested, holds)
+		choice, err := placement.Choose(req)
+		if err != nil {
+			// The slice's Pods request no TPU: nothing to choose for; they stay gated.
+			log.Error(err, "Cannot choose a domain for slice")
+			return 0, nil
+		}
+		switch choice.Outcome {
+		case placement.OutcomeNoFit:
+			return noFitRecheck, r.noFit(ctx, rc, slice, pods, choice.Reason)
+		case placement.OutcomeFallback:
+			// No Node has the key's label (any more): releasing the Pods with no selector could
+			// split the slice over domains, and they carry no inter-pod terms. They stay gated.
+			return noFitRecheck, r.noFit(ctx, rc, slice, pods, choice.Reason)
+		}
+		held, err := r.takeDomain(ctx, slice, choice.Key, choice.Domain)
+		switch {
+		case errors.Is(err, errDomainTaken):
+			return heldRequeueDelay, nil
+		case err != nil:
+			return 0, err
+		case held != nil:
+			log.V(1).Info("Chosen domain is held by another slice; choosing again", "domain", choice.Domain, "holder", held.Slice)
+			holds = append(holds, *held)
+			continue
+		}
+		return 0, r.release(ctx, rc, slice, pods, choice, asm)
+	}
+	return heldRequeueDelay, nil
+}
+
+// requestedChips sums the TPU chips the cached worker Pods bound to each Node request, other than
+// the slice's own. The Pod cache holds KubeRay worker Pods only: a Node's other TPU Pods count
+// once they bind (Choose's usable count then drops only by the Node's allocatable).
+func (r *TPUSliceAssignmentReconciler) requestedChips(ctx context.Context, slice *tpuv1alpha1.TPUSliceAssignment) (map[string]int64, error) {
+	var all corev1.PodList
+	if err := r.client.List(ctx, &all, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("listing Pods for the TPU chips requested on Nodes: %w", err)
+	}
+	return gate.RequestedChips(all.Items, func(p *corev1.Pod) bool {
+		if p.Namespace != slice.Namespace {
+			return false
+		}
+		id, ok := identity.FromPod(p)
+		return ok && id.SliceName() == slice.Name
+	}), nil
+}
+
+// holds returns the domains of key that domain Leases lock. A Lease whose holder slice is gone
+// (confirmed by a live read by name and UID) is deleted instead, conditional on its UID and
+// resourceVersion, and holds nothing.
+func (r *TPUSliceAssignmentReconciler) holds(ctx context.Context, key string) ([]placement.Hold, error) {
+	leases, err := r.leases(ctx)
+	if err != nil {
+		return nil, err
+	}
+	kept := leases[:0]
+	for i := range leases {
+		lock, ok := gate.LockOf(&leases[i])
+		if !ok || lock.Key != key {
+			continue
+		}
+		alive, err := r.holderAlive(ctx, lock.Holder)
+		if err != nil {
+			return nil, err
+		}
+		if !alive {
+			if err := r.deleteLease(ctx, &leases[i], "its holder slice "+lock.Holder.Slice()+" is gone"); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		kept = append(kept, leases[i])
+	}
+	return gate.Holds(kept, key), nil
+}
+
+// leases lists the domain Leases from the cache.
+func (r *TPUSliceAssignmentReconciler) leases(ctx context.Context) ([]coordinationv1.Lease, error) {
+	var list coordinationv1.LeaseList
+	if err := r.client.List(ctx, &list, client.InNamespace(r.leaseNamespace), client.MatchingLabels{gate.LeaseLabel: "true"}); err != nil {
+		return nil, fmt.Errorf("listing domain Leases in %s: %w", r.leaseNamespace, err)
+	}
+	return list.Items, nil
+}
+
+// holderAlive reports whether the slice a Lease names exists with its UID: from the cache, and,
+// when the cache says no, from the API server.
+func (r *TPUSliceAssignmentReconciler) holderAlive(ctx context.Context, h gate.Holder) (bool, error) {
+	s, err := reads.CacheThenLive(ctx, r.client, r.reader, types.NamespacedName{Namespace: h.Namespace, Name: h.Name},
+		func(s *tpuv1alpha1.TPUSliceAssignment) bool { return s.UID == h.UID })
+	if err != nil {
+		return false, fmt.Errorf("reading slice %s of a domain Lease: %w", h.Slice(), err)
+	}
+	return s != nil && s.UID == h.UID, nil
+}
+
+// deleteLease deletes a domain Lease conditional on the UID and resourceVersion it was read with.
+func (r *TPUSliceAssignmentReconciler) deleteLease(ctx context.Context, lease *coordinationv1.Lease, why string) error {
+	uid, rv := lease.UID, lease.ResourceVersion
+	if err := r.client.Delete(ctx, lease, client.Preconditions{UID: &uid, ResourceVersion: &rv}); err != nil {
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			return nil // gone, or taken over since it was read: no longer ours to delete.
+		}
+		return fmt.Errorf("deleting domain Lease %s: %w", lease.Name, err)
+	}
+	ctrl.LoggerFrom(ctx).Info("Deleted domain Lease", "lease", klog.KObj(lease), "reason", why)
+	return nil
+}
+
+// takeDomain takes domain of key for slice: it creates the domain's Lease. When the Lease exists
+// it is the slice's own (nil, nil), another live slice's (its Hold), or a gone slice's, which is
+// taken over with an update conditional on the resourceVersion read (errDomainTaken when that
+// loses). Two slices, or two replicas, never both take one domain: one create, or one update of
+// one resourceVersion, succeeds.
+func (r *TPUSliceAssignmentReconciler) takeDomain(ctx context.Context, slice *tpuv1alpha1.TPUSliceAssignment, key, domain string) (*placement.Hold, error) {
+	me := gate.HolderOf(slice)
+	lease := gate.NewLease(r.leaseNamespace, key, domain, me)
+	err := r.client.Create(ctx, lease, client.FieldOwner(constants.FieldManager))
+	if err == nil {
+		ctrl.LoggerFrom(ctx).Info("Took domain for slice", "slice", klog.KObj(slice), "key", key, "domain", domain, "lease", lease.Name)
+		return nil, nil
+	}
+	if !apierrors.IsAlreadyExists(err) {
+		return nil, fmt.Errorf("creating domain Lease %s: %w", lease.Name, err)
+	}
+	existing := &coordinationv1.Lease{}
+	if err := r.reader.Get(ctx, client.ObjectKeyFromObject(lease), existing); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, errDomainTaken // deleted since: choose again.
+		}
+		return nil, fmt.Errorf("reading domain Lease %s: %w", lease.Name, err)
+	}
+	lock, ok := gate.LockOf(existing)
+	if ok && lock.Holder.UID == slice.UID {
+		return nil, nil
+	}
+	if ok {
+		alive, err := r.holderAlive(ctx, lock.Holder)
+		if err != nil {
+			return nil, err
+		}
+		if alive {
+			return &placement.Hold{Domain: domain, Slice: lock.Holder.Slice(), UID: lock.Holder.UID}, nil
+		}
+	}
+	// The holder is gone (or the Lease says nothing readable): take it over, conditional on the
+	// resourceVersion read.
+	existing.Labels, existing.Annotations, existing.Spec = lease.Labels, lease.Annotations, lease.Spec
+	if err := r.client.Update(ctx, existing, client.FieldOwner(constants.FieldManager)); err != nil {
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			return nil, errDomainTaken
+		}
+		return nil, fmt.Errorf("taking over domain Lease %s: %w", lease.Name, err)
+	}
+	ctrl.LoggerFrom(ctx).Info("Took over domain Lease of a gone slice", "slice", klog.KObj(slice), "domain", domain, "previousHolder", lock.Holder.String())
+	return nil, nil
+}
+
+// giveBack deletes the slice's domain Leases other than keep's ("" for all).
+func (r *TPUSliceAssignmentReconciler) giveBack(ctx context.Context, slice *tpuv1alpha1.TPUSliceAssignment, keep string) error {
+	leases, err := r.leases(ctx)
+	if err != nil {
+		return err
+	}
+	for i := range leases {
+		lock, ok := gate.LockOf(&leases[i])
+		if !ok || lock.Holder.UID != slice.UID || (keep != "" && lock.Domain == keep && lock.Key == slice.Spec.AffinityTopologyKey) {
+			continue
+		}
+		if err := r.deleteLease(ctx, &leases[i], "slice "+slice.Name+" gives the domain back"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// releaseGone deletes the domain Leases held by the slice key names, once a live read confirms that
+// slice gone (or of another UID).
+func (r *TPUSliceAssignmentReconciler) releaseGone(ctx context.Context, key types.NamespacedName) error {
+	leases, err := r.leases(ctx)
+	if err != nil {
+		return err
+	}
+	for i := range leases {
+		lock, ok := gate.LockOf(&leases[i])
+		if !ok || lock.Holder.Namespace != key.Namespace || lock.Holder.Name != key.Name {
+			continue
+		}
+		alive, err := r.holderAlive(ctx, lock.Holder)
+		if err != nil || alive {
+			return err
+		}
+		if err := r.deleteLease(ctx, &leases[i], "its holder slice "+lock.Holder.Slice()+" is gone"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// forgetDomain gives every domain of a slice with no Pod left back and clears status.domain and
+// DomainChosen.
+func (r *TPUSliceAssignmentReconciler) forgetDomain(ctx context.Context, slice *tpuv1alpha1.TPUSliceAssignment) error {
+	if err := r.giveBack(ctx, slice, ""); err != nil {
+		return err
+	}
+	if slice.Status.Domain == "" && apimeta.FindStatusCondition(slice.Status.Conditions, tpuv1alpha1.ConditionDomainChosen) == nil {
+		return nil
+	}
+	updated := slice.DeepCopy()
+	updated.Status.Domain = ""
+	apimeta.RemoveStatusCondition(&updated.Status.Conditions, tpuv1alpha1.ConditionDomainChosen)
+	return r.updatePlacement(ctx, updated)
+}
+
+// waitForPods records that the slice's gated Pods wait for the rest of its Pods.
+func (r *TPUSliceAssignmentReconciler) waitForPods(ctx context.Context, rc *rayv1.RayCluster, slice *tpuv1alpha1.TPUSliceAssignment,
+	pods []corev1.Pod, asm gate.Assembly) error {
+	msg := fmt.Sprintf(msgWaitingForPods, len(asm.Gated), missingHosts(asm.Missing), asm.Wait.Round(time.Second))
+	if slice.Status.Domain != "" {
+		msg += fmt.Sprintf("; %s=%s was chosen before", slice.Spec.AffinityTopologyKey, slice.Status.Domain)
+	}
+	before := apimeta.FindStatusCondition(slice.Status.Conditions, tpuv1alpha1.ConditionDomainChosen)
+	changed, err := r.setDomainChosen(ctx, slice, pods, slice.Status.Domain, metav1.ConditionFalse, tpuv1alpha1.ReasonWaitingForPods, msg)
+	if err != nil || !changed {
+		return err
+	}
+	if before == nil || before.Reason != tpuv1alpha1.ReasonWaitingForPods {
+		r.recorder.Eventf(rc, slice, corev1.EventTypeNormal, tpuv1alpha1.ReasonTPUSliceGated, "Place", "%s",
+			boundedNote(fmt.Sprintf(noteTPUSliceGated, slice.Name, msg)))
+	}
+	return nil
+}
+
+// missingHosts names the missing worker IDs compactly.
+func missingHosts(ids []int32) string {
+	if len(ids) == 0 {
+		return "none"
+	}
+	return health.Hosts(ids)
+}
+
+// noFit records that no domain fits the slice now; its Pods stay gated and the domain it had
+// chosen, which no longer fits and holds no Pod, is given back.
+func (r *TPUSliceAssignmentReconciler) noFit(ctx context.Context, rc *rayv1.RayCluster, slice *tpuv1alpha1.TPUSliceAssignment,
+	pods []corev1.Pod, msg string) error {
+	if err := r.giveBack(ctx, slice, ""); err != nil {
+		return err
+	}
+	before := apimeta.FindStatusCondition(slice.Status.Conditions, tpuv1alpha1.ConditionDomainChosen)
+	changed, err := r.setDomainChosen(ctx, slice, pods, "", metav1.ConditionFalse, tpuv1alpha1.ReasonNoDomainFits, msg)
+	if err != nil || !changed {
+		return err
+	}
+	if before == nil || before.Reason != tpuv1alpha1.ReasonNoDomainFits || before.Message != msg {
+		r.recorder.Eventf(rc, slice, corev1.EventTypeWarning, tpuv1alpha1.ReasonTPUSliceNoDomain, "Place", "%s",
+			boundedNote(fmt.Sprintf(noteTPUSliceNoDomain, slice.Name, msg)))
+		ctrl.LoggerFrom(ctx).Info("No domain fits slice; its Pods stay gated", "slice", klog.KObj(slice), "why", msg)
+	}
+	return nil
+}
+
+// release records the chosen domain, gives back any other, and releases the gated Pods onto it.
+func (r *TPUSliceAssignmentReconciler) release(ctx context.Context, rc *rayv1.RayCluster, slice *tpuv1alpha1.TPUSliceAssignment,
+	pods []corev1.Pod, choice placement.Choice, asm gate.Assembly) error {
+	reason := tpuv1alpha1.ReasonDomainFits
+	if choice.Outcome == placement.OutcomeBound {
+		reason = tpuv1alpha1.ReasonPodsBound
+	}
+	if _, err := r.setDomainChosen(ctx, slice, pods, choice.Domain, metav1.ConditionTrue, reason, choice.Reason); err != nil {
+		return err
+	}
+	if err := r.giveBack(ctx, slice, choice.Domain); err != nil {
+		return err
+	}
+	released, err := r.releasePods(ctx, asm.Gated, choice.Key, choice.Domain)
+	if released > 0 {
+		note := fmt.Sprintf(noteTPUSliceDomainChosen, released, slice.Name, choice.Key, choice.Domain, choice.Reason)
+		if asm.TimedOut {
+			note += fmt.Sprintf(" (released after the %s assembly timeout without %s)", r.assemblyTimeout, missingHosts(asm.Missing))
+		}
+		r.recorder.Eventf(rc, slice, corev1.EventTypeNormal, tpuv1alpha1.ReasonTPUSliceDomainChosen, "Place", "%s", boundedNote(note))
+		ctrl.LoggerFrom(ctx).Info("Released gated Pods of slice onto its domain", "slice", klog.KObj(slice), "key", choice.Key,
+			"domain", choice.Domain, "pods", released, "timedOut", asm.TimedOut)
+	}
+	return err
+}
+
+// releasePods patches each gated Pod, releaseConcurrency at once, with ReleasePatch. A patch that
+// fails its test (the Pod was released or changed since it was read) or finds the Pod gone is
+// skipped: the Pod's own event reconciles the slice again. It returns how many Pods it released.
+func (r *TPUSliceAssignmentReconciler) releasePods(ctx context.Context, gated []*corev1.Pod, key, domain string) (int, error) {
+	var (
+		mu       sync.Mutex
+		released int
+		errs     []error
+		wg       sync.WaitGroup
+		slots    = make(chan struct{}, releaseConcurrency)
+	)
+	for _, pod := range gated {
+		patch, err := gate.ReleasePatch(pod, key, domain)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			target := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name}}
+			err := r.client.Patch(ctx, target, client.RawPatch(types.JSONPatchType, patch), client.FieldOwner(constants.FieldManager))
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				released++
+			case apierrors.IsNotFound(err), apierrors.IsInvalid(err), apierrors.IsConflict(err):
+				ctrl.LoggerFrom(ctx).V(1).Info("Gated Pod changed since it was read; not released now", "pod", klog.KObj(pod), "err", err.Error())
+			default:
+				errs = append(errs, fmt.Errorf("releasing Pod %s: %w", pod.Name, err))
+			}
+		})
+	}
+	wg.Wait()
+	return released, errors.Join(errs...)
+}
+
+// setDomainChosen writes status.domain and DomainChosen, with the health conditions they change
+// (Scheduled's reason while gated), in one update conditional on the slice's resourceVersion. It
+// reports whether it wrote; a lost conflict is an error, so that the slice is decided again.
+func (r *TPUSliceAssignmentReconciler) setDomainChosen(ctx context.Context, slice *tpuv1alpha1.TPUSliceAssignment, pods []corev1.Pod,
+	domain string, status metav1.ConditionStatus, reason, msg string) (bool, error) {
+	updated := slice.DeepCopy()
+	updated.Status.Domain = domain
+	changed := slice.Status.Domain != domain
+	if apimeta.SetStatusCondition(&updated.Status.Conditions, metav1.Condition{
+		Type: tpuv1alpha1.ConditionDomainChosen, Status: status, Reason: reason, Message: boundedMessage(msg),
+		ObservedGeneration: slice.Generation,
+	}) {
+		changed = true
+	}
+	res, err := r.health(ctx, updated, updated.Status.Claims, pods)
+	if err != nil {
+		return false, err
+	}
+	if applyHealth(&updated.Status, res) {
+		changed = true
+	}
+	if !changed {
+		return false, nil
+	}
+	if err := r.updatePlacement(ctx, updated); err != nil {
+		return false, err
+	}
+	*slice = *updated
+	return true, nil
+}
+
+// updatePlacement writes the slice's status, conditional on its resourceVersion.
+func (r *TPUSliceAssignmentReconciler) updatePlacement(ctx context.Context, updated *tpuv1alpha1.TPUSliceAssignment) error {
+	if err := r.client.Status().Update(ctx, updated, client.FieldOwner(constants.FieldManager)); err != nil {
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			return errStatusConflict
+		}
+		return fmt.Errorf("recording the domain of slice %s: %w", updated.Name, err)
+	}
+	return nil
+}
+
+// maxMessageLength is the longest condition message the API server accepts (32 KiB); the
+// messages here are far shorter (NoFitMessage names at most a few domains).
+const maxMessageLength = 32 * 1024
+
+func boundedMessage(s string) string {
+	if len(s) <= maxMessageLength {
+		return s
+	}
+	return s[:maxMessageLength-3] + "..."
+}
+
+// warnInterPodAffinity records, once per slice and process, that a slice is placed with
+// inter-pod terms while the operator chooses domains: no TPU Node matching its Pods'
+// nodeSelector had a value of its key when it was created.
+func (r *TPUSliceAssignmentReconciler) warnInterPodAffinity(rc *rayv1.RayCluster, slice *tpuv1alpha1.TPUSliceAssignment) {
+	if _, warned := r.warned.LoadOrStore(slice.UID, true); warned {
+		return
+	}
+	r.recorder.Eventf(rc, slice, corev1.EventTypeWarning, tpuv1alpha1.ReasonTPUSliceInterPodAffinity, "Place",
+		noteTPUSliceInterPodAffinity, slice.Name, slice.Spec.AffinityTopologyKey)
+}
