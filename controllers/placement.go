@@ -91,6 +91,7 @@ func (r *TPUSliceAssignmentReconciler) place(ctx context.Context, rc *rayv1.RayC
 	if key == "" {
 		return 0, nil
 	}
+	pods = slicePods(slice, pods)
 	live := 0
 	for i := range pods {
 		if lifecycle.PodLive(&pods[i]) {
@@ -111,6 +112,18 @@ func (r *TPUSliceAssignmentReconciler) place(ctx context.Context, rc *rayv1.RayC
 		return asm.Wait, r.waitForPods(ctx, rc, slice, pods, asm)
 	}
 	return r.choose(ctx, rc, slice, pods, asm)
+}
+
+// slicePods returns the Pods whose spec identity names the slice: the reconciler's live pass
+// lists the whole worker group's.
+func slicePods(slice *tpuv1alpha1.TPUSliceAssignment, pods []corev1.Pod) []corev1.Pod {
+	out := make([]corev1.Pod, 0, slice.Spec.Hosts)
+	for i := range pods {
+		if id, ok := identity.FromPod(&pods[i]); ok && id.SliceName() == slice.Name {
+			out = append(out, pods[i])
+		}
+	}
+	return out
 }
 
 // choose asks placement.Choose for a domain and acts on the answer.

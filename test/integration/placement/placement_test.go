@@ -1,0 +1,313 @@
+/*
+Copyright 2026 The tpu-slice-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package placement
+
+import (
+	"fmt"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
+	"github.com/ray-tpu/tpu-slice-operator/internal/claims"
+	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
+	"github.com/ray-tpu/tpu-slice-operator/internal/gate"
+	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
+	"github.com/ray-tpu/tpu-slice-operator/test/integration/framework"
+)
+
+const (
+	v6e     = "tpu-v6e-slice"
+	poolKey = constants.NodePoolTopologyKey
+	// specLabel keeps each spec's Pods on its own Nodes: both carry it, valued the namespace.
+	specLabel = "test.tpu.ray.io/spec"
+	hosts     = 4
+)
+
+var _ = Describe("The placement step of a ChosenDomain slice", func() {
+	var ns string
+	var rc *rayv1.RayCluster
+	BeforeEach(func() {
+		ns = framework.CreateNamespace(ctx, suite.Client, "place")
+		rc = testutil.MakeRayCluster("rc", ns).TPUGroup("tpu", v6e, "4x4", 4, hosts, 8).ManagedByMultiKueue().Obj()
+		Expect(suite.Client.Create(ctx, rc)).To(Succeed())
+	})
+
+	It("chooses one domain when every Pod is present, records it, and releases every Pod onto it", func() {
+		small := pool(ns, "a", hosts)
+		pool(ns, "b", hosts+1)
+		s := createSlice(rc, 0)
+		pods := createGated(rc, 0, 0, 1, 2, 3)
+
+		By("the best fit, the pool with no spare Node, is chosen and recorded")
+		slice := expectDomainChosen(s, metav1.ConditionTrue, tpuv1alpha1.ReasonDomainFits)
+		Expect(slice.Status.Domain).To(Equal(small))
+		expectReleased(pods, small)
+		lease := &coordinationv1.Lease{}
+		Expect(suite.Client.Get(ctx, client.ObjectKey{Namespace: leaseNamespace, Name: gate.LeaseName(poolKey, small)}, lease)).To(Succeed())
+		Expect(*lease.Spec.HolderIdentity).To(Equal(ns + "/" + s.Name + "/" + string(slice.UID)))
+		expectEvents(rc, tpuv1alpha1.ReasonTPUSliceDomainChosen)
+	})
+
+	It("gives one fitting pool to one of two slices; the other waits gated and gets it when the first goes", func() {
+		only := pool(ns, "a", hosts)
+		first, second := createSlice(rc, 0), createSlice(rc, 1)
+		firstPods, secondPods := createGated(rc, 0, 0, 1, 2, 3), createGated(rc, 1, 0, 1, 2, 3)
+
+		By("one slice takes the pool, the other finds no domain and its Pods stay gated")
+		var winner, loser *tpuv1alpha1.TPUSliceAssignment
+		var winnerPods, loserPods []*corev1.Pod
+		Eventually(func(g Gomega) {
+			a, b := getSlice(first), getSlice(second)
+			g.Expect(a.Status.Domain != "" || b.Status.Domain != "").To(BeTrue())
+		}, testutil.Timeout, testutil.Interval).Should(Succeed())
+		if getSlice(first).Status.Domain != "" {
+			winner, loser, winnerPods, loserPods = first, second, firstPods, secondPods
+		} else {
+			winner, loser, winnerPods, loserPods = second, first, secondPods, firstPods
+		}
+		expectReleased(winnerPods, only)
+		lost := expectDomainChosen(loser, metav1.ConditionFalse, tpuv1alpha1.ReasonNoDomainFits)
+		Expect(apimeta.FindStatusCondition(lost.Status.Conditions, tpuv1alpha1.ConditionDomainChosen).Message).
+			To(ContainSubstring(only + ": held by slice " + ns + "/" + winner.Name))
+		scheduled := apimeta.FindStatusCondition(lost.Status.Conditions, tpuv1alpha1.ConditionScheduled)
+		Expect(scheduled).NotTo(BeNil())
+		Expect(scheduled.Status).To(Equal(metav1.ConditionFalse))
+		Expect(scheduled.Reason).To(Equal(tpuv1alpha1.ReasonNoDomainFits))
+		Consistently(func(g Gomega) { expectGated(g, loserPods) }, 2*time.Second, testutil.Interval).Should(Succeed())
+		expectEvents(rc, tpuv1alpha1.ReasonTPUSliceNoDomain)
+
+		By("the first slice goes (its Pods, then the slice): the second gets the pool")
+		for _, p := range winnerPods {
+			Expect(suite.Client.Delete(ctx, p)).To(Succeed())
+		}
+		Expect(suite.Client.Delete(ctx, winner)).To(Succeed())
+		expectReleased(loserPods, only)
+		Expect(getSlice(loser).Status.Domain).To(Equal(only))
+	})
+
+	It("skips a pool missing one Ready Node", func() {
+		short := pool(ns, "a", hosts)
+		full := pool(ns, "b", hosts)
+		Expect(framework.SetNodeReady(ctx, suite.Client, fmt.Sprintf("%s-%d", short, 2), false)).To(Succeed())
+		s := createSlice(rc, 0)
+		pods := createGated(rc, 0, 0, 1, 2, 3)
+		Expect(expectDomainChosen(s, metav1.ConditionTrue, tpuv1alpha1.ReasonDomainFits).Status.Domain).To(Equal(full))
+		expectReleased(pods, full)
+	})
+
+	It("keeps an incomplete slice gated until the assembly timeout, then releases it; a late Pod follows", func() {
+		domain := pool(ns, "a", hosts)
+		s := createSlice(rc, 0)
+		start := time.Now()
+		pods := createGated(rc, 0, 0, 1, 2)
+		slice := expectDomainChosen(s, metav1.ConditionFalse, tpuv1alpha1.ReasonWaitingForPods)
+		scheduled := apimeta.FindStatusCondition(slice.Status.Conditions, tpuv1alpha1.ConditionScheduled)
+		Expect(scheduled).NotTo(BeNil())
+		Expect(scheduled.Reason).To(Equal(tpuv1alpha1.ReasonSchedulingGated))
+		expectEvents(rc, tpuv1alpha1.ReasonTPUSliceGated)
+		Consistently(func(g Gomega) { expectGated(g, pods) }, assemblyTimeout-time.Since(start)-time.Second, testutil.Interval).Should(Succeed())
+
+		By("the assembly timeout passes: the three Pods go to a domain with room for all four")
+		expectReleased(pods, domain)
+		Expect(time.Since(start)).To(BeNumerically(">=", assemblyTimeout-time.Second))
+		Expect(getSlice(s).Status.Domain).To(Equal(domain))
+
+		By("the fourth Pod arrives late, gated: it is released onto the same domain at once")
+		late := createGated(rc, 0, 3)
+		expectReleased(late, domain)
+	})
+
+	It("never lets two reconcilers take one domain", func() {
+		second := startOperator()
+		DeferCleanup(second.Stop)
+		domains := []string{pool(ns, "a", hosts), pool(ns, "b", hosts)}
+		const n = 4
+		slices := make([]*tpuv1alpha1.TPUSliceAssignment, n)
+		pods := make([][]*corev1.Pod, n)
+		for i := range n {
+			slices[i] = createSlice(rc, int32(i)) //nolint:gosec // i < 4.
+		}
+		for i := range n {
+			pods[i] = createGated(rc, int32(i), 0, 1, 2, 3) //nolint:gosec // i < 4.
+		}
+		check := func(g Gomega) {
+			owner := map[string]int{}
+			chosen := 0
+			for i := range n {
+				d := getSlice(slices[i]).Status.Domain
+				if d == "" {
+					continue
+				}
+				chosen++
+				prev, taken := owner[d]
+				g.Expect(taken).To(BeFalse(), "slices %d and %d both hold %s", prev, i, d)
+				owner[d] = i
+			}
+			// Every released Pod selects its own slice's domain: no pool holds Pods of two slices.
+			selected := map[string]int{}
+			for i := range n {
+				for _, p := range pods[i] {
+					cur := &corev1.Pod{}
+					g.Expect(suite.Client.Get(ctx, client.ObjectKeyFromObject(p), cur)).To(Succeed())
+					if d := cur.Spec.NodeSelector[poolKey]; d != "" {
+						prev, taken := selected[d]
+						g.Expect(!taken || prev == i).To(BeTrue(), "Pods of slices %d and %d select %s", prev, i, d)
+						selected[d] = i
+					}
+				}
+			}
+			g.Expect(chosen).To(Equal(len(domains)))
+		}
+		Eventually(check, testutil.Timeout, testutil.Interval).Should(Succeed())
+		Consistently(check, 3*time.Second, testutil.Interval).Should(Succeed())
+	})
+
+	It("leaves Pods gated while the operator is stopped and releases them when it is back", func() {
+		Expect(suite.Instances[0].Stop()).To(Succeed())
+		restarted := false
+		DeferCleanup(func() {
+			if !restarted {
+				suite.Instances[0] = startOperator()
+			}
+		})
+		domain := pool(ns, "a", hosts)
+		s := createSlice(rc, 0)
+		pods := createGated(rc, 0, 0, 1, 2, 3)
+		Consistently(func(g Gomega) { expectGated(g, pods) }, 2*time.Second, testutil.Interval).Should(Succeed())
+
+		By("the operator starts again")
+		suite.Instances[0], restarted = startOperator(), true
+		expectReleased(pods, domain)
+		Expect(getSlice(s).Status.Domain).To(Equal(domain))
+	})
+})
+
+// pool creates n Ready TPU Nodes of a pool named <ns>-<name>, with 4 chips each, and returns the
+// pool's name; the Nodes are deleted after the spec.
+func pool(ns, name string, n int) string {
+	GinkgoHelper()
+	poolName := ns + "-" + name
+	names := make([]string, n)
+	Expect(framework.Parallel(n, 16, func(i int) error {
+		names[i] = fmt.Sprintf("%s-%d", poolName, i)
+		node := testutil.MakeNode(names[i]).TPU(v6e, "4x4", poolName).TPUCapacity(4).Ready(true).Obj()
+		node.Labels[specLabel] = ns
+		return framework.CreateNode(ctx, suite.Client, node)
+	})).To(Succeed())
+	DeferCleanup(func() {
+		for _, name := range names {
+			_ = suite.Client.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}})
+		}
+	})
+	return poolName
+}
+
+// createSlice creates replica's ChosenDomain slice, as the webhook creates it at the first claim.
+func createSlice(rc *rayv1.RayCluster, replica int32) *tpuv1alpha1.TPUSliceAssignment {
+	GinkgoHelper()
+	s := claims.NewSlice(rc.Namespace, tpuv1alpha1.TPUSliceAssignmentSpec{
+		RayClusterName: rc.Name, RayClusterUID: rc.UID, GroupName: "tpu", ReplicaIndex: replica, Hosts: hosts,
+		Topology: "4x4", Accelerator: v6e, AffinityTopologyKey: poolKey, Placement: tpuv1alpha1.PlacementChosenDomain,
+	})
+	Expect(suite.Client.Create(ctx, s)).To(Succeed())
+	return s
+}
+
+// createGated creates the worker Pods of replica holding workerIDs, as the webhook admits them
+// for a ChosenDomain slice: the identity, the scheduling gate, no inter-pod terms.
+func createGated(rc *rayv1.RayCluster, replica int32, workerIDs ...int32) []*corev1.Pod {
+	GinkgoHelper()
+	out := make([]*corev1.Pod, 0, len(workerIDs))
+	for _, id := range workerIDs {
+		p := testutil.WorkerPodFor(rc, "tpu").TPUIdentity("tpu", replica, id).NodeSelector(specLabel, rc.Namespace).
+			SchedulingGate(tpuv1alpha1.PlacementSchedulingGate).Obj()
+		out = append(out, framework.MustCreate(ctx, suite.Client, p))
+	}
+	return out
+}
+
+func getSlice(s *tpuv1alpha1.TPUSliceAssignment) *tpuv1alpha1.TPUSliceAssignment {
+	GinkgoHelper()
+	out := &tpuv1alpha1.TPUSliceAssignment{}
+	Expect(suite.Client.Get(ctx, client.ObjectKeyFromObject(s), out)).To(Succeed())
+	return out
+}
+
+// expectDomainChosen waits for the slice's DomainChosen condition and returns the slice.
+func expectDomainChosen(s *tpuv1alpha1.TPUSliceAssignment, status metav1.ConditionStatus, reason string) *tpuv1alpha1.TPUSliceAssignment {
+	GinkgoHelper()
+	var out *tpuv1alpha1.TPUSliceAssignment
+	Eventually(func(g Gomega) {
+		out = &tpuv1alpha1.TPUSliceAssignment{}
+		g.Expect(suite.Client.Get(ctx, client.ObjectKeyFromObject(s), out)).To(Succeed())
+		c := apimeta.FindStatusCondition(out.Status.Conditions, tpuv1alpha1.ConditionDomainChosen)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Status).To(Equal(status))
+		g.Expect(c.Reason).To(Equal(reason))
+	}, testutil.Timeout, testutil.Interval).Should(Succeed())
+	return out
+}
+
+// expectReleased waits until every Pod has lost the operator's gate and selects domain.
+func expectReleased(pods []*corev1.Pod, domain string) {
+	GinkgoHelper()
+	Eventually(func(g Gomega) {
+		for _, p := range pods {
+			cur := &corev1.Pod{}
+			g.Expect(suite.Client.Get(ctx, client.ObjectKeyFromObject(p), cur)).To(Succeed())
+			g.Expect(gate.Gated(cur)).To(BeFalse(), "Pod %s is gated", cur.Name)
+			g.Expect(cur.Spec.NodeSelector).To(HaveKeyWithValue(poolKey, domain), "Pod %s", cur.Name)
+		}
+	}, testutil.Timeout, testutil.Interval).Should(Succeed())
+}
+
+// expectGated checks that every Pod still carries the gate and selects no domain.
+func expectGated(g Gomega, pods []*corev1.Pod) {
+	for _, p := range pods {
+		cur := &corev1.Pod{}
+		g.Expect(suite.Client.Get(ctx, client.ObjectKeyFromObject(p), cur)).To(Succeed())
+		g.Expect(gate.Gated(cur)).To(BeTrue(), "Pod %s was released", cur.Name)
+		g.Expect(cur.Spec.NodeSelector).NotTo(HaveKey(poolKey), "Pod %s", cur.Name)
+	}
+}
+
+// expectEvents waits for Events of each reason on the RayCluster.
+func expectEvents(rc *rayv1.RayCluster, reasons ...string) {
+	GinkgoHelper()
+	Eventually(func(g Gomega) {
+		var list eventsv1.EventList
+		g.Expect(suite.Client.List(ctx, &list, client.InNamespace(rc.Namespace))).To(Succeed())
+		got := map[string]bool{}
+		for _, e := range list.Items {
+			if e.Regarding.Kind == "RayCluster" && e.Regarding.Name == rc.Name {
+				got[e.Reason] = true
+			}
+		}
+		for _, r := range reasons {
+			g.Expect(got).To(HaveKey(r), "an Event %s on RayCluster %s", r, rc.Name)
+		}
+	}, testutil.Timeout, testutil.Interval).Should(Succeed())
+}
