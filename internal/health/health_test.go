@@ -373,3 +373,69 @@ func TestEvaluateSplitNamesRanges(t *testing.T) {
 		t.Errorf("Ready %s, Scheduled %s: want both True (a split is reported by Placed alone)", got.Ready.Status, got.Scheduled.Status)
 	}
 }
+
+// TestScheduledWhileGated: a ChosenDomain slice whose Pods wait behind the operator's scheduling
+// gate is Scheduled=False with the placement step's reason (docs/spec.md §11, §12); other slices
+// and released Pods keep HostsUnscheduled.
+func TestScheduledWhileGated(t *testing.T) {
+	gated := func() []corev1.Pod {
+		out := make([]corev1.Pod, 0, 4)
+		for i := range 4 {
+			out = append(out, *pod(i).SchedulingGate(tpuv1alpha1.PlacementSchedulingGate).Obj())
+		}
+		return out
+	}
+	released := func() []corev1.Pod {
+		out := make([]corev1.Pod, 0, 4)
+		for i := range 4 {
+			out = append(out, *pod(i).Obj())
+		}
+		return out
+	}
+	chosen := func(status metav1.ConditionStatus, reason, msg string) *testutil.SliceWrapper {
+		s := slice().Placement(tpuv1alpha1.PlacementChosenDomain, poolKey)
+		s.Status.Conditions = append(s.Status.Conditions, metav1.Condition{Type: tpuv1alpha1.ConditionDomainChosen, Status: status, Reason: reason, Message: msg})
+		return s
+	}
+	cases := map[string]struct {
+		slice       *testutil.SliceWrapper
+		pods        []corev1.Pod
+		wantReason  string
+		wantMessage string
+	}{
+		"gated, waiting for Pods": {
+			slice: chosen(metav1.ConditionFalse, tpuv1alpha1.ReasonWaitingForPods, "waiting for host 3"), pods: gated(),
+			wantReason:  tpuv1alpha1.ReasonSchedulingGated,
+			wantMessage: "0 of 4 hosts bound to a node; not yet: hosts 0-3; 4 Pods wait behind the scheduling gate tpu.ray.io/slice-placement: waiting for host 3",
+		},
+		"gated, no domain fits": {
+			slice: chosen(metav1.ConditionFalse, tpuv1alpha1.ReasonNoDomainFits, "pool-a: held"), pods: gated(),
+			wantReason:  tpuv1alpha1.ReasonNoDomainFits,
+			wantMessage: "0 of 4 hosts bound to a node; not yet: hosts 0-3; 4 Pods wait behind the scheduling gate tpu.ray.io/slice-placement: pool-a: held",
+		},
+		"domain chosen, Pods not yet released": {
+			slice: chosen(metav1.ConditionTrue, tpuv1alpha1.ReasonDomainFits, "fits"), pods: gated(),
+			wantReason:  tpuv1alpha1.ReasonSchedulingGated,
+			wantMessage: "0 of 4 hosts bound to a node; not yet: hosts 0-3; 4 Pods wait behind the scheduling gate tpu.ray.io/slice-placement",
+		},
+		"released, waiting for the scheduler": {
+			slice: chosen(metav1.ConditionTrue, tpuv1alpha1.ReasonDomainFits, "fits"), pods: released(),
+			wantReason:  tpuv1alpha1.ReasonHostsUnscheduled,
+			wantMessage: "0 of 4 hosts bound to a node; not yet: hosts 0-3",
+		},
+		"an InterPodAffinity slice's gate is not ours to report": {
+			slice: slice().Placement(tpuv1alpha1.PlacementInterPodAffinity, poolKey), pods: gated(),
+			wantReason:  tpuv1alpha1.ReasonHostsUnscheduled,
+			wantMessage: "0 of 4 hosts bound to a node; not yet: hosts 0-3",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := Evaluate(Input{Slice: tc.slice.Obj(), Claims: testutil.Bound(4, "w"), Pods: tc.pods, Node: nodes()}).Scheduled
+			want := metav1.Condition{Type: tpuv1alpha1.ConditionScheduled, Status: metav1.ConditionFalse, Reason: tc.wantReason, Message: tc.wantMessage}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("Scheduled (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -40,7 +40,10 @@ import (
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/allocator"
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
+	"github.com/ray-tpu/tpu-slice-operator/internal/gate"
 	"github.com/ray-tpu/tpu-slice-operator/internal/identity"
+	"github.com/ray-tpu/tpu-slice-operator/internal/nodes"
+	"github.com/ray-tpu/tpu-slice-operator/internal/placement"
 	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
 )
 
@@ -216,5 +219,50 @@ func TestOptionsBindFlags(t *testing.T) {
 	}
 	if allocator.DefaultTimeout >= 10*time.Second {
 		t.Errorf("allocator.DefaultTimeout = %s, want it below the webhook timeout of 10s", allocator.DefaultTimeout)
+	}
+}
+
+// TestTrimPodKeepsWhatPlacementReads: the cached Pod keeps its scheduling gates, tolerations and
+// TPU requests (the placement step's gated Pods, their tolerations and chips), nothing more of
+// the spec.
+func TestTrimPodKeepsWhatPlacementReads(t *testing.T) {
+	toleration := corev1.Toleration{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "ml", Effect: corev1.TaintEffectNoSchedule}
+	pod := testutil.MakeWorkerPod("ml", "rc", "uid-rc", "tpu").Named("w").UID("uid-w").Topology("tpu-v6e-slice", "4x4").TPU(4).
+		SchedulingGate(tpuv1alpha1.PlacementSchedulingGate).SchedulingGate("example.com/other").Toleration(toleration).Obj()
+	pod.Spec.PriorityClassName = "dropped"
+	trimmed, err := TrimPod(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := trimmed.(*corev1.Pod)
+	if diff := cmp.Diff(pod.Spec.SchedulingGates, tp.Spec.SchedulingGates); diff != "" {
+		t.Errorf("trimmed scheduling gates (-want,+got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]corev1.Toleration{toleration}, tp.Spec.Tolerations); diff != "" {
+		t.Errorf("trimmed tolerations (-want,+got):\n%s", diff)
+	}
+	if got := gate.PodChips(tp); got != 4 {
+		t.Errorf("trimmed Pod requests %d TPU chips, want 4", got)
+	}
+	if tp.Spec.PriorityClassName != "" {
+		t.Errorf("trimmed Pod kept priorityClassName %q", tp.Spec.PriorityClassName)
+	}
+}
+
+// TestTrimNodeKeepsAllocatableChips: the TPU Node cache keeps allocatable google.com/tpu (the
+// placement step's free chips) and no other resource.
+func TestTrimNodeKeepsAllocatableChips(t *testing.T) {
+	node := testutil.MakeNode("n").TPU("tpu-v6e-slice", "4x4", "pool-a").TPUCapacity(4).Ready(true).Obj()
+	trimmed, err := nodes.Trim(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := placement.CandidateFromNode(trimmed.(*corev1.Node), 0)
+	want := placement.CandidateFromNode(node, 0)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("candidate of the trimmed Node (-want,+got):\n%s", diff)
+	}
+	if n := len(trimmed.(*corev1.Node).Status.Allocatable); n != 1 {
+		t.Errorf("trimmed Node keeps %d allocatable resources, want google.com/tpu alone", n)
 	}
 }
