@@ -185,25 +185,81 @@ var _ = Describe("The placement step of a ChosenDomain slice", func() {
 		Consistently(check, 3*time.Second, testutil.Interval).Should(Succeed())
 	})
 
-	It("leaves Pods gated while the operator is stopped and releases them when it is back", func() {
-		Expect(suite.Instances[0].Stop()).To(Succeed())
-		restarted := false
-		DeferCleanup(func() {
-			if !restarted {
-				suite.Instances[0] = startOperator()
-			}
+	It("chooses again, while the Pods are gated, a recorded domain that lost a Ready Node", func() {
+		stopOperator()
+		lost := pool(ns, "a", hosts)
+		other := pool(ns, "b", hosts+1)
+		s := createSlice(rc, 0)
+		Eventually(func() error {
+			cur := getSlice(s)
+			cur.Status.Domain = lost
+			return suite.Client.Status().Update(ctx, cur)
+		}, testutil.Timeout, testutil.Interval).Should(Succeed())
+		pods := createGated(rc, 0, 0, 1, 2, 3)
+		Expect(framework.SetNodeReady(ctx, suite.Client, lost+"-1", false)).To(Succeed())
+
+		By("the operator starts: the recorded domain no longer fits and no Pod is in it, so another is chosen")
+		restartOperator()
+		expectReleased(pods, other)
+		Expect(expectDomainChosen(s, metav1.ConditionTrue, tpuv1alpha1.ReasonDomainFits).Status.Domain).To(Equal(other))
+	})
+
+	It("keeps the Pods gated when no TPU Node has the key's label", func() {
+		for i := range hosts {
+			node := testutil.MakeNode(fmt.Sprintf("%s-unlabelled-%d", ns, i)).TPU(v6e, "4x4", "").TPUCapacity(4).Ready(true).Obj()
+			delete(node.Labels, poolKey)
+			node.Labels[specLabel] = ns
+			Expect(framework.CreateNode(ctx, suite.Client, node)).To(Succeed())
+			DeferCleanup(func() { _ = suite.Client.Delete(ctx, node) })
+		}
+		s := createSlice(rc, 0)
+		pods := createGated(rc, 0, 0, 1, 2, 3)
+		slice := expectDomainChosen(s, metav1.ConditionFalse, tpuv1alpha1.ReasonNoDomainFits)
+		Expect(apimeta.FindStatusCondition(slice.Status.Conditions, tpuv1alpha1.ConditionDomainChosen).Message).
+			To(ContainSubstring("has label " + poolKey))
+		Consistently(func(g Gomega) { expectGated(g, pods) }, 2*time.Second, testutil.Interval).Should(Succeed())
+	})
+
+	It("warns of a slice placed by inter-pod affinity while the operator chooses domains", func() {
+		s := claims.NewSlice(rc.Namespace, tpuv1alpha1.TPUSliceAssignmentSpec{
+			RayClusterName: rc.Name, RayClusterUID: rc.UID, GroupName: "tpu", ReplicaIndex: 0, Hosts: hosts,
+			Topology: "4x4", Accelerator: v6e, AffinityTopologyKey: poolKey, Placement: tpuv1alpha1.PlacementInterPodAffinity,
 		})
+		Expect(suite.Client.Create(ctx, s)).To(Succeed())
+		expectEvents(rc, tpuv1alpha1.ReasonTPUSliceInterPodAffinity)
+	})
+
+	It("leaves Pods gated while the operator is stopped and releases them when it is back", func() {
+		stopOperator()
 		domain := pool(ns, "a", hosts)
 		s := createSlice(rc, 0)
 		pods := createGated(rc, 0, 0, 1, 2, 3)
 		Consistently(func(g Gomega) { expectGated(g, pods) }, 2*time.Second, testutil.Interval).Should(Succeed())
 
 		By("the operator starts again")
-		suite.Instances[0], restarted = startOperator(), true
+		restartOperator()
 		expectReleased(pods, domain)
 		Expect(getSlice(s).Status.Domain).To(Equal(domain))
 	})
 })
+
+// stopOperator stops the operator until restartOperator, or until the spec ends.
+func stopOperator() {
+	GinkgoHelper()
+	stopped := suite.Instances[0]
+	Expect(stopped.Stop()).To(Succeed())
+	DeferCleanup(func() {
+		if suite.Instances[0] == stopped {
+			restartOperator()
+		}
+	})
+}
+
+// restartOperator starts a new operator in the stopped one's place.
+func restartOperator() {
+	GinkgoHelper()
+	suite.Instances[0] = startOperator()
+}
 
 // pool creates n Ready TPU Nodes of a pool named <ns>-<name>, with 4 chips each, and returns the
 // pool's name; the Nodes are deleted after the spec.
