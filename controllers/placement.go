@@ -106,9 +106,10 @@ func (r *TPUSliceAssignmentReconciler) place(ctx context.Context, rc *rayv1.RayC
 	if len(asm.Gated) == 0 {
 		return 0, r.giveBack(ctx, slice, slice.Status.Domain)
 	}
-	if !asm.Ready && !(slice.Status.Domain != "" && gate.Committed(pods, key)) {
-		// A slice whose Pods already went to its domain releases a late Pod at once: waiting for
-		// the rest would only keep the Pod from the domain the slice is in.
+	// A slice whose Pods already went to its domain releases a late Pod at once: waiting for the
+	// rest would only keep the Pod from the domain the slice is in.
+	committed := slice.Status.Domain != "" && gate.Committed(pods, key)
+	if !asm.Ready && !committed {
 		return asm.Wait, r.waitForPods(ctx, rc, slice, pods, asm)
 	}
 	return r.choose(ctx, rc, slice, pods, asm)

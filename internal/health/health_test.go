@@ -378,20 +378,18 @@ func TestEvaluateSplitNamesRanges(t *testing.T) {
 // gate is Scheduled=False with the placement step's reason (docs/spec.md §11, §12); other slices
 // and released Pods keep HostsUnscheduled.
 func TestScheduledWhileGated(t *testing.T) {
-	gated := func() []corev1.Pod {
+	unbound := func(gated bool) []corev1.Pod {
 		out := make([]corev1.Pod, 0, 4)
 		for i := range 4 {
-			out = append(out, *pod(i).SchedulingGate(tpuv1alpha1.PlacementSchedulingGate).Obj())
+			p := pod(i)
+			if gated {
+				p.SchedulingGate(tpuv1alpha1.PlacementSchedulingGate)
+			}
+			out = append(out, *p.Obj())
 		}
 		return out
 	}
-	released := func() []corev1.Pod {
-		out := make([]corev1.Pod, 0, 4)
-		for i := range 4 {
-			out = append(out, *pod(i).Obj())
-		}
-		return out
-	}
+	gated, released := func() []corev1.Pod { return unbound(true) }, func() []corev1.Pod { return unbound(false) }
 	chosen := func(status metav1.ConditionStatus, reason, msg string) *testutil.SliceWrapper {
 		s := slice().Placement(tpuv1alpha1.PlacementChosenDomain, poolKey)
 		s.Status.Conditions = append(s.Status.Conditions, metav1.Condition{Type: tpuv1alpha1.ConditionDomainChosen, Status: status, Reason: reason, Message: msg})
