@@ -41,6 +41,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/ray-tpu/tpu-slice-operator/controllers"
 	"github.com/ray-tpu/tpu-slice-operator/internal/localenv"
 	"github.com/ray-tpu/tpu-slice-operator/internal/operator"
 	"github.com/ray-tpu/tpu-slice-operator/test/integration/framework"
@@ -151,7 +152,7 @@ var _ = BeforeSuite(func() {
 		LeaderElectionReleaseOnCancel: true,
 		Logger:                        ctrl.Log.WithName("reconciler"),
 		Controller:                    localenv.SkipNameValidation(),
-	}, operator.Options{DisableWebhooks: true})
+	}, operator.Options{DisableWebhooks: true, Controllers: controllers.Options{PlacementNamespace: saNamespace}})
 	Expect(err).NotTo(HaveOccurred())
 	var rctx context.Context
 	rctx, stopReconciler = context.WithCancel(ctx)
