@@ -52,8 +52,9 @@ const (
 	noteTPUSliceInterPodAffinity = "Slice %s is kept in one %s domain by inter-pod affinity, not a chosen domain: no TPU Node matching its Pods' nodeSelector had that label when it was created"
 
 	// msgWaitingForPods is DomainChosen's message while a slice's Pods assemble: the gated Pods, the
-	// missing worker IDs and the time left of the assembly timeout.
-	msgWaitingForPods = "%d Pods gated, waiting for %s (at most %s more, --slice-assembly-timeout)"
+	// missing worker IDs and when the assembly timeout ends (a time, so that the message, and the
+	// status, stay the same from one reconcile to the next).
+	msgWaitingForPods = "%d Pods gated, waiting for %s until %s at the latest (--slice-assembly-timeout)"
 
 	noteTPUIdentityConflict = "This Pod carries TPU worker ID %d of slice %s, which the slice cannot record: %s; the operator leaves it running, delete the Pod that should go"
 )

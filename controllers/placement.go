@@ -362,7 +362,7 @@ func (r *TPUSliceAssignmentReconciler) forgetDomain(ctx context.Context, slice *
 // waitForPods records that the slice's gated Pods wait for the rest of its Pods.
 func (r *TPUSliceAssignmentReconciler) waitForPods(ctx context.Context, rc *rayv1.RayCluster, slice *tpuv1alpha1.TPUSliceAssignment,
 	pods []corev1.Pod, asm gate.Assembly) error {
-	msg := fmt.Sprintf(msgWaitingForPods, len(asm.Gated), missingHosts(asm.Missing), asm.Wait.Round(time.Second))
+	msg := fmt.Sprintf(msgWaitingForPods, len(asm.Gated), missingHosts(asm.Missing), asm.Deadline.UTC().Format(time.RFC3339))
 	if slice.Status.Domain != "" {
 		msg += fmt.Sprintf("; %s=%s was chosen before", slice.Spec.AffinityTopologyKey, slice.Status.Domain)
 	}

@@ -58,8 +58,10 @@ type Assembly struct {
 	Ready bool
 	// TimedOut says Ready only because of the timeout.
 	TimedOut bool
-	// Wait is how long until the timeout makes the slice Ready, when it is not.
-	Wait time.Duration
+	// Wait is how long until the timeout makes the slice Ready, when it is not, and Deadline
+	// when that is (the oldest gated Pod's creation plus the timeout).
+	Wait     time.Duration
+	Deadline time.Time
 }
 
 // Assemble decides, for a slice of hosts hosts, whether its gated Pods (among pods, the slice's
@@ -97,6 +99,7 @@ func Assemble(hosts int32, pods []corev1.Pod, now time.Time, timeout time.Durati
 		a.Ready = true
 		return a
 	}
+	a.Deadline = oldest.Add(timeout)
 	if waited := now.Sub(oldest); waited >= timeout {
 		a.Ready, a.TimedOut = true, true
 	} else {

@@ -106,6 +106,9 @@ func TestAssemble(t *testing.T) {
 				t.Errorf("Assemble = ready %v timedOut %v wait %v gated %d, want %v %v %v %d",
 					got.Ready, got.TimedOut, got.Wait, len(got.Gated), tc.wantReady, tc.wantTimeout, tc.wantWait, tc.wantGated)
 			}
+			if !got.Ready && tc.wantGated > 0 && got.Deadline != tc.now.Add(got.Wait) {
+				t.Errorf("deadline %v, want now + wait = %v", got.Deadline, tc.now.Add(got.Wait))
+			}
 			if diff := cmp.Diff(tc.wantMissing, got.Missing); diff != "" {
 				t.Errorf("missing (-want,+got):\n%s", diff)
 			}

@@ -339,6 +339,9 @@ var _ = Describe("make deploy (config/default: built-in certificates)", Ordered,
 		Expect(managerRole.Namespace).To(Equal(installNamespace))
 		Expect(managerRole.Rules).To(ConsistOf(rbacv1.PolicyRule{
 			APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "watch"},
+		}, rbacv1.PolicyRule{ // the domain Leases of ChosenDomain slices (docs/spec.md §12), in this namespace only
+			APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"},
+			Verbs: []string{"create", "delete", "get", "list", "update", "watch"},
 		}))
 
 		By("the rotator's Role: the Secret by name, plus create, in the operator's namespace only")
