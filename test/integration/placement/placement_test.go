@@ -229,6 +229,34 @@ var _ = Describe("The placement step of a ChosenDomain slice", func() {
 		expectEvents(rc, tpuv1alpha1.ReasonTPUSliceInterPodAffinity)
 	})
 
+	It("releases a 256-host slice with one patch per Pod", func() {
+		const big, v5p, topo = 256, "tpu-v5p-slice", "8x8x16"
+		rc := testutil.MakeRayCluster("big", ns).TPUGroup("tpu", v5p, topo, 4, big, 1).ManagedByMultiKueue().Obj()
+		Expect(suite.Client.Create(ctx, rc)).To(Succeed())
+		poolName := ns + "-big"
+		Expect(framework.Parallel(big, 32, func(i int) error {
+			node := testutil.MakeNode(fmt.Sprintf("%s-%d", poolName, i)).TPU(v5p, topo, poolName).TPUCapacity(4).Ready(true).Obj()
+			node.Labels[specLabel] = ns
+			DeferCleanup(func() { _ = suite.Client.Delete(ctx, node) })
+			return framework.CreateNode(ctx, suite.Client, node)
+		})).To(Succeed())
+		s := claims.NewSlice(ns, tpuv1alpha1.TPUSliceAssignmentSpec{
+			RayClusterName: rc.Name, RayClusterUID: rc.UID, GroupName: "tpu", Hosts: big, Topology: topo, Accelerator: v5p,
+			AffinityTopologyKey: poolKey, Placement: tpuv1alpha1.PlacementChosenDomain,
+		})
+		Expect(suite.Client.Create(ctx, s)).To(Succeed())
+		pods := make([]*corev1.Pod, big)
+		Expect(framework.Parallel(big, 32, func(i int) error {
+			p := testutil.WorkerPodFor(rc, "tpu").TPUIdentity("tpu", 0, int32(i)).NodeSelector(specLabel, ns). //nolint:gosec // i < 256.
+				SchedulingGate(tpuv1alpha1.PlacementSchedulingGate).Obj()
+			pods[i] = p
+			return suite.Client.Create(ctx, p)
+		})).To(Succeed())
+		created := time.Now()
+		expectReleased(pods, poolName)
+		AddReportEntry("256-host slice: last Pod created to every Pod released", ReportEntryVisibilityAlways, time.Since(created).Round(time.Millisecond).String())
+	})
+
 	It("leaves Pods gated while the operator is stopped and releases them when it is back", func() {
 		stopOperator()
 		domain := pool(ns, "a", hosts)
