@@ -247,7 +247,8 @@ var _ = Describe("The placement step of a ChosenDomain slice", func() {
 		Expect(suite.Client.Create(ctx, s)).To(Succeed())
 		pods := make([]*corev1.Pod, big)
 		Expect(framework.Parallel(big, 32, func(i int) error {
-			p := testutil.WorkerPodFor(rc, "tpu").TPUIdentity("tpu", 0, int32(i)).NodeSelector(specLabel, ns). //nolint:gosec // i < 256.
+			id := int32(i) //nolint:gosec // i < 256.
+			p := testutil.WorkerPodFor(rc, "tpu").TPUIdentity("tpu", 0, id).NodeSelector(specLabel, ns).
 				SchedulingGate(tpuv1alpha1.PlacementSchedulingGate).Obj()
 			pods[i] = p
 			return suite.Client.Create(ctx, p)
