@@ -431,6 +431,12 @@ func (p *PodWrapper) Affinity(a *corev1.Affinity) *PodWrapper {
 	return p
 }
 
+// SchedulingGate appends the scheduling gate name to the Pod.
+func (p *PodWrapper) SchedulingGate(name string) *PodWrapper {
+	p.Spec.SchedulingGates = append(p.Spec.SchedulingGates, corev1.PodSchedulingGate{Name: name})
+	return p
+}
+
 // WithoutLabel removes a label.
 func (p *PodWrapper) WithoutLabel(k string) *PodWrapper {
 	delete(p.Labels, k)
