@@ -42,11 +42,16 @@ func placed(mode tpuv1alpha1.SlicePlacement, source placement.Source, key string
 	return req
 }
 
-// nodeListCounter counts the Node lists made through the client.
-func nodeListCounter(lists *atomic.Int32) interceptor.Funcs {
+// nodeListCounter counts the Node lists made through the client, and the cheap ones among them:
+// those asking the cache for at most one Node, without a deep copy.
+func nodeListCounter(lists, cheap *atomic.Int32) interceptor.Funcs {
 	return interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
 		if _, ok := list.(*corev1.NodeList); ok {
 			lists.Add(1)
+			o := (&client.ListOptions{}).ApplyOptions(opts)
+			if o.Limit == 1 && o.UnsafeDisableDeepCopy != nil && *o.UnsafeDisableDeepCopy {
+				cheap.Add(1)
+			}
 		}
 		return c.List(ctx, list, opts...)
 	}}
@@ -86,13 +91,17 @@ func TestClaimDecidesThePlacementOfANewSlice(t *testing.T) {
 			req:           placed(tpuv1alpha1.PlacementChosenDomain, placement.SourceAnnotation, constants.GCETopologyBlockKey),
 			wantPlacement: tpuv1alpha1.PlacementInterPodAffinity, wantLists: 1,
 		},
-		"a labeled Node that is not a TPU Node does not count": {
+		"a labeled Node matching the nodeSelector that is not a TPU Node does not count": {
 			nodes: []client.Object{func() *corev1.Node {
 				n := testutil.MakeNode("cpu").Obj()
 				n.Labels[pool], n.Labels[constants.TopologyNodeSelectorKey] = "cpu-pool", "4x4"
 				return n
 			}()},
-			req:           placed(tpuv1alpha1.PlacementChosenDomain, placement.SourceDefault, pool),
+			req: func() Request {
+				req := placed(tpuv1alpha1.PlacementChosenDomain, placement.SourceDefault, pool)
+				req.Placement.NodeSelector = map[string]string{constants.TopologyNodeSelectorKey: "4x4"}
+				return req
+			}(),
 			wantPlacement: tpuv1alpha1.PlacementInterPodAffinity, wantLists: 1,
 		},
 		"--slice-placement=InterPodAffinity does not look at the Nodes": {
@@ -108,8 +117,8 @@ func TestClaimDecidesThePlacementOfANewSlice(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			var lists atomic.Int32
-			c := newClient(t, nodeListCounter(&lists), tc.nodes...)
+			var lists, cheap atomic.Int32
+			c := newClient(t, nodeListCounter(&lists, &cheap), tc.nodes...)
 			a := newAllocator(c, c, timeout)
 
 			got, err := a.Claim(t.Context(), tc.req)
@@ -126,6 +135,9 @@ func TestClaimDecidesThePlacementOfANewSlice(t *testing.T) {
 			if n := lists.Load(); n != tc.wantLists {
 				t.Errorf("Node lists = %d, want %d", n, tc.wantLists)
 			}
+			if n := cheap.Load(); n != lists.Load() {
+				t.Errorf("%d of %d Node lists asked for one Node without a deep copy, want all", n, lists.Load())
+			}
 		})
 	}
 }
@@ -135,8 +147,8 @@ func TestClaimDecidesThePlacementOfANewSlice(t *testing.T) {
 // not looked at again; a slice created before the field existed stays without one.
 func TestTheSliceKeepsThePlacementOfItsFirstClaim(t *testing.T) {
 	pool := constants.NodePoolTopologyKey
-	var lists atomic.Int32
-	c := newClient(t, nodeListCounter(&lists), testutil.MakeNode("n0").TPU("tpu-v6e-slice", "4x4", "pool-a").Obj())
+	var lists, cheap atomic.Int32
+	c := newClient(t, nodeListCounter(&lists, &cheap), testutil.MakeNode("n0").TPU("tpu-v6e-slice", "4x4", "pool-a").Obj())
 	a := newAllocator(c, c, timeout)
 	for i, req := range []Request{
 		placed(tpuv1alpha1.PlacementChosenDomain, placement.SourceDefault, pool),
@@ -157,9 +169,9 @@ func TestTheSliceKeepsThePlacementOfItsFirstClaim(t *testing.T) {
 	}
 
 	t.Run("a slice created before placement existed keeps none", func(t *testing.T) {
-		var lists atomic.Int32
+		var lists, cheap atomic.Int32
 		legacy := existingSlice(0, clusterUID).AffinityTopologyKey(pool).Claim(0, "t0", "", "").Obj()
-		c := newClient(t, nodeListCounter(&lists), legacy, testutil.MakeNode("n0").TPU("tpu-v6e-slice", "4x4", "pool-a").Obj())
+		c := newClient(t, nodeListCounter(&lists, &cheap), legacy, testutil.MakeNode("n0").TPU("tpu-v6e-slice", "4x4", "pool-a").Obj())
 		a := newAllocator(c, c, timeout)
 		req := placed(tpuv1alpha1.PlacementChosenDomain, placement.SourceDefault, pool)
 		if got, err := a.Claim(t.Context(), req); err != nil || got.Placement != "" || got.AffinityTopologyKey != pool {
