@@ -196,3 +196,19 @@ func TestTheSliceKeepsThePlacementOfItsFirstClaim(t *testing.T) {
 		}
 	})
 }
+
+// TestAnAdoptedSliceRecordsNoPlacement: a slice that adoption creates for Pods that got their
+// identity elsewhere records no placement (its Pods are not gated), and the claim that triggered
+// the adoption follows it, though a TPU Node would have made a new slice ChosenDomain.
+func TestAnAdoptedSliceRecordsNoPlacement(t *testing.T) {
+	pool := constants.NodePoolTopologyKey
+	c := newClient(t, interceptor.Funcs{}, testutil.MakeNode("n0").TPU("tpu-v6e-slice", "4x4", "pool-a").Obj(),
+		identityPod("ref-0-0", 0, 0).Obj())
+	got, err := newAllocator(c, c, timeout).Claim(t.Context(), placed(tpuv1alpha1.PlacementChosenDomain, placement.SourceDefault, pool))
+	if err != nil || got.Replica != 0 || got.Placement != "" {
+		t.Fatalf("Claim() = %+v, %v; want replica 0 without placement", got, err)
+	}
+	if s := storedSlices(t, c); len(s) != 1 || s[0].Spec.Placement != "" {
+		t.Errorf("stored slices %+v, want one without placement", s)
+	}
+}
