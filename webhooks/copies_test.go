@@ -75,6 +75,12 @@ func TestPodWebhookCopiedIdentity(t *testing.T) {
 	}
 	onSubblock := subsliceIdentity(running(1, "token-0"))
 	onSubblock.AffinityTopologyKey = subblock
+	gated := multiHostIdentity(running(2, "token-0"))
+	gated.Placement = tpuv1alpha1.PlacementChosenDomain
+	placedBy := func(a allocator.Assignment, p tpuv1alpha1.SlicePlacement) allocator.Assignment {
+		a.Placement = p
+		return a
+	}
 	cases := map[string]struct {
 		// copied was made from original; the stub answers assignment and reinvoked.
 		original, copied *corev1.Pod
@@ -96,6 +102,16 @@ func TestPodWebhookCopiedIdentity(t *testing.T) {
 			original: subslicePod().Obj(), copied: applied(subslicePod().Obj(), onSubblock, 0),
 			assignment:    withKey(claimed, subblock),
 			wantReinvoked: []reinvocation{{Namespace: testNS, Slice: slice0, Token: "token-0", WorkerID: 1}},
+		},
+		"a copy of a gated worker, admitted into a slice of inter-pod affinity, loses the gate": {
+			original: multiHostPod().Obj(), copied: applied(multiHostPod().Obj(), gated, 0),
+			assignment:    placedBy(claimed, tpuv1alpha1.PlacementInterPodAffinity),
+			wantReinvoked: []reinvocation{{Namespace: testNS, Slice: slice0, Token: "token-0", WorkerID: 2}},
+		},
+		"a copy of a gated worker, admitted into a chosen-domain slice, is gated once": {
+			original: multiHostPod().Obj(), copied: applied(multiHostPod().Obj(), gated, 0),
+			assignment:    placedBy(claimed, tpuv1alpha1.PlacementChosenDomain),
+			wantReinvoked: []reinvocation{{Namespace: testNS, Slice: slice0, Token: "token-0", WorkerID: 2}},
 		},
 		"a dry run's output, created for real": {
 			original: multiHostPod().Obj(), copied: applied(multiHostPod().Obj(), multiHostIdentity(running(2, "dry-run")), 0),

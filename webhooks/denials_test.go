@@ -211,6 +211,11 @@ func isSlice(obj runtime.Object) bool {
 	return false
 }
 
+func isNodeList(obj runtime.Object) bool {
+	_, ok := obj.(*corev1.NodeList)
+	return ok
+}
+
 func isPodList(obj runtime.Object) bool {
 	_, ok := obj.(*corev1.PodList)
 	return ok
@@ -376,6 +381,10 @@ func catalogCases() map[string]catalogCase {
 		"a dry run whose slices cannot be listed": {
 			pod: multiHostPod().Obj(), objects: []client.Object{catalogCluster(1).Obj()}, dryRun: true,
 			faults: faultOn("list", isSlice, errors.New("cache not synced")),
+		},
+		"a dry run of a new slice whose TPU Nodes cannot be listed": {
+			pod: multiHostPod().Obj(), objects: []client.Object{catalogCluster(1).Obj()}, dryRun: true,
+			faults: faultOn("list", isNodeList, errors.New("cache not synced")),
 		},
 		"TPU Nodes that cannot be listed for a subslice": {
 			pod: subslicePod().Obj(), objects: []client.Object{catalogCluster(1).Obj()},

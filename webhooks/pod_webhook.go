@@ -38,6 +38,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/allocator"
 	"github.com/ray-tpu/tpu-slice-operator/internal/claims"
 	"github.com/ray-tpu/tpu-slice-operator/internal/identity"
@@ -64,6 +65,9 @@ type podWebhook struct {
 	// maxHosts bounds the hosts of a slice (topology.DefaultMaxSliceHosts when zero); it is checked
 	// before any work that grows with the hosts.
 	maxHosts int32
+	// mode is --slice-placement ("" is placement.DefaultMode), handed to the allocator, which
+	// decides a new slice's spec.placement from it.
+	mode tpuv1alpha1.SlicePlacement
 	// timeout bounds a whole admission, every API call of it included (allocator.DefaultTimeout
 	// when zero), inside the webhook's 10 s timeout (docs/spec.md §5).
 	timeout time.Duration
@@ -281,7 +285,7 @@ func (w *podWebhook) assign(ctx context.Context, req admission.Request, worker w
 	if err != nil {
 		return err
 	}
-	request := worker.request(affinity.Key)
+	request := worker.request(affinity, w.mode)
 	log := ctrl.LoggerFrom(ctx).WithValues("namespace", req.Namespace, "generateName", worker.pod.GenerateName,
 		"rayCluster", request.ClusterName, "group", request.GroupName)
 	dryRun := ptr.Deref(req.DryRun, false)
@@ -300,7 +304,7 @@ func (w *podWebhook) assign(ctx context.Context, req admission.Request, worker w
 	tpuenv.Apply(worker.pod, vals, worker.slice.TPUContainers)
 	log.V(1).Info("Assigned TPU worker ID", "slice", assignment.SliceName, "replica", assignment.Replica,
 		"workerID", assignment.WorkerID, "affinityTopologyKey", vals.AffinityTopologyKey, "placedBy", affinity.Source.String(),
-		"dryRun", dryRun)
+		"placement", assignment.Placement, "dryRun", dryRun)
 	return nil
 }
 
@@ -322,17 +326,20 @@ func (w *podWebhook) place(ctx context.Context, worker workerPod) (placement.Key
 	return affinity, nil
 }
 
-// request is the claim request of the Pod, whose slice affinity key is affinityKey.
-func (worker workerPod) request(affinityKey string) allocator.Request {
+// request is the claim request of the Pod, whose slice affinity Decide chose, under
+// --slice-placement=mode.
+func (worker workerPod) request(affinity placement.KeyChoice, mode tpuv1alpha1.SlicePlacement) allocator.Request {
 	return allocator.Request{
 		Namespace: worker.namespace, ClusterName: worker.cluster, ClusterUID: worker.clusterUID, GroupName: worker.group,
 		Hosts: worker.slice.Hosts, Topology: worker.slice.Topology.String(), Accelerator: worker.slice.Accelerator,
-		AffinityTopologyKey: affinityKey, Claim: worker.indexes,
+		AffinityTopologyKey: affinity.Key, Claim: worker.indexes,
+		Placement: allocator.PlacementRequest{Mode: mode, Source: affinity.Source, NodeSelector: worker.pod.Spec.NodeSelector},
 	}
 }
 
 // values are what tpuenv writes into the Pod for assignment. Every Pod of a slice gets the
-// affinity key the slice recorded at its first claim, else affinityKey, the Pod's own.
+// affinity key the slice recorded at its first claim, else affinityKey, the Pod's own, and the
+// placement the slice recorded when it was created (a gate, or inter-pod terms on the key).
 func (worker workerPod) values(assignment allocator.Assignment, affinityKey string) tpuenv.Values {
 	key := cmp.Or(assignment.AffinityTopologyKey, affinityKey)
 	return tpuenv.Values{
@@ -340,7 +347,7 @@ func (worker workerPod) values(assignment allocator.Assignment, affinityKey stri
 		Hosts: worker.slice.Hosts, Subdomain: worker.subdomain, V7x: topology.IsV7x(worker.slice.Accelerator),
 		SliceName: assignment.SliceName, ClaimToken: assignment.Token,
 		Topology: worker.slice.Topology.Dims, ChipsPerHost: worker.slice.ChipsPerPod,
-		AffinityTopologyKey: key, NoAffinity: key == "",
+		AffinityTopologyKey: key, NoAffinity: key == "", Placement: assignment.Placement,
 	}
 }
 

@@ -113,10 +113,16 @@ func subslicePod() *testutil.PodWrapper {
 // v7xPod is a Pod of a v7x 2x2x2 slice of 2 hosts, with two TPU containers of 2 chips.
 func v7xPod() *testutil.PodWrapper { return tpuWorkerPod(v7x, "2x2x2", 2).Container("ray-worker-1", 2) }
 
-// multiHostRequest is the claim request of multiHostPod: kept on its node pool.
+// multiHostRequest is the claim request of multiHostPod: kept on its node pool, by the default rule.
 func multiHostRequest() allocator.Request {
 	return allocator.Request{Namespace: testNS, ClusterName: clusterName, ClusterUID: clusterUID, GroupName: group,
-		Hosts: 4, Topology: "4x4", Accelerator: v6e, AffinityTopologyKey: nodePool}
+		Hosts: 4, Topology: "4x4", Accelerator: v6e, AffinityTopologyKey: nodePool,
+		Placement: allocator.PlacementRequest{Source: placement.SourceDefault, NodeSelector: tpuSelector(v6e, "4x4")}}
+}
+
+// tpuSelector is the nodeSelector of a TPU worker Pod of accelerator and topology.
+func tpuSelector(accelerator, topology string) map[string]string {
+	return map[string]string{constants.AcceleratorNodeSelectorKey: accelerator, constants.TopologyNodeSelectorKey: topology}
 }
 
 // multiHostIdentity is the identity the webhook hands tpuenv for assignment a of multiHostPod.
@@ -287,7 +293,8 @@ func TestPodWebhookRequest(t *testing.T) {
 	noNamespace := singleHostPod().Obj()
 	noNamespace.Namespace = ""
 	single := allocator.Request{Namespace: testNS, ClusterName: clusterName, ClusterUID: clusterUID, GroupName: group,
-		Hosts: 1, Topology: "2x2", Accelerator: v6e}
+		Hosts: 1, Topology: "2x2", Accelerator: v6e,
+		Placement: allocator.PlacementRequest{Source: placement.SourceSingleHost, NodeSelector: tpuSelector(v6e, "2x2")}}
 	with := func(req allocator.Request, edit func(*allocator.Request)) allocator.Request {
 		edit(&req)
 		return req
@@ -308,6 +315,7 @@ func TestPodWebhookRequest(t *testing.T) {
 			pod: v7xPod().Obj(),
 			want: with(multiHostRequest(), func(r *allocator.Request) {
 				r.Hosts, r.Topology, r.Accelerator = 2, "2x2x2", v7x
+				r.Placement.NodeSelector = tpuSelector(v7x, "2x2x2")
 			}),
 		},
 		"KubeRay's index labels: replica, host and replica name": {

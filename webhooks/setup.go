@@ -64,6 +64,9 @@ type Options struct {
 	// MaxSliceHosts bounds the hosts of a Pod's slice, checked before any work that grows with them
 	// (topology.DefaultMaxSliceHosts when zero).
 	MaxSliceHosts int32
+	// SlicePlacement is --slice-placement: how a multi-host slice the operator places is kept in
+	// one domain, decided when its first claim creates it (placement.DefaultMode when empty).
+	SlicePlacement tpuv1alpha1.SlicePlacement
 	// Timeout bounds one Pod admission, every API call of it included (allocator.DefaultTimeout
 	// when zero).
 	Timeout time.Duration
@@ -91,7 +94,7 @@ func Setup(mgr ctrl.Manager, claimer Claimer, planner Planner, opts Options) err
 	}
 	if err := ctrl.NewWebhookManagedBy(mgr, &corev1.Pod{}).
 		WithDefaulter(&podWebhook{planner: planner, claimer: claimer, clusters: mgr.GetClient(), live: mgr.GetAPIReader(), nodes: tpuNodes,
-			maxHosts: opts.MaxSliceHosts, timeout: opts.Timeout, metrics: cmp.Or(opts.Metrics, metrics.Default)}).
+			maxHosts: opts.MaxSliceHosts, mode: opts.SlicePlacement, timeout: opts.Timeout, metrics: cmp.Or(opts.Metrics, metrics.Default)}).
 		Complete(); err != nil {
 		return err
 	}

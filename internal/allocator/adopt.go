@@ -97,8 +97,11 @@ func (a *Allocator) unclaimedCandidates(ctx context.Context, req Request) (map[i
 }
 
 // adoptReplica writes a bound claim for each of the Pods whose worker ID the replica's slice does
-// not claim yet, creating the slice if needed, retrying conflicts until ctx ends.
+// not claim yet, creating the slice if needed, retrying conflicts until ctx ends. A slice it
+// creates records no placement: its first Pods were placed by whoever gave them their identity,
+// so, like a slice created before spec.placement, it keeps the inter-pod terms.
 func (a *Allocator) adoptReplica(ctx context.Context, q *queue, req Request, replica int32, pods []*corev1.Pod) error {
+	req.Placement = PlacementRequest{}
 	for attempt := 0; ; attempt++ {
 		slice, err := a.readSlice(ctx, req, replica)
 		if err != nil {

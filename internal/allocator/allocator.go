@@ -32,6 +32,7 @@ limitations under the License.
 package allocator
 
 import (
+	"cmp"
 	"context"
 	crand "crypto/rand"
 	"encoding/hex"
@@ -47,6 +48,7 @@ import (
 	"github.com/ray-tpu/tpu-slice-operator/internal/claims"
 	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
 	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
+	"github.com/ray-tpu/tpu-slice-operator/internal/placement"
 	"github.com/ray-tpu/tpu-slice-operator/internal/tombstones"
 	"github.com/ray-tpu/tpu-slice-operator/internal/topology"
 )
@@ -66,8 +68,23 @@ type Request struct {
 	// AffinityTopologyKey is the slice affinity's topologyKey the admission chose, recorded in a
 	// slice this claim creates; "" for none.
 	AffinityTopologyKey string
+	// Placement is what decides spec.placement of a slice this claim creates; the slice records
+	// the choice and every later claim of it follows the record (Assignment.Placement).
+	Placement PlacementRequest
 	// Claim carries KubeRay's index labels, when present.
 	Claim claims.Request
+}
+
+// PlacementRequest is what the allocator decides a new slice's spec.placement from
+// (placement.DecideMode), once, when it creates the slice: only then does it look at the Nodes.
+type PlacementRequest struct {
+	// Mode is the --slice-placement of the admitting replica ("" is placement.DefaultMode).
+	Mode tpuv1alpha1.SlicePlacement
+	// Source is the placement.Decide rule that chose AffinityTopologyKey; zero (a request of a
+	// replica that predates the field) places nothing.
+	Source placement.Source
+	// NodeSelector is the Pod's nodeSelector: the TPU Nodes its slice may land on.
+	NodeSelector map[string]string
 }
 
 // Assignment is a committed (or, for a dry run, planned) claim.
@@ -79,6 +96,10 @@ type Assignment struct {
 	// AffinityTopologyKey is the slice affinity's topologyKey the slice records ("" when it records
 	// none): every Pod of a slice gets the key of the slice's first claim.
 	AffinityTopologyKey string
+	// Placement is the slice's spec.placement, decided when its first claim created it: every Pod
+	// of the slice is placed the same way ("" for a slice the operator does not place, or one
+	// created before the field existed).
+	Placement tpuv1alpha1.SlicePlacement
 }
 
 // DeniedError is a claim that cannot be made. Transient denials succeed on retry.
@@ -251,11 +272,19 @@ func (a *Allocator) Plan(ctx context.Context, req Request) (Assignment, error) {
 	}
 	p := outcomes[0].Slot
 	key := req.AffinityTopologyKey
-	if s := current[p.Replica]; s != nil && claims.SameClusterUID(s, req.ClusterUID, "") && s.Spec.AffinityTopologyKey != "" {
-		key = s.Spec.AffinityTopologyKey
+	var mode tpuv1alpha1.SlicePlacement
+	if s := current[p.Replica]; s != nil && claims.SameClusterUID(s, req.ClusterUID, "") {
+		key, mode = cmp.Or(s.Spec.AffinityTopologyKey, key), s.Spec.Placement
+	} else {
+		// The claim would create the slice: decide as it would.
+		choice, err := a.slicePlacement(ctx, req)
+		if err != nil {
+			return Assignment{}, a.deny(true, "deciding the slice's placement: %v", err)
+		}
+		mode = choice.Placement
 	}
 	return Assignment{SliceName: naming.SliceName(req.ClusterName, req.GroupName, p.Replica), Replica: p.Replica, WorkerID: p.WorkerID,
-		AffinityTopologyKey: key}, nil
+		AffinityTopologyKey: key, Placement: mode}, nil
 }
 
 // prepare checks req's bounds and resolves its RayCluster, setting req.ClusterUID to the live

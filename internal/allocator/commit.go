@@ -232,6 +232,7 @@ func (a *Allocator) apply(ctx context.Context, q *queue, pending []*call, p plan
 				WorkerID:            p.outcomes[i].Slot.WorkerID,
 				Token:               pending[i].token,
 				AffinityTopologyKey: written.Spec.AffinityTopologyKey,
+				Placement:           written.Spec.Placement,
 			}})
 		}
 	}

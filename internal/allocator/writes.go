@@ -52,7 +52,14 @@ func (a *Allocator) writeSlice(ctx context.Context, req Request, replica int32,
 		slice = nil
 	}
 	if slice == nil {
-		slice = claims.NewSlice(req.Namespace, sliceSpec(req, replica, w))
+		spec := sliceSpec(req, replica, w)
+		choice, err := a.slicePlacement(ctx, req)
+		if err != nil {
+			return nil, nil, err
+		}
+		spec.Placement = choice.Placement
+		slice = claims.NewSlice(req.Namespace, spec)
+		logPlacement(ctx, slice, choice)
 		a.countWrite()
 		if err := a.client.Create(ctx, slice, client.FieldOwner(constants.FieldManager)); err != nil {
 			return nil, nil, fmt.Errorf("creating slice: %w", err)

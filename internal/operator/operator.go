@@ -55,6 +55,7 @@ import (
 	"github.com/ray-tpu/tpu-slice-operator/internal/identity"
 	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
 	"github.com/ray-tpu/tpu-slice-operator/internal/nodes"
+	"github.com/ray-tpu/tpu-slice-operator/internal/placement"
 	"github.com/ray-tpu/tpu-slice-operator/internal/tombstones"
 	"github.com/ray-tpu/tpu-slice-operator/internal/topology"
 	"github.com/ray-tpu/tpu-slice-operator/webhooks"
@@ -89,6 +90,9 @@ type Options struct {
 	// MaxSliceHosts bounds the hosts of a slice: Pods and RayCluster groups of larger topologies
 	// are denied (topology.DefaultMaxSliceHosts when zero).
 	MaxSliceHosts int
+	// SlicePlacement is --slice-placement: how a multi-host slice the operator places is kept in
+	// one domain (placement.DefaultMode when empty; docs/spec.md §4).
+	SlicePlacement tpuv1alpha1.SlicePlacement
 	// Forward, when its Service is set, sends each claim to the replica that owns its worker group.
 	Forward     forward.SetupOptions
 	Webhooks    webhooks.Options
@@ -231,7 +235,26 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"How long one Pod admission may retry its claim before it is denied as transient (below the webhook's 10s timeout).")
 	fs.IntVar(&o.MaxSliceHosts, "max-slice-hosts", int(topology.DefaultMaxSliceHosts),
 		"The most hosts (worker Pods) a TPU slice may have: Pods and RayCluster groups of larger topologies are denied. The default is a little above the largest TPU slice sold today (tpu7x: 2,304 hosts).")
+	o.SlicePlacement = placement.DefaultMode
+	fs.Var((*slicePlacementFlag)(&o.SlicePlacement), "slice-placement", fmt.Sprintf(
+		"How a multi-host slice the operator places (not Kueue or dynamic slicing, no cloud.google.com/ pod affinity term of the user's) is kept in one domain, decided when the slice is created: "+
+			"%s admits its Pods with the scheduling gate %s and releases them with a nodeSelector on a domain the operator chose for the whole slice "+
+			"(a slice with no TPU Node matching its Pods' nodeSelector labeled with its affinity key falls back to %s); %s gives its Pods required pod affinity and anti-affinity instead.",
+		tpuv1alpha1.PlacementChosenDomain, tpuv1alpha1.PlacementSchedulingGate, tpuv1alpha1.PlacementInterPodAffinity, tpuv1alpha1.PlacementInterPodAffinity))
 	o.Controllers.BindFlags(fs)
+}
+
+// slicePlacementFlag is --slice-placement: ChosenDomain or InterPodAffinity.
+type slicePlacementFlag tpuv1alpha1.SlicePlacement
+
+func (f *slicePlacementFlag) String() string { return string(*f) }
+
+func (f *slicePlacementFlag) Set(v string) error {
+	if !placement.ValidMode(tpuv1alpha1.SlicePlacement(v)) {
+		return fmt.Errorf("must be %s or %s", tpuv1alpha1.PlacementChosenDomain, tpuv1alpha1.PlacementInterPodAffinity)
+	}
+	*f = slicePlacementFlag(v)
+	return nil
 }
 
 // RESTConfig returns a copy of cfg with the operator's client limits.
@@ -278,6 +301,11 @@ func Setup(mgr manager.Manager, opts Options) (*Parts, error) {
 		return nil, err
 	}
 	opts.Controllers.Tombstones = deleted
+	if opts.Controllers.SlicePlacement == "" {
+		// The reconciler warns of a slice the webhook had to place with inter-pod terms only
+		// while the operator chooses domains.
+		opts.Controllers.SlicePlacement = opts.SlicePlacement
+	}
 	if opts.Metrics == nil {
 		opts.Metrics = metrics.Default
 	}
@@ -329,6 +357,9 @@ func (p *Parts) setupWebhooks(mgr manager.Manager, opts Options, deleted *tombst
 		opts.Webhooks.RayCluster.MaxSliceHosts = maxHosts
 	}
 	opts.Webhooks.MaxSliceHosts, opts.Webhooks.Timeout = maxHosts, opts.ClaimTimeout
+	if opts.Webhooks.SlicePlacement == "" {
+		opts.Webhooks.SlicePlacement = opts.SlicePlacement
+	}
 	return webhooks.Setup(mgr, claimer, alloc, opts.Webhooks)
 }
 

@@ -23,6 +23,10 @@ limitations under the License.
 // typically from a cache limited to TPU Nodes, through a NodeLister or a function Decide calls
 // only when its choice depends on them.
 //
+// DecideMode decides, once when a slice is created, whether the operator chooses the slice's domain
+// (its Pods are admitted behind a scheduling gate) or the scheduler keeps it together with the
+// inter-pod terms (spec.placement, docs/spec.md §4).
+//
 // Choose is the domain chooser of issue #24's scheduling-gate placement, not yet used by the
 // operator: it picks one domain (a node pool, or a GCE sub-block or block) that a whole slice fits,
 // from plain Candidate Nodes with their health and free TPU chips and the domains other slices

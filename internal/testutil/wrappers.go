@@ -431,6 +431,12 @@ func (p *PodWrapper) Affinity(a *corev1.Affinity) *PodWrapper {
 	return p
 }
 
+// SchedulingGate appends the scheduling gate name to the Pod.
+func (p *PodWrapper) SchedulingGate(name string) *PodWrapper {
+	p.Spec.SchedulingGates = append(p.Spec.SchedulingGates, corev1.PodSchedulingGate{Name: name})
+	return p
+}
+
 // WithoutLabel removes a label.
 func (p *PodWrapper) WithoutLabel(k string) *PodWrapper {
 	delete(p.Labels, k)
@@ -499,12 +505,6 @@ func (s *SliceWrapper) Label(k, v string) *SliceWrapper {
 	}
 	s.Labels[k] = v
 	return s
-}
-
-// SchedulingGate appends a scheduling gate.
-func (p *PodWrapper) SchedulingGate(name string) *PodWrapper {
-	p.Spec.SchedulingGates = append(p.Spec.SchedulingGates, corev1.PodSchedulingGate{Name: name})
-	return p
 }
 
 // Placement sets spec.placement and spec.affinityTopologyKey.

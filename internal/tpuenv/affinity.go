@@ -95,3 +95,28 @@ func addTerm(terms []corev1.PodAffinityTerm, term corev1.PodAffinityTerm) []core
 	}
 	return append(terms, term)
 }
+
+// addGate adds the operator's scheduling gate to pod, unless it is already there.
+func addGate(pod *corev1.Pod) {
+	if !HasGate(pod) {
+		pod.Spec.SchedulingGates = append(pod.Spec.SchedulingGates, corev1.PodSchedulingGate{Name: tpuv1alpha1.PlacementSchedulingGate})
+	}
+}
+
+// HasGate reports whether pod carries the operator's scheduling gate
+// (tpuv1alpha1.PlacementSchedulingGate).
+func HasGate(pod *corev1.Pod) bool {
+	return slices.ContainsFunc(pod.Spec.SchedulingGates, isOurGate)
+}
+
+// removeGate removes the operator's scheduling gate from pod, keeping every other gate.
+func removeGate(pod *corev1.Pod) {
+	pod.Spec.SchedulingGates = slices.DeleteFunc(pod.Spec.SchedulingGates, isOurGate)
+	if len(pod.Spec.SchedulingGates) == 0 {
+		pod.Spec.SchedulingGates = nil
+	}
+}
+
+func isOurGate(g corev1.PodSchedulingGate) bool {
+	return g.Name == tpuv1alpha1.PlacementSchedulingGate
+}

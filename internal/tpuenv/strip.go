@@ -34,9 +34,13 @@ import (
 // (a defaulted MEGASCALE_SLICE_ID or TPU_PROCESS_ADDRESSES of another slice would otherwise stay,
 // since Apply keeps a value the user set). A value the user set to something else is kept.
 //
+// The operator's scheduling gate is removed whatever vals say: only Apply adds it, and the new
+// identity's slice decides again whether the Pod is gated.
+//
 // vals may be partial (only ClaimToken, when the Pod carries a token but no identity): what it does
 // not describe is left alone.
 func Strip(pod *corev1.Pod, vals Values, tpuContainers []int) {
+	removeGate(pod)
 	removeIf(pod.Labels, constants.ReplicaIndexLabel, naming.ReplicaIndexValue(vals.GroupName, vals.ReplicaIndex), vals.GroupName != "")
 	removeIf(pod.Labels, tpuv1alpha1.SliceLabel, vals.SliceName, vals.SliceName != "")
 	removeIf(pod.Labels, tpuv1alpha1.WorkerIDLabel, itoa(vals.WorkerID), vals.GroupName != "")

@@ -58,6 +58,15 @@ func TestStrip(t *testing.T) {
 				Env(0, constants.EnvMegascaleNumSlices, "2").Env(0, constants.EnvMegascalePort, "9999").Obj(),
 			id: id(4, false),
 		},
+		"multi-host of a chosen-domain slice, with the user's gate": {
+			pod: testutil.MakeWorkerPod("ml", "rc", "uid", "tpu").TPU(4).Topology("tpu-v6e-slice", "4x4").
+				SchedulingGate("example.com/quota").Obj(),
+			id: func() tpuenv.Values {
+				v := id(4, false)
+				v.Placement = tpuv1alpha1.PlacementChosenDomain
+				return v
+			}(),
+		},
 		"v7x, two TPU containers and a CPU sidecar": {
 			pod: testutil.MakeWorkerPod("ml", "rc", "uid", "tpu").Topology("tpu7x", "2x2x2").TPU(2).Container("second", 2).
 				Container("sidecar", 0).Obj(),

@@ -72,6 +72,11 @@ type Values struct {
 	// neither, for a slice Kueue or GKE's dynamic slicing places (placement.Decide chose no key).
 	AffinityTopologyKey string
 	NoAffinity          bool
+	// Placement is the slice's spec.placement. A multi-host Pod of a ChosenDomain slice gets the
+	// scheduling gate tpuv1alpha1.PlacementSchedulingGate and no slice affinity: the reconciler
+	// adds a nodeSelector on the chosen domain and removes the gate. Any other placement (""
+	// for a slice created before the field existed) gets the slice affinity as above.
+	Placement tpuv1alpha1.SlicePlacement
 }
 
 // multiHost reports whether vals belong to a slice of more than one host.
@@ -86,14 +91,19 @@ func (vals Values) multiHost() bool {
 // In each TPU container the operator-owned variables (TPU_WORKER_ID, TPU_NAME and, multi-host,
 // TPU_WORKER_HOSTNAMES) replace any entry of that name; every other variable is added only where
 // the container has no entry of that name. On the Pod, Apply sets the slice labels and the
-// claim-token annotation and, multi-host, spec.hostname, spec.subdomain and the slice affinity,
-// merged with the Pod's own (none with vals.NoAffinity).
+// claim-token annotation and, multi-host, spec.hostname, spec.subdomain and either the
+// operator's scheduling gate (a ChosenDomain slice) or the slice affinity, merged with the Pod's
+// own (none with vals.NoAffinity).
 func Apply(pod *corev1.Pod, vals Values, tpuContainers []int) {
 	applyMetadata(pod, vals)
 	if vals.multiHost() {
 		pod.Spec.Hostname = naming.Hostname(vals.GroupName, vals.ReplicaIndex, vals.WorkerID)
 		pod.Spec.Subdomain = vals.Subdomain
-		mergeAffinity(pod, vals)
+		if vals.Placement == tpuv1alpha1.PlacementChosenDomain {
+			addGate(pod)
+		} else {
+			mergeAffinity(pod, vals)
+		}
 	}
 	lists := newHostLists(vals, len(tpuContainers))
 	for c, i := range tpuContainers {

@@ -251,6 +251,7 @@ func (r *runner) startInstance(reconciler bool) *framework.Instance {
 		Operator: operator.Options{
 			DisableControllers: !reconciler,
 			Controllers:        controllers.Options{PendingTTL: pendingTTL},
+			SlicePlacement:     r.slicePlacement(),
 		},
 		// Faults outside, the audit inside: the audit sees the requests that reach the server.
 		Config: r.faults.wrap(audit.wrap(env.Config, actorOperator)),
@@ -259,6 +260,17 @@ func (r *runner) startInstance(reconciler bool) *framework.Instance {
 	})
 	Expect(err).NotTo(HaveOccurred())
 	return inst
+}
+
+// slicePlacement is the run's --slice-placement. On the bare API server the runner binds the Pods
+// itself (healthStep), which the API server refuses for a gated Pod (a conflict the runner
+// ignores, so such Pods would silently never bind), so its slices keep the inter-pod terms; on the
+// local cluster the scheduler binds what the reconciler releases.
+func (r *runner) slicePlacement() tpuv1alpha1.SlicePlacement {
+	if r.cluster {
+		return tpuv1alpha1.PlacementChosenDomain
+	}
+	return tpuv1alpha1.PlacementInterPodAffinity
 }
 
 func (r *runner) createCluster(rc *rayv1.RayCluster) *rayv1.RayCluster {

@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/controllers"
 	"github.com/ray-tpu/tpu-slice-operator/internal/operator"
 	"github.com/ray-tpu/tpu-slice-operator/test/integration/framework"
@@ -34,11 +35,14 @@ const pendingTTL = 3 * time.Second
 var ctx = framework.SuiteContext()
 
 // suite is the API server and the operator the specs run against: one webhook replica with the
-// reconciler and one without, forwarding claims as in production.
+// reconciler and one without, forwarding claims as in production. The specs bind the Pods
+// themselves, as the scheduler would with today's inter-pod terms, so the slices are placed with
+// --slice-placement=InterPodAffinity: a gated Pod cannot be bound (docs/spec.md §4).
 var suite framework.Suite
 
 func TestHealth(t *testing.T) {
 	suite.Run(t, "Slice health suite", func() {
-		suite.StartReplicas(2, operator.Options{Controllers: controllers.Options{PendingTTL: pendingTTL}})
+		suite.StartReplicas(2, operator.Options{Controllers: controllers.Options{PendingTTL: pendingTTL},
+			SlicePlacement: tpuv1alpha1.PlacementInterPodAffinity})
 	})
 }

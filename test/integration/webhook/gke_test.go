@@ -41,7 +41,7 @@ func tpuNode(name, subblock string) *corev1.Node {
 }
 
 var _ = Describe("GKE subslicing (Ray's TPU subslicing guide)", func() {
-	It("splits one 4x4 v6e pool into two 2x4 subslices used by two RayClusters, each kept in its sub-block", func() {
+	It("splits one 4x4 v6e pool into two 2x4 subslices used by two RayClusters, each placed on its sub-block", func() {
 		ns := newNamespace()
 		nodes := []*corev1.Node{tpuNode("gke-n0", "sb-a"), tpuNode("gke-n1", "sb-a"),
 			tpuNode("gke-n2", "sb-b"), tpuNode("gke-n3", "sb-b")}
@@ -64,12 +64,10 @@ var _ = Describe("GKE subslicing (Ray's TPU subslicing guide)", func() {
 			for range 2 {
 				pod := testutil.WorkerPodFor(rc, "tpu").Obj()
 				created := framework.MustCreate(ctx, suite.Client, pod)
-				terms := created.Spec.Affinity.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution
-				Expect(terms).To(HaveLen(1))
-				Expect(terms[0].TopologyKey).To(Equal(constants.GCETopologySubblockKey))
-				anti := created.Spec.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution
-				Expect(anti[0].TopologyKey).To(Equal(constants.GCETopologySubblockKey),
-					"with the node-pool key the second cluster's anti-affinity would exclude the first's pool")
+				// The Nodes carry the sub-block label, so the operator chooses the sub-block itself:
+				// the Pods wait gated, without inter-pod terms (docs/spec.md §4).
+				Expect(created.Spec.SchedulingGates).To(Equal([]corev1.PodSchedulingGate{{Name: tpuv1alpha1.PlacementSchedulingGate}}))
+				Expect(created.Spec.Affinity).To(BeNil())
 				Expect(env1(created, constants.EnvTorchTopology)).To(Equal("2,4,1"))
 			}
 		}
@@ -78,7 +76,9 @@ var _ = Describe("GKE subslicing (Ray's TPU subslicing guide)", func() {
 		Expect(list.Items).To(HaveLen(2))
 		for _, s := range list.Items {
 			Expect(s.Spec.Hosts).To(Equal(int32(2)))
-			Expect(s.Spec.AffinityTopologyKey).To(Equal(constants.GCETopologySubblockKey))
+			Expect(s.Spec.AffinityTopologyKey).To(Equal(constants.GCETopologySubblockKey),
+				"with the node-pool key the two subslices could not share the pool")
+			Expect(s.Spec.Placement).To(Equal(tpuv1alpha1.PlacementChosenDomain))
 		}
 		_, err := framework.CheckAdmitted(ctx, suite.Client, ns)
 		Expect(err).NotTo(HaveOccurred())
