@@ -552,6 +552,7 @@ func (r *runner) check(final bool) {
 	if r.cluster {
 		r.checkNodeFailures()
 		r.checkSideNamespaces(false)
+		r.checkChosenDomains() // placement_test.go
 	}
 	if final {
 		var last error

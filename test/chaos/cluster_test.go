@@ -127,6 +127,8 @@ type clusterStats struct {
 	// labelTouched are the slices a label edit named (editLabels): their Pods' labels no longer
 	// say what the scheduler placed them by.
 	labelTouched map[string]bool
+	// chosen are the ChosenDomain slices seen with live Pods bound (checkChosenDomains).
+	chosen map[types.UID]bool
 
 	nodeFails, nodeRecoveries, podFails, gcDeletes, nsDeletes int
 	// degradedChecks counts the slices checked Degraded on a failed Node; onePool and split the
@@ -162,7 +164,7 @@ type sideNamespace struct {
 
 func newClusterStats() clusterStats {
 	return clusterStats{failed: map[string]*failedNode{}, collecting: map[types.UID]collecting{}, labelTouched: map[string]bool{},
-		finished: map[types.UID]*finishedPod{}}
+		finished: map[types.UID]*finishedPod{}, chosen: map[types.UID]bool{}}
 }
 
 // clusterNodes groups the local cluster's TPU Nodes by pool, for the health operations.
@@ -817,9 +819,9 @@ func podReady(p *corev1.Pod) bool {
 
 // reportCluster prints what the cluster operations did:
 //
-//	CHAOS-cluster gate=<on|off> node_fails=<n> node_recoveries=<n> pod_fails=<n> max_release_s=<x> gc_deletes=<n> max_gc_s=<x> ns_deletes=<n> max_ns_delete_s=<x> degraded_checks=<n> one_pool_slices=<n> split_slices=<n>
+//	CHAOS-cluster gate=<on|off> node_fails=<n> node_recoveries=<n> pod_fails=<n> max_release_s=<x> gc_deletes=<n> max_gc_s=<x> ns_deletes=<n> max_ns_delete_s=<x> degraded_checks=<n> one_pool_slices=<n> split_slices=<n> chosen_domain_slices=<n>
 func (r *runner) reportCluster(gate string) {
 	c := &r.cl
-	fmt.Fprintf(os.Stdout, "CHAOS-cluster gate=%s node_fails=%d node_recoveries=%d pod_fails=%d max_release_s=%.2f gc_deletes=%d max_gc_s=%.2f ns_deletes=%d max_ns_delete_s=%.2f degraded_checks=%d one_pool_slices=%d split_slices=%d\n",
-		gate, c.nodeFails, c.nodeRecoveries, c.podFails, c.maxRelease.Seconds(), c.gcDeletes, c.maxGC.Seconds(), c.nsDeletes, c.maxNSDelete.Seconds(), c.degradedChecks, c.onePool, c.split)
+	fmt.Fprintf(os.Stdout, "CHAOS-cluster gate=%s node_fails=%d node_recoveries=%d pod_fails=%d max_release_s=%.2f gc_deletes=%d max_gc_s=%.2f ns_deletes=%d max_ns_delete_s=%.2f degraded_checks=%d one_pool_slices=%d split_slices=%d chosen_domain_slices=%d\n",
+		gate, c.nodeFails, c.nodeRecoveries, c.podFails, c.maxRelease.Seconds(), c.gcDeletes, c.maxGC.Seconds(), c.nsDeletes, c.maxNSDelete.Seconds(), c.degradedChecks, c.onePool, c.split, len(c.chosen))
 }
