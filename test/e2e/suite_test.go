@@ -25,6 +25,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/controllers"
 	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
 	"github.com/ray-tpu/tpu-slice-operator/internal/operator"
@@ -51,13 +52,16 @@ func TestE2E(t *testing.T) {
 
 // startOperator starts the operator's instances (three webhook replicas forwarding claims as the
 // production install runs them, the first also reconciling unless reconcile is false) and makes the
-// webhook endpoint send admissions to them.
+// webhook endpoint send admissions to them. The specs bind Pods themselves, as the scheduler would
+// with today's inter-pod terms, and a gated Pod cannot be bound: the slices keep the terms
+// (--slice-placement=InterPodAffinity); test/cluster runs the gates with a scheduler.
 func startOperator(reconcile bool) {
 	GinkgoHelper()
 	suite.StartReplicas(webhookInstances, operator.Options{
 		DisableControllers: !reconcile,
 		Controllers:        controllers.Options{PendingTTL: pendingTTL},
 		Metrics:            metrics.Default, // shared: adoptionCounts reads it across restarts
+		SlicePlacement:     tpuv1alpha1.PlacementInterPodAffinity,
 	})
 }
 
