@@ -34,8 +34,12 @@ import (
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
 	"github.com/ray-tpu/tpu-slice-operator/internal/identity"
 	"github.com/ray-tpu/tpu-slice-operator/internal/lifecycle"
+	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
+	"github.com/ray-tpu/tpu-slice-operator/internal/nodes"
+	"github.com/ray-tpu/tpu-slice-operator/internal/placement"
 	"github.com/ray-tpu/tpu-slice-operator/internal/tombstones"
 	"github.com/ray-tpu/tpu-slice-operator/internal/topology"
+	"github.com/ray-tpu/tpu-slice-operator/internal/tpuenv"
 )
 
 // liveGetConcurrency bounds the live Pod reads one reconcile makes at once.
@@ -206,6 +210,9 @@ func (r *TPUSliceAssignmentReconciler) recreate(ctx context.Context, key types.N
 		if err != nil || !ok {
 			return nil, err
 		}
+		if err := r.recreatedPlacement(ctx, &spec, pods.Items, pod); err != nil {
+			return nil, err
+		}
 		slice := claims.NewSlice(key.Namespace, spec)
 		if err := r.client.Create(ctx, slice, client.FieldOwner(constants.FieldManager)); err != nil {
 			if apierrors.IsAlreadyExists(err) {
@@ -217,6 +224,36 @@ func (r *TPUSliceAssignmentReconciler) recreate(ctx context.Context, key types.N
 		return slice, nil
 	}
 	return nil, nil
+}
+
+// recreatedPlacement gives a re-created slice the placement its live Pods show: when one of them
+// carries the operator's scheduling gate, the slice was ChosenDomain and must be again, or those
+// Pods would wait gated for good; its key is chosen again as the webhook chose it (placement.Decide,
+// from the Pod and, for a subslice, the TPU Nodes). Otherwise the slice is re-created without a
+// placement, as before: its Pods keep whatever terms they carry (docs/spec.md §8, §12).
+func (r *TPUSliceAssignmentReconciler) recreatedPlacement(ctx context.Context, spec *tpuv1alpha1.TPUSliceAssignmentSpec, pods []corev1.Pod, pod *corev1.Pod) error {
+	name := naming.SliceName(spec.RayClusterName, spec.GroupName, spec.ReplicaIndex)
+	gated := slices.ContainsFunc(pods, func(p corev1.Pod) bool {
+		id, ok := identity.FromPod(&p)
+		return ok && lifecycle.PodLive(&p) && tpuenv.HasGate(&p) && id.SliceName() == name
+	})
+	if !gated {
+		return nil
+	}
+	shape, ok := sliceShape(pod)
+	if !ok {
+		return nil
+	}
+	choice, err := placement.Decide(placement.Input{Pod: pod, Slice: shape, Nodes: func() ([]placement.Node, error) {
+		return nodes.Lister{Reader: r.client}.ListNodes(ctx, pod.Spec.NodeSelector)
+	}})
+	if err != nil {
+		return fmt.Errorf("choosing the affinity key of a re-created slice: %w", err)
+	}
+	if choice.Key != "" {
+		spec.Placement, spec.AffinityTopologyKey = tpuv1alpha1.PlacementChosenDomain, choice.Key
+	}
+	return nil
 }
 
 // specFor returns the spec of the slice a live Pod's identity names, and false when its RayCluster

@@ -39,6 +39,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
+	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
 	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
 	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
 	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
@@ -215,6 +216,9 @@ func TestReconcile(t *testing.T) {
 		wantEvents     []testutil.Event
 		// wantClusterLabel, when set, is the slice's ray.io/cluster label.
 		wantClusterLabel string
+		// wantPlacement and wantKey are the kept slice's spec.placement and spec.affinityTopologyKey.
+		wantPlacement tpuv1alpha1.SlicePlacement
+		wantKey       string
 	}{
 		// Slice re-created, RayCluster generations.
 		"§8 late Pods: slice gone, a live Pod it admitted holds an ID of it: re-created, claim repaired": {
@@ -222,6 +226,13 @@ func TestReconcile(t *testing.T) {
 			rounds:     reconcileOnce(ctrl.Result{}),
 			wantClaims: []tpuv1alpha1.WorkerClaim{{WorkerID: 2, Token: "t-p", PodName: "p", PodUID: "uid-p"}},
 			wantEvents: []testutil.Event{event("p", warning, tpuv1alpha1.ReasonTPUClaimRepaired)},
+		},
+		"§8, §12 slice gone, a live Pod of it waits behind the operator's gate: re-created ChosenDomain on the node-pool key, or it would wait for good": {
+			rc: reconcileCluster("uid-rc"), pods: []*testutil.PodWrapper{releasePod("p", "t-p", 2).SchedulingGate(tpuv1alpha1.PlacementSchedulingGate)},
+			rounds:        reconcileOnce(ctrl.Result{RequeueAfter: noFitRecheck}),
+			wantClaims:    []tpuv1alpha1.WorkerClaim{{WorkerID: 2, Token: "t-p", PodName: "p", PodUID: "uid-p"}},
+			wantEvents:    []testutil.Event{event("p", warning, tpuv1alpha1.ReasonTPUClaimRepaired), event("rc", warning, tpuv1alpha1.ReasonTPUSliceNoDomain)},
+			wantPlacement: tpuv1alpha1.PlacementChosenDomain, wantKey: constants.NodePoolTopologyKey,
 		},
 		"§0 slice gone, its only Pod of an older RayCluster generation (same name, other UID): not re-created": {
 			rc: reconcileCluster("uid-rc-2"), pods: []*testutil.PodWrapper{p},
@@ -466,6 +477,9 @@ func TestReconcile(t *testing.T) {
 			default:
 				if diff := cmp.Diff(tc.wantClaims, []tpuv1alpha1.WorkerClaim(slice.Status.Claims), cmpopts.EquateEmpty()); diff != "" {
 					t.Errorf("claims (-want,+got):\n%s", diff)
+				}
+				if slice.Spec.Placement != tc.wantPlacement || slice.Spec.AffinityTopologyKey != tc.wantKey {
+					t.Errorf("spec placement %q on key %q, want %q on %q", slice.Spec.Placement, slice.Spec.AffinityTopologyKey, tc.wantPlacement, tc.wantKey)
 				}
 				var gotConditions []metav1.Condition
 				for _, want := range tc.wantConditions {
