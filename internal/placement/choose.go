@@ -199,8 +199,8 @@ type domainTally struct {
 func (d *domainTally) fits(hosts int32) bool { return d.holder == "" && d.usable >= hosts }
 
 // Choose chooses one domain of req.Key for a whole slice: the first rule that applies wins.
-// It is the domain chooser of issue #24's scheduling-gate placement (the operator picks the
-// domain, the scheduler only filters on a nodeSelector), not yet used by the operator.
+// It is the domain chooser of a ChosenDomain slice (docs/spec.md §12): the operator picks the
+// domain, the scheduler only filters on a nodeSelector.
 //
 //  1. Previous, when it fits: a domain fits when no other slice holds it and it has at least
 //     Hosts usable Nodes (Rejection.Usable); a Node counts as one host whatever its chips.

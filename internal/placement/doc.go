@@ -27,8 +27,8 @@ limitations under the License.
 // (its Pods are admitted behind a scheduling gate) or the scheduler keeps it together with the
 // inter-pod terms (spec.placement, docs/spec.md §4).
 //
-// Choose is the domain chooser of issue #24's scheduling-gate placement, not yet used by the
-// operator: it picks one domain (a node pool, or a GCE sub-block or block) that a whole slice fits,
+// Choose is the domain chooser of a ChosenDomain slice (docs/spec.md §12), which the reconciler
+// calls: it picks one domain (a node pool, or a GCE sub-block or block) that a whole slice fits,
 // from plain Candidate Nodes with their health and free TPU chips and the domains other slices
 // hold, so that gated Pods can get a nodeSelector instead of inter-pod terms.
 package placement
