@@ -24,6 +24,7 @@ package gate
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -153,12 +154,9 @@ func NewRequest(slice *tpuv1alpha1.TPUSliceAssignment, pods []corev1.Pod, nodes 
 		}
 		req.ChipsPerHost = max(req.ChipsPerHost, PodChips(p))
 		if req.NodeSelector == nil {
-			req.NodeSelector = make(map[string]string, len(p.Spec.NodeSelector))
-			for k, v := range p.Spec.NodeSelector {
-				if k != key {
-					req.NodeSelector[k] = v
-				}
-			}
+			// A gated Pod's own value of the key (the user pins a node pool) narrows the
+			// candidates to that domain: it is the only one its Pods can be released onto.
+			req.NodeSelector = maps.Clone(p.Spec.NodeSelector)
 			req.Tolerations = p.Spec.Tolerations
 		}
 	}

@@ -143,6 +143,15 @@ func TestNewRequest(t *testing.T) {
 				Holds:        holds,
 			},
 		},
+		"a gated Pod that selects its pool itself: the candidates are that pool's": {
+			pods: pods(worker(0, t0).NodeSelector(poolKey, "pool-a"), worker(1, t0).NodeSelector(poolKey, "pool-a")),
+			want: placement.Request{
+				UID: "uid-slice", Key: poolKey, Hosts: 4, ChipsPerHost: 4, PodsBound: true,
+				NodeSelector: map[string]string{constants.AcceleratorNodeSelectorKey: v6e, constants.TopologyNodeSelectorKey: "4x4", poolKey: "pool-a"},
+				Nodes:        []placement.Candidate{{Name: "n-1", Labels: node.Labels, Ready: true, AllocatableChips: 4, RequestedChips: 2}},
+				Holds:        holds,
+			},
+		},
 		"a released Pod selecting the domain: Previous is committed (PodsBound)": {
 			domain: "pool-a",
 			pods:   pods(ungated(worker(0, t0)).NodeSelector(poolKey, "pool-a"), worker(1, t0)),
