@@ -23,6 +23,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	. "github.com/onsi/gomega/gstruct"
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	rayutils "github.com/ray-project/kuberay/ray-operator/controllers/ray/utils"
 	corev1 "k8s.io/api/core/v1"
@@ -62,15 +63,20 @@ func scenarios(gate bool) {
 	var (
 		ns string
 		i1 *framework.I1Watcher
+		pw *framework.PlacementWatcher
 	)
 	BeforeEach(func() {
 		ns = framework.CreateNamespace(ctx, suite.Client, "e2e")
 		var err error
 		i1, err = suite.WatchI1(ctx, ns, nil)
 		Expect(err).NotTo(HaveOccurred())
+		pw, err = suite.WatchPlacement(ctx, ns, true)
+		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(func() {
 			i1.Stop()
+			pw.Stop()
 			Expect(i1.Violations()).To(BeEmpty(), "I1 at every Pod event")
+			Expect(pw.Violations()).To(BeEmpty(), "one domain per slice, one slice per domain, whole releases, at every Pod event")
 			// Every spec starts on free pools: its namespace goes, and with it the Pods that hold
 			// the Nodes (the namespace itself takes the namespace controller some seconds more).
 			Expect(client.IgnoreNotFound(suite.Client.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))).To(Succeed())
@@ -82,17 +88,19 @@ func scenarios(gate bool) {
 		})
 	})
 
-	It("keeps contending slices in pools of their own, the fourth Pending until a pool is freed", func() {
+	It("places contending slices each in a pool of its own, the fourth gated with no Pod bound until a pool is freed", func() {
 		start := time.Now()
 		first := create(tpuCluster("first", ns, 2).Obj())
 		second := create(tpuCluster("second", ns, 2).Obj())
 
-		By("three slices land each in one pool of its own, the fourth stays unbound")
+		By("three slices land each in one pool of its own, the fourth stays gated")
 		var pending string
+		var domains map[string]string
 		Eventually(func(g Gomega) {
 			placements := placementsIn(g, ns, constants.NodePoolTopologyKey)
 			g.Expect(placements).To(HaveLen(4), "every slice's Pods admitted")
-			domains, err := framework.CheckSlicesApart(placements)
+			var err error
+			domains, err = framework.CheckSlicesApart(placements)
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(domains).To(HaveLen(3), "three slices Running and Ready in one pool each: %v", placements)
 			for name, p := range placements {
@@ -104,39 +112,59 @@ func scenarios(gate bool) {
 			}
 		}, testutil.LongTimeout, testutil.Interval).Should(Succeed())
 		report("contention: three slices Running and Ready", time.Since(start))
+		for name, domain := range domains {
+			expectChosen(ns, name, domain)
+			expectReleasedAndBound(pw, name, "contention: "+name)
+		}
 
-		By("the fourth slice's Pods are reported by the scheduler and its slice says they are unscheduled")
-		Eventually(func(g Gomega) {
-			for _, p := range placementsIn(g, ns, constants.NodePoolTopologyKey)[pending].Pods {
-				msg, err := framework.FailedScheduling(ctx, suite.Client, &p)
-				g.Expect(err).NotTo(HaveOccurred())
-				// Every TPU Node is taken: the scheduler says so, not the anti-affinity.
-				g.Expect(msg).To(ContainSubstring(fmt.Sprintf("0/%d nodes are available", len(suite.Cluster.Nodes))), "Pod %s", p.Name)
-			}
-			s := slice(g, ns, pending)
-			cond := apimeta.FindStatusCondition(s.Status.Conditions, tpuv1alpha1.ConditionScheduled)
-			g.Expect(cond).NotTo(BeNil())
-			g.Expect(*cond).To(And(HaveField("Status", metav1.ConditionFalse), HaveField("Reason", tpuv1alpha1.ReasonHostsUnscheduled),
-				HaveField("Message", "0 of 4 hosts bound to a node; not yet: hosts 0-3")))
-		}, testutil.Timeout, testutil.Interval).Should(Succeed())
-		expectSettled(ns)
-
-		By("deleting the RayCluster the fourth slice is not of frees its pools, and the fourth slice lands in one")
+		By("the fourth slice's Pods wait behind the gate, never tried by the scheduler; its slice says no pool fits")
 		owner, other := first, second
 		if slices.ContainsFunc(workerPods(second), func(p corev1.Pod) bool { return p.Labels[tpuv1alpha1.SliceLabel] == pending }) {
 			owner, other = second, first
 		}
-		freed := time.Now()
+		Eventually(func(g Gomega) {
+			for _, p := range placementsIn(g, ns, constants.NodePoolTopologyKey)[pending].Pods {
+				expectGated(g, &p)
+				msg, err := framework.FailedScheduling(ctx, suite.Client, &p)
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(msg).To(BeEmpty(), "the scheduler spent nothing on Pod %s", p.Name)
+			}
+			s := slice(g, ns, pending)
+			g.Expect(s.Spec.Placement).To(Equal(tpuv1alpha1.PlacementChosenDomain))
+			g.Expect(s.Status.Domain).To(BeEmpty())
+			cond := apimeta.FindStatusCondition(s.Status.Conditions, tpuv1alpha1.ConditionDomainChosen)
+			g.Expect(cond).NotTo(BeNil())
+			g.Expect(*cond).To(And(HaveField("Status", metav1.ConditionFalse), HaveField("Reason", tpuv1alpha1.ReasonNoDomainFits)))
+			for _, pool := range contendedPools {
+				g.Expect(cond.Message).To(ContainSubstring(pool), "the message names every pool of the accelerator")
+			}
+			g.Expect(apimeta.FindStatusCondition(s.Status.Conditions, tpuv1alpha1.ConditionScheduled)).To(PointTo(MatchFields(IgnoreExtras, Fields{
+				"Status": Equal(metav1.ConditionFalse), "Reason": Equal(tpuv1alpha1.ReasonNoDomainFits),
+			})))
+		}, testutil.Timeout, testutil.Interval).Should(Succeed())
+		expectSliceEvent(owner, pending, tpuv1alpha1.ReasonTPUSliceNoDomain)
+		expectSettled(ns)
+
+		By("deleting the RayCluster the fourth slice is not of frees its pools, and the fourth slice lands in one")
 		Expect(suite.Client.Delete(ctx, other)).To(Succeed())
 		Eventually(func(g Gomega) {
+			var pods corev1.PodList
+			g.Expect(suite.Client.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{rayutils.RayClusterLabelKey: other.Name})).To(Succeed())
+			g.Expect(pods.Items).To(BeEmpty(), "the deleted RayCluster's Pods are gone")
+		}, testutil.LongTimeout, 20*time.Millisecond).Should(Succeed())
+		freed := time.Now()
+		Eventually(func(g Gomega) {
 			placements := placementsIn(g, ns, constants.NodePoolTopologyKey)
-			g.Expect(placements).To(HaveLen(2), "the deleted RayCluster's Pods garbage-collected")
-			domains, err := framework.CheckSlicesApart(placements)
+			g.Expect(placements).To(HaveLen(2))
+			var err error
+			domains, err = framework.CheckSlicesApart(placements)
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(domains).To(HaveKey(pending), "the fourth slice Running and Ready in one pool: %v", placements)
 			g.Expect(domains).To(HaveLen(2))
-		}, testutil.LongTimeout, testutil.Interval).Should(Succeed())
-		report("contention: the fourth slice Running and Ready after a pool was freed", time.Since(freed))
+		}, freedBound, testutil.Interval).Should(Succeed(), "the fourth slice lands within %s of its pool being freed", freedBound)
+		report("contention: the fourth slice Running and Ready after its pool was freed", time.Since(freed))
+		expectChosen(ns, pending, domains[pending])
+		expectSliceEvent(owner, pending, tpuv1alpha1.ReasonTPUSliceDomainChosen)
 		expectSettled(ns)
 		expectSlicesReady(ns, owner.Name, 2)
 	})
@@ -145,10 +173,12 @@ func scenarios(gate bool) {
 		rc := create(testutil.MakeRayCluster("sub", ns).TPUGroup("tpu", subsliceAccelerator, "4x4", 4, 2, 2).
 			GroupAnnotation(0, constants.SliceTopologyAnnotation, "2x4").
 			NodeSelector(0, constants.NodePoolTopologyKey, subslicePool).Obj())
+		var domains map[string]string
 		Eventually(func(g Gomega) {
 			placements := placementsIn(g, ns, constants.GCETopologySubblockKey)
 			g.Expect(placements).To(HaveLen(2))
-			domains, err := framework.CheckSlicesApart(placements)
+			var err error
+			domains, err = framework.CheckSlicesApart(placements)
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(domains).To(HaveLen(2), "each subslice Running and Ready in a sub-block of its own: %v", placements)
 		}, testutil.LongTimeout, testutil.Interval).Should(Succeed())
@@ -156,6 +186,8 @@ func scenarios(gate bool) {
 		for _, s := range expectSlicesReady(ns, rc.Name, 2) {
 			Expect(s.Spec.Hosts).To(BeEquivalentTo(2))
 			Expect(s.Spec.AffinityTopologyKey).To(Equal(constants.GCETopologySubblockKey))
+			expectChosen(ns, s.Name, domains[s.Name])
+			expectReleasedAndBound(pw, s.Name, "subslice "+s.Name)
 		}
 	})
 
@@ -190,7 +222,7 @@ func scenarios(gate bool) {
 		By("failing Node " + node + " of worker " + framework.WorkerID(&victim))
 		failed := time.Now()
 		Expect(localcluster.FailNode(ctx, suite.Client, node, true)).To(Succeed())
-		DeferCleanup(func() { Expect(localcluster.FailNode(ctx, suite.Client, node, false)).To(Succeed()) })
+		DeferCleanup(recoverNode, node)
 		var notReady, degraded time.Duration
 		Eventually(func(g Gomega) {
 			if notReady == 0 {
@@ -228,58 +260,64 @@ func scenarios(gate bool) {
 		report("node failure: KubeRay's replacement admitted", time.Since(failed))
 		Expect(framework.CheckAdmitted(ctx, suite.Client, ns)).Error().NotTo(HaveOccurred())
 
-		if !gate {
-			By("the replacement must join its slice's pool, whose only free Node failed: it waits")
+		if gate {
+			By("the new replica is placed whole in a healthy pool while the Node is still down")
+			var landed string
+			Eventually(func(g Gomega) {
+				p := placementsIn(g, ns, constants.NodePoolTopologyKey)[sliceName]
+				g.Expect(p).NotTo(BeNil())
+				var ok bool
+				landed, ok = p.Domain()
+				g.Expect(ok).To(BeTrue(), "Running and Ready in one pool: %s", p)
+			}, testutil.LongTimeout, testutil.Interval).Should(Succeed())
+			report("node failure: the new replica Running and Ready", time.Since(failed))
+			Expect(landed).NotTo(Equal(pool), "%s has 3 usable Nodes for the slice's 4 hosts", pool)
+			expectChosen(ns, sliceName, landed)
+			expectReleasedAndBound(pw, sliceName, "node failure: the new replica")
+			ids, err := framework.CheckAdmitted(ctx, suite.Client, ns)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(ids.IDs[sliceName]).To(ConsistOf(0, 1, 2, 3), "unique worker IDs")
+			AddReportEntry("node failure: where the slice runs", ReportEntryVisibilityAlways,
+				fmt.Sprintf("in %s, failed on %s, in %s while the Node is down", pool, node, landed))
+		} else {
+			By("the replacement is released onto its slice's pool, whose only free Node failed: it waits")
 			Eventually(func(g Gomega) {
 				p := placementsIn(g, ns, constants.NodePoolTopologyKey)[sliceName]
 				g.Expect(p.Unbound).To(HaveLen(1))
 				g.Expect(p.Domains).To(Equal(map[string]int{pool: 3}))
 				var unbound corev1.Pod
 				g.Expect(suite.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: p.Unbound[0]}, &unbound)).To(Succeed())
+				g.Expect(unbound.Spec.SchedulingGates).To(BeEmpty())
+				g.Expect(unbound.Spec.NodeSelector).To(HaveKeyWithValue(constants.NodePoolTopologyKey, pool))
 				msg, err := framework.FailedScheduling(ctx, suite.Client, &unbound)
 				g.Expect(err).NotTo(HaveOccurred())
-				g.Expect(msg).To(ContainSubstring("didn't match pod affinity rules"))
+				g.Expect(msg).To(ContainSubstring("didn't match Pod's node affinity/selector"))
 			}, testutil.Timeout, testutil.Interval).Should(Succeed())
-		}
-		By("the scheduler placed every replacement Pod on a healthy Node of one pool, or reported why not")
-		var before *framework.SlicePlacement
-		Eventually(func(g Gomega) {
-			before = placementsIn(g, ns, constants.NodePoolTopologyKey)[sliceName]
-			g.Expect(before.Nodes).NotTo(ContainElement(node))
-			g.Expect(len(before.Domains)).To(BeNumerically("<=", 1), "one pool: %s", before)
-			for _, name := range before.Unbound {
-				var pod corev1.Pod
-				g.Expect(suite.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &pod)).To(Succeed())
-				g.Expect(framework.FailedScheduling(ctx, suite.Client, &pod)).NotTo(BeEmpty(), "Pod %s", name)
-			}
-		}, testutil.Timeout, testutil.Interval).Should(Succeed())
-		// With the gate on, the scheduler places the new replica's first Pod in any pool with a
-		// free host, the failed Node's pool included (3 healthy hosts left): the slice's affinity
-		// keeps the rest there, and the last waits for the Node (no gang scheduling).
-		AddReportEntry("node failure: the replacement before the Node recovered", ReportEntryVisibilityAlways, before.String())
 
-		By("recovering the Node, as GKE's auto-repair would; the slice runs whole in one pool and turns Ready")
-		Expect(localcluster.FailNode(ctx, suite.Client, node, false)).To(Succeed())
-		var landed string
-		Eventually(func(g Gomega) {
-			p := placementsIn(g, ns, constants.NodePoolTopologyKey)[sliceName]
-			g.Expect(p).NotTo(BeNil())
-			var ok bool
-			landed, ok = p.Domain()
-			g.Expect(ok).To(BeTrue(), "Running and Ready in one pool: %s", p)
-		}, testutil.LongTimeout, testutil.Interval).Should(Succeed())
-		report("node failure: slice Running and Ready again", time.Since(failed))
-		AddReportEntry("node failure: where the slice runs", ReportEntryVisibilityAlways,
-			fmt.Sprintf("in %s, failed on %s, in %s again", pool, node, landed))
+			By("recovering the Node, as GKE's auto-repair would; the slice runs whole in its pool and turns Ready")
+			Expect(localcluster.FailNode(ctx, suite.Client, node, false)).To(Succeed())
+			Eventually(func(g Gomega) {
+				p := placementsIn(g, ns, constants.NodePoolTopologyKey)[sliceName]
+				g.Expect(p).NotTo(BeNil())
+				landed, ok := p.Domain()
+				g.Expect(ok).To(BeTrue(), "Running and Ready in one pool: %s", p)
+				g.Expect(landed).To(Equal(pool))
+			}, testutil.LongTimeout, testutil.Interval).Should(Succeed())
+			report("node failure: slice Running and Ready again", time.Since(failed))
+		}
 		expectSlicesReady(ns, rc.Name, 1)
 		// The node lifecycle controller removes the Node's not-ready NoExecute taint a little after
-		// its Ready condition: until then the slice stays Degraded.
+		// its Ready condition: until then a slice on it stays Degraded.
 		Eventually(func(g Gomega) {
 			g.Expect(apimeta.IsStatusConditionFalse(slice(g, ns, sliceName).Status.Conditions, tpuv1alpha1.ConditionDegraded)).To(BeTrue(), "no longer Degraded")
 		}, testutil.Timeout, testutil.Interval).Should(Succeed())
 		report("node failure: slice no longer Degraded", time.Since(failed))
 		expectSettled(ns)
 	})
+
+	if gate {
+		gatedScenarios(&ns, &pw)
+	}
 
 	It("releases the claims and the slices of a deleted RayCluster once the garbage collector deleted its Pods", func() {
 		rc := create(tpuCluster("gc", ns, 1).Obj())

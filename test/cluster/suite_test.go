@@ -20,11 +20,15 @@ limitations under the License.
 // in-process and the operator's three webhook replicas. It checks the bare cluster (a TPU Pod
 // placed in its pool and run, garbage collection, namespace deletion, a Node failed on demand), then,
 // with KubeRay's RayMultiHostIndexing gate off and on, what users depend on (docs/spec.md §4, §8,
-// §11 and I1, I3, I8 of §9): contended pools (each slice in one pool, the one that does not fit
-// Pending and reported unscheduled, landing once a pool is freed), subslices kept in one GCE
-// sub-block, a failed Node turning its slice Degraded within 5 s and KubeRay's replacement placed in
-// a healthy domain and Ready, and a deleted RayCluster or namespace cleaned up by the real garbage
-// collector and namespace controller. It needs `make envtest` and `make cluster-tools`.
+// §11 and I1, I3, I8 of §9): slices placed as units in a domain the operator chose (contended
+// pools: each slice in one pool, the one that does not fit gated with no Pod bound, reported
+// NoDomainFits, landing once a pool is freed), subslices kept in one GCE sub-block, a failed Node
+// turning its slice Degraded within 5 s and KubeRay's replacement placed in a healthy domain and
+// Ready, and a deleted RayCluster or namespace cleaned up by the real garbage collector and
+// namespace controller. With the gate on it also checks a pool lacking a Ready Node avoided, the
+// operator down while Pods wait gated, and Kueue's and dynamic slicing's slices left alone. A
+// framework.PlacementWatcher checks one domain per slice, one slice per domain and whole releases
+// at every Pod event. It needs `make envtest` and `make cluster-tools`.
 package cluster
 
 import (
@@ -33,6 +37,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/controllers"
 	"github.com/ray-tpu/tpu-slice-operator/internal/localcluster"
 	"github.com/ray-tpu/tpu-slice-operator/internal/operator"
@@ -69,11 +74,41 @@ func pools() []localcluster.Pool {
 		localcluster.CPUPool(1))
 }
 
+// operatorOptions are the options of the operator's replicas, at the start and when a spec restarts
+// them (restartOperator): the default slice placement, ChosenDomain.
+func operatorOptions() operator.Options {
+	return operator.Options{Controllers: controllers.Options{PendingTTL: pendingTTL}}
+}
+
+// restartOperator stops the operator's replicas still running and starts webhookInstances new ones
+// with operatorOptions, the first running the reconciler, as a rollout or a crash of every replica
+// would.
+func restartOperator() {
+	GinkgoHelper()
+	restart(operatorOptions())
+}
+
+// restartOperatorWith is restartOperator with --slice-placement=placement.
+func restartOperatorWith(placement tpuv1alpha1.SlicePlacement) {
+	GinkgoHelper()
+	opts := operatorOptions()
+	opts.SlicePlacement = placement
+	restart(opts)
+}
+
+func restart(opts operator.Options) {
+	GinkgoHelper()
+	for _, inst := range suite.Instances {
+		Expect(inst.Stop()).To(Succeed())
+	}
+	suite.StartReplicas(webhookInstances, opts)
+}
+
 func TestCluster(t *testing.T) {
 	suite.Run(t, "Local cluster suite", func() {
 		// The cluster first, so that the operator's Node caches hold the pools from its start.
 		suite.StartCluster(localcluster.Options{Pools: pools()})
-		suite.StartReplicas(webhookInstances, operator.Options{Controllers: controllers.Options{PendingTTL: pendingTTL}})
+		suite.StartReplicas(webhookInstances, operatorOptions())
 		stopKubeRay, err := suite.StartKubeRay(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(stopKubeRay)
