@@ -48,6 +48,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/operator"
 	"github.com/ray-tpu/tpu-slice-operator/test/integration/framework"
 )
@@ -65,6 +66,7 @@ var (
 func main() {
 	only := flag.String("scenarios", "S1,S2,S3,S4,S5,S6", "Comma-separated scenarios to run (S6 needs CLUSTER_ASSETS: `make cluster-tools`).")
 	s6 := flag.String("s6-hosts", "64,1024,2240", "Comma-separated slice sizes (4-chip v5p hosts) S6 places, each on a cluster of 3 pools of that many Nodes.")
+	s6Placement := flag.String("s6-placement", string(tpuv1alpha1.PlacementChosenDomain), "How the operator instances of S6 keep a slice in one pool (--slice-placement): ChosenDomain (gated, released onto a chosen pool) or InterPodAffinity (today's terms, for the number before).")
 	s6QPS := flag.Int("s6-scheduler-qps", 0, "kube-scheduler's client QPS in S6 (burst twice that); 0 for the local cluster's default, 1000 (the scheduler's own default, 50, caps binds at about 50 per second).")
 	s5 := flag.String("s5-topologies", "16x16x16,16x20x28", "Comma-separated v5p topologies of S5's slices, 4 chips per Pod (1,024 and 2,240 hosts).")
 	s4TPU := flag.Int("s4-tpu-pods", 2000, "TPU worker Pods in S4.")
@@ -88,8 +90,13 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench: -s6-hosts:", err)
 		os.Exit(2)
 	}
+	placement := tpuv1alpha1.SlicePlacement(*s6Placement)
+	if placement != tpuv1alpha1.PlacementChosenDomain && placement != tpuv1alpha1.PlacementInterPodAffinity {
+		fmt.Fprintf(os.Stderr, "bench: -s6-placement: %q is neither %s nor %s\n", *s6Placement, tpuv1alpha1.PlacementChosenDomain, tpuv1alpha1.PlacementInterPodAffinity)
+		os.Exit(2)
+	}
 	if err := run(strings.Split(*only, ","), strings.Split(*s5, ","), memoryLoad{tpuPods: *s4TPU, otherPods: *s4Other, tpuNodes: *s4Nodes},
-		placementOptions{hosts: s6Hosts, schedulerQPS: *s6QPS}); err != nil {
+		placementOptions{hosts: s6Hosts, schedulerQPS: *s6QPS, placement: placement}); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
@@ -99,6 +106,8 @@ func main() {
 type placementOptions struct {
 	hosts        []int32
 	schedulerQPS int
+	// placement is the operator instances' slice placement.
+	placement tpuv1alpha1.SlicePlacement
 }
 
 func run(only, s5Topologies []string, s4 memoryLoad, s6 placementOptions) error {
@@ -113,7 +122,7 @@ func run(only, s5Topologies []string, s4 memoryLoad, s6 placementOptions) error 
 	// S6 runs first: the scheduler it starts would otherwise place the Pending Pods S1-S5 leave.
 	var lines []string
 	if slices.Contains(only, "S6") {
-		if lines, err = b.placement(ctx, s6.hosts, s6.schedulerQPS); err != nil {
+		if lines, err = b.placement(ctx, s6); err != nil {
 			return err
 		}
 	}

@@ -34,8 +34,10 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
 	"github.com/ray-tpu/tpu-slice-operator/internal/localcluster"
+	"github.com/ray-tpu/tpu-slice-operator/internal/operator"
 	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
 	"github.com/ray-tpu/tpu-slice-operator/test/integration/framework"
 )
@@ -57,9 +59,9 @@ const (
 	s6Timeout = 15 * time.Minute
 )
 
-// placementRun is what S6 measured for one slice: from the removal of its Pods' scheduling gates
-// until the last was bound (spec.nodeName) and the last Ready, the scheduler's CPU time until the
-// last bind, and the node pools its Pods landed in.
+// placementRun is what S6 measured for one slice: from its release (s6Release) until the last Pod
+// was bound (spec.nodeName) and the last Ready, the scheduler's CPU time until the last bind, how
+// long the release took, and the node pools its Pods landed in.
 type placementRun struct {
 	pods        int
 	create      time.Duration
@@ -97,11 +99,29 @@ func s6Topology(hosts int32) (string, error) {
 	return best, nil
 }
 
+// withSlicePlacement sets the operator instances' --slice-placement.
+func withSlicePlacement(placement tpuv1alpha1.SlicePlacement) func(*operator.Options) {
+	return func(o *operator.Options) { o.SlicePlacement = placement }
+}
+
+// s6Release is how S6 holds a slice's Pods back until all of them exist, and releases them.
+type s6Release int
+
+const (
+	// releaseByBench: the bench creates the Pods with s6Gate and removes it with ungateWidth
+	// concurrent patches; times count from the first removal.
+	releaseByBench s6Release = iota
+	// releaseByOperator: the operator's webhook gates the Pods (ChosenDomain) and its reconciler
+	// releases them onto the pool it chose; times count from the creation of the last Pod, the
+	// earliest the operator may release.
+	releaseByOperator
+)
+
 // placement runs S6 for each slice size and returns its BENCH lines, two per size.
-func (b *bench) placement(ctx context.Context, sizes []int32, schedulerQPS int) ([]string, error) {
+func (b *bench) placement(ctx context.Context, opts placementOptions) ([]string, error) {
 	var lines []string
-	for _, hosts := range sizes {
-		l, err := b.placementSize(ctx, hosts, schedulerQPS)
+	for _, hosts := range opts.hosts {
+		l, err := b.placementSize(ctx, hosts, opts)
 		if err != nil {
 			return nil, fmt.Errorf("S6 hosts=%d: %w", hosts, err)
 		}
@@ -112,9 +132,9 @@ func (b *bench) placement(ctx context.Context, sizes []int32, schedulerQPS int) 
 
 // placementSize runs S6 for one slice size on a fresh local cluster of s6Pools pools of hosts
 // Nodes each: two slices of Pods with only their nodeSelectors (no webhook registered), the
-// second next to the first; then, once they are gone, the same two slices through the operator.
-// It stops the cluster and deletes its Nodes before it returns.
-func (b *bench) placementSize(ctx context.Context, hosts int32, schedulerQPS int) (_ []string, err error) {
+// second next to the first; then, once they are gone, the same two slices through the operator
+// with opts.placement. It stops the cluster and deletes its Nodes before it returns.
+func (b *bench) placementSize(ctx context.Context, hosts int32, opts placementOptions) (_ []string, err error) {
 	topo, err := s6Topology(hosts)
 	if err != nil {
 		return nil, err
@@ -130,7 +150,7 @@ func (b *bench) placementSize(ctx context.Context, hosts int32, schedulerQPS int
 	started := time.Now()
 	// The cluster starts without Nodes; S6 creates them concurrently, which is much faster than
 	// Start's one at a time for thousands of them.
-	cluster, err := localcluster.Start(ctx, b.env.Env, localcluster.Options{SchedulerQPS: schedulerQPS})
+	cluster, err := localcluster.Start(ctx, b.env.Env, localcluster.Options{SchedulerQPS: opts.schedulerQPS})
 	if err != nil {
 		return nil, err
 	}
@@ -149,11 +169,11 @@ func (b *bench) placementSize(ctx context.Context, hosts int32, schedulerQPS int
 	for _, n := range nodes {
 		poolOf[n.Name] = n.Labels[constants.NodePoolTopologyKey]
 	}
-	base, err := b.placeSlices(ctx, cluster, poolOf, s, "base")
+	base, err := b.placeSlices(ctx, cluster, poolOf, s, "base", releaseByBench)
 	if err != nil {
 		return nil, err
 	}
-	instances, err := b.startInstances(ctx, forwarding)
+	instances, err := b.startInstances(ctx, forwarding, withSlicePlacement(opts.placement))
 	if err != nil {
 		return nil, err
 	}
@@ -163,20 +183,24 @@ func (b *bench) placementSize(ctx context.Context, hosts int32, schedulerQPS int
 	}
 	b.env.ServeWebhooksFrom(instances...)
 	defer b.env.ServeWebhooksFrom(b.validator)
-	ours, err := b.placeSlices(ctx, cluster, poolOf, s, "")
+	release := releaseByBench
+	if opts.placement == tpuv1alpha1.PlacementChosenDomain {
+		release = releaseByOperator
+	}
+	ours, err := b.placeSlices(ctx, cluster, poolOf, s, "", release)
 	if err != nil {
 		return nil, err
 	}
 	lines := make([]string, len(ours))
 	for i := range ours {
-		lines[i] = placementLine(hosts, i+1, ours[i], base[i])
+		lines[i] = placementLine(hosts, i+1, opts.placement, ours[i], base[i])
 	}
 	return lines, nil
 }
 
-// placeSlices places two slices of s, the second next to the first, then deletes their Pods and
-// waits until they are gone.
-func (b *bench) placeSlices(ctx context.Context, cluster *localcluster.Cluster, poolOf map[string]string, s scenario, prefix string) ([]placementRun, error) {
+// placeSlices places two slices of s, released as release says, the second next to the first,
+// then deletes their Pods and waits until they are gone.
+func (b *bench) placeSlices(ctx context.Context, cluster *localcluster.Cluster, poolOf map[string]string, s scenario, prefix string, release s6Release) ([]placementRun, error) {
 	what := "through the operator"
 	if prefix != "" {
 		what = "nodeSelectors only"
@@ -184,7 +208,7 @@ func (b *bench) placeSlices(ctx context.Context, cluster *localcluster.Cluster, 
 	var runs []placementRun
 	var namespaces []string
 	for slice := 1; slice <= 2; slice++ {
-		r, ns, err := b.placeSlice(ctx, cluster, poolOf, s, prefix)
+		r, ns, err := b.placeSlice(ctx, cluster, poolOf, s, prefix, release)
 		if ns != "" {
 			namespaces = append(namespaces, ns)
 		}
@@ -198,47 +222,61 @@ func (b *bench) placeSlices(ctx context.Context, cluster *localcluster.Cluster, 
 	return runs, b.deletePods(ctx, namespaces)
 }
 
-// placeSlice creates the Pods of one slice of s in a fresh namespace, as KubeRay would but held by
-// a scheduling gate, then removes the gates and measures how the scheduler places them. It
+// placeSlice creates the Pods of one slice of s in a fresh namespace, as KubeRay would, held back
+// until all exist and released as release says, and measures how the scheduler places them. It
 // returns the namespace, also on most errors.
-func (b *bench) placeSlice(ctx context.Context, cluster *localcluster.Cluster, poolOf map[string]string, s scenario, prefix string) (placementRun, string, error) {
+func (b *bench) placeSlice(ctx context.Context, cluster *localcluster.Cluster, poolOf map[string]string, s scenario, prefix string, release s6Release) (placementRun, string, error) {
 	r := placementRun{pods: s.pods()}
 	rc, err := b.rayCluster(ctx, prefix, s)
 	if err != nil {
 		return r, "", err
 	}
+	schedCPU := func() (time.Duration, error) { return cluster.CPUTime("kube-scheduler") }
+	var w *placementWatch
+	if release == releaseByOperator {
+		// The operator may release the slice as soon as its last Pod exists: the watch must be
+		// running by then, and starts the clock when it sees that Pod.
+		if w, err = watchPlacement(ctx, b.env.Config, rc.Namespace, r.pods, poolOf, schedCPU, true); err != nil {
+			return r, rc.Namespace, err
+		}
+		defer w.stop()
+	}
 	pods := make([]*corev1.Pod, r.pods)
 	_, wall, failures := b.createPods(ctx, r.pods, s.clients, func(i int) *corev1.Pod {
 		pods[i] = testutil.WorkerPodFor(rc, "tpu").Obj()
-		pods[i].Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: s6Gate}}
+		if release == releaseByBench {
+			pods[i].Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: s6Gate}}
+		}
 		return pods[i]
 	})
 	r.create = wall
 	if failures > 0 {
 		return r, rc.Namespace, fmt.Errorf("%d of %d creates failed", failures, r.pods)
 	}
-	w, err := watchPlacement(ctx, b.env.Config, rc.Namespace, r.pods, poolOf, func() (time.Duration, error) {
-		return cluster.CPUTime("kube-scheduler")
-	})
-	if err != nil {
-		return r, rc.Namespace, err
+	var cpu time.Duration
+	if release == releaseByBench {
+		if w, err = watchPlacement(ctx, b.env.Config, rc.Namespace, r.pods, poolOf, schedCPU, false); err != nil {
+			return r, rc.Namespace, err
+		}
+		defer w.stop()
+		if cpu, err = schedCPU(); err != nil {
+			return r, rc.Namespace, err
+		}
+		start := time.Now()
+		w.setStart(start)
+		ungate := []byte(`[{"op":"remove","path":"/spec/schedulingGates"}]`)
+		if err := framework.Parallel(len(pods), ungateWidth, func(i int) error {
+			return b.c.Patch(ctx, pods[i], client.RawPatch(types.JSONPatchType, ungate))
+		}); err != nil {
+			return r, rc.Namespace, fmt.Errorf("removing the scheduling gates: %w", err)
+		}
+		r.ungate = time.Since(start)
 	}
-	defer w.stop()
-	cpu, err := cluster.CPUTime("kube-scheduler")
-	if err != nil {
-		return r, rc.Namespace, err
-	}
-	start := time.Now()
-	w.setStart(start)
-	ungate := []byte(`[{"op":"remove","path":"/spec/schedulingGates"}]`)
-	if err := framework.Parallel(len(pods), ungateWidth, func(i int) error {
-		return b.c.Patch(ctx, pods[i], client.RawPatch(types.JSONPatchType, ungate))
-	}); err != nil {
-		return r, rc.Namespace, fmt.Errorf("removing the scheduling gates: %w", err)
-	}
-	r.ungate = time.Since(start)
 	if err := w.wait(ctx, s6Timeout); err != nil {
 		return r, rc.Namespace, fmt.Errorf("%w: see %s/kube-scheduler.log and the Pods' FailedScheduling events", err, cluster.Dir)
+	}
+	if release == releaseByOperator {
+		cpu, r.ungate = w.created()
 	}
 	r.bind, r.ready, r.schedCPU, r.pools = w.result(cpu)
 	return r, rc.Namespace, w.cpuErr
@@ -246,13 +284,13 @@ func (b *bench) placeSlice(ctx context.Context, cluster *localcluster.Cluster, p
 
 // placementLine prints one size and slice of S6 as a table row and returns its BENCH line: the
 // issue's fields first, against base (the nodeSelector-only slice at the same position).
-func placementLine(hosts int32, slice int, r, base placementRun) string {
+func placementLine(hosts int32, slice int, placement tpuv1alpha1.SlicePlacement, r, base placementRun) string {
 	bindRatio, cpuRatio := ratio(r.bind, base.bind), ratio(r.schedCPU, base.schedCPU)
-	fmt.Printf("S6 %5d hosts, slice %d: bind %7.2f s (nodeSelector only %7.2f s, ratio %5.2f), Ready %7.2f s (%7.2f s), %6.0f Pods/s (%6.0f), scheduler CPU %7.2f s (%7.2f s, ratio %5.2f), pools %d (%d)\n",
-		hosts, slice, r.bind.Seconds(), base.bind.Seconds(), bindRatio, r.ready.Seconds(), base.ready.Seconds(),
+	fmt.Printf("S6 %5d hosts, slice %d, %s: bind %7.2f s (nodeSelector only %7.2f s, ratio %5.2f), Ready %7.2f s (%7.2f s), %6.0f Pods/s (%6.0f), scheduler CPU %7.2f s (%7.2f s, ratio %5.2f), pools %d (%d)\n",
+		hosts, slice, placement, r.bind.Seconds(), base.bind.Seconds(), bindRatio, r.ready.Seconds(), base.ready.Seconds(),
 		r.podsPerSecond(), base.podsPerSecond(), r.schedCPU.Seconds(), base.schedCPU.Seconds(), cpuRatio, r.pools, base.pools)
-	return fmt.Sprintf("BENCH S6 hosts=%d slice=%d bind_s=%.2f ready_s=%.2f bind_ratio=%.2f sched_cpu_ratio=%.2f pools=%d pods_per_s=%.0f sched_cpu_s=%.2f ungate_s=%.2f base_bind_s=%.2f base_ready_s=%.2f base_sched_cpu_s=%.2f base_ungate_s=%.2f base_pools=%d",
-		hosts, slice, r.bind.Seconds(), r.ready.Seconds(), bindRatio, cpuRatio, r.pools, r.podsPerSecond(),
+	return fmt.Sprintf("BENCH S6 hosts=%d slice=%d placement=%s bind_s=%.2f ready_s=%.2f bind_ratio=%.2f sched_cpu_ratio=%.2f pools=%d pods_per_s=%.0f sched_cpu_s=%.2f ungate_s=%.2f base_bind_s=%.2f base_ready_s=%.2f base_sched_cpu_s=%.2f base_ungate_s=%.2f base_pools=%d",
+		hosts, slice, placement, r.bind.Seconds(), r.ready.Seconds(), bindRatio, cpuRatio, r.pools, r.podsPerSecond(),
 		r.schedCPU.Seconds(), r.ungate.Seconds(), base.bind.Seconds(), base.ready.Seconds(), base.schedCPU.Seconds(), base.ungate.Seconds(), base.pools)
 }
 
@@ -334,28 +372,36 @@ func (b *bench) removeCluster(ctx context.Context, cluster *localcluster.Cluster
 }
 
 // placementWatch follows the Pods of one namespace through a watch (protobuf, each Pod trimmed to
-// its Node and Ready condition) and records when each was first seen bound and Ready.
+// its Node, scheduling gates and Ready condition) and records when each was first seen, released
+// (without gates), bound and Ready.
 type placementWatch struct {
 	want int
 	// poolOf maps each Node to its node pool.
 	poolOf map[string]string
-	// boundCPU reads the scheduler's CPU time the moment the last Pod is seen bound.
-	boundCPU func() (time.Duration, error)
-	cancel   context.CancelFunc
+	// schedCPU reads the scheduler's CPU time the moment the last Pod is seen bound (and, with
+	// startOnCreate, seen created).
+	schedCPU func() (time.Duration, error)
+	// startOnCreate starts the clock when the last Pod is first seen (instead of setStart).
+	startOnCreate bool
+	cancel        context.CancelFunc
 
-	mu        sync.Mutex
-	start     time.Time
-	nodes     map[string]string
-	ready     map[string]bool
-	lastBound time.Time
-	lastReady time.Time
-	cpuAtBind time.Duration
-	cpuErr    error
-	allBound  chan struct{}
-	allReady  chan struct{}
+	mu           sync.Mutex
+	start        time.Time
+	seen         map[string]bool
+	released     map[string]bool
+	nodes        map[string]string
+	ready        map[string]bool
+	lastReleased time.Time
+	lastBound    time.Time
+	lastReady    time.Time
+	cpuAtStart   time.Duration
+	cpuAtBind    time.Duration
+	cpuErr       error
+	allBound     chan struct{}
+	allReady     chan struct{}
 }
 
-func watchPlacement(ctx context.Context, cfg *rest.Config, ns string, want int, poolOf map[string]string, boundCPU func() (time.Duration, error)) (*placementWatch, error) {
+func watchPlacement(ctx context.Context, cfg *rest.Config, ns string, want int, poolOf map[string]string, schedCPU func() (time.Duration, error), startOnCreate bool) (*placementWatch, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.ContentType = runtimeProtobuf
 	cfg.AcceptContentTypes = runtimeProtobuf
@@ -364,7 +410,8 @@ func watchPlacement(ctx context.Context, cfg *rest.Config, ns string, want int, 
 		return nil, err
 	}
 	w := &placementWatch{
-		want: want, poolOf: poolOf, boundCPU: boundCPU, nodes: map[string]string{}, ready: map[string]bool{},
+		want: want, poolOf: poolOf, schedCPU: schedCPU, startOnCreate: startOnCreate,
+		seen: map[string]bool{}, released: map[string]bool{}, nodes: map[string]string{}, ready: map[string]bool{},
 		allBound: make(chan struct{}), allReady: make(chan struct{}),
 	}
 	lw := cache.NewListWatchFromClient(cs.CoreV1().RESTClient(), "pods", ns, fields.Everything())
@@ -389,7 +436,8 @@ func watchPlacement(ctx context.Context, cfg *rest.Config, ns string, want int, 
 
 const runtimeProtobuf = "application/vnd.kubernetes.protobuf"
 
-// trimToPlacement keeps of a Pod what S6 reads: its name, Node and Ready condition.
+// trimToPlacement keeps of a Pod what S6 reads: its name, Node, scheduling gates and Ready
+// condition.
 func trimToPlacement(obj any) (any, error) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
@@ -397,7 +445,7 @@ func trimToPlacement(obj any) (any, error) {
 	}
 	trimmed := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, ResourceVersion: pod.ResourceVersion},
-		Spec:       corev1.PodSpec{NodeName: pod.Spec.NodeName},
+		Spec:       corev1.PodSpec{NodeName: pod.Spec.NodeName, SchedulingGates: pod.Spec.SchedulingGates},
 	}
 	for _, c := range pod.Status.Conditions {
 		if c.Type == corev1.PodReady {
@@ -421,11 +469,25 @@ func (w *placementWatch) observe(obj any) {
 	now := time.Now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if !w.seen[pod.Name] {
+		w.seen[pod.Name] = true
+		if w.startOnCreate && len(w.seen) == w.want {
+			w.start = now
+			w.cpuAtStart, w.cpuErr = w.schedCPU()
+		}
+	}
+	if len(pod.Spec.SchedulingGates) == 0 && !w.released[pod.Name] {
+		w.released[pod.Name] = true
+		w.lastReleased = now
+	}
 	if pod.Spec.NodeName != "" && w.nodes[pod.Name] == "" {
 		w.nodes[pod.Name] = pod.Spec.NodeName
 		w.lastBound = now
 		if len(w.nodes) == w.want {
-			w.cpuAtBind, w.cpuErr = w.boundCPU()
+			var err error
+			if w.cpuAtBind, err = w.schedCPU(); w.cpuErr == nil {
+				w.cpuErr = err
+			}
 			close(w.allBound)
 		}
 	}
@@ -452,6 +514,14 @@ func (w *placementWatch) wait(ctx context.Context, timeout time.Duration) error 
 		}
 	}
 	return nil
+}
+
+// created returns, for a watch that started its clock on the last Pod's creation, the scheduler's
+// CPU time then, and how long after it the last Pod was released.
+func (w *placementWatch) created() (cpu, released time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.cpuAtStart, w.lastReleased.Sub(w.start)
 }
 
 // result returns the times from the start to the last bind and the last Ready, the scheduler's CPU

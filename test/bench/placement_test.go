@@ -18,8 +18,11 @@ package main
 
 import (
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 func TestS6Topology(t *testing.T) {
@@ -68,6 +71,77 @@ func TestParseHosts(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("parseHosts(%q) (-want +got):\n%s", tc.list, diff)
+			}
+		})
+	}
+}
+
+func TestPlacementWatchStartsOnLastCreate(t *testing.T) {
+	gated := func(name string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{SchedulingGates: []corev1.PodSchedulingGate{{Name: "g"}}}}
+	}
+	released := func(name string) *corev1.Pod { return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}} }
+	bound := func(name, node string) *corev1.Pod {
+		p := released(name)
+		p.Spec.NodeName = node
+		return p
+	}
+	testCases := map[string]struct {
+		startOnCreate bool
+		events        []*corev1.Pod
+		wantStarted   bool
+		wantCPUStart  time.Duration
+		wantCPUBind   time.Duration
+		wantPools     int
+	}{
+		"the clock starts when the last Pod is first seen, and the CPU is read then": {
+			startOnCreate: true,
+			events:        []*corev1.Pod{gated("a"), gated("b"), released("a"), released("b"), bound("a", "n1"), bound("b", "n2")},
+			wantStarted:   true, wantCPUStart: time.Second, wantCPUBind: 2 * time.Second, wantPools: 1,
+		},
+		"updates of Pods already seen do not move the clock": {
+			startOnCreate: true,
+			events:        []*corev1.Pod{gated("a"), gated("a"), gated("b"), bound("a", "n1"), bound("b", "n3")},
+			wantStarted:   true, wantCPUStart: time.Second, wantCPUBind: 2 * time.Second, wantPools: 2,
+		},
+		"without startOnCreate the clock waits for setStart": {
+			events:      []*corev1.Pod{gated("a"), gated("b"), bound("a", "n1"), bound("b", "n2")},
+			wantCPUBind: 3 * time.Second, wantPools: 1,
+		},
+	}
+	for name, tc := range testCases {
+		t.Run(name, func(t *testing.T) {
+			calls := time.Duration(0)
+			w := &placementWatch{
+				want: 2, poolOf: map[string]string{"n1": "p1", "n2": "p1", "n3": "p2"}, startOnCreate: tc.startOnCreate,
+				schedCPU: func() (time.Duration, error) { calls += time.Second; return calls, nil },
+				seen:     map[string]bool{}, released: map[string]bool{}, nodes: map[string]string{}, ready: map[string]bool{},
+				allBound: make(chan struct{}), allReady: make(chan struct{}),
+			}
+			if !tc.startOnCreate {
+				calls = 2 * time.Second // setStart's caller read the CPU
+			}
+			for _, p := range tc.events {
+				w.observe(p)
+			}
+			if started := !w.start.IsZero(); started != tc.wantStarted {
+				t.Fatalf("started = %t, want %t", started, tc.wantStarted)
+			}
+			cpuStart, ungate := w.created()
+			if tc.startOnCreate {
+				if cpuStart != tc.wantCPUStart {
+					t.Errorf("CPU at the start = %v, want %v", cpuStart, tc.wantCPUStart)
+				}
+				if ungate < 0 {
+					t.Errorf("released %v after the start, want >= 0", ungate)
+				}
+			}
+			_, _, cpu, pools := w.result(cpuStart)
+			if cpu != tc.wantCPUBind-cpuStart || pools != tc.wantPools {
+				t.Errorf("result CPU = %v, pools = %d; want %v, %d", cpu, pools, tc.wantCPUBind-cpuStart, tc.wantPools)
+			}
+			if w.cpuErr != nil {
+				t.Errorf("cpuErr = %v", w.cpuErr)
 			}
 		})
 	}

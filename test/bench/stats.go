@@ -41,13 +41,14 @@ func stats(instances []*framework.Instance) allocStats {
 }
 
 // startInstances starts the scenario's webhook instances (the first runs the reconciler, if asked),
-// forwarding claims or not.
-func (b *bench) startInstances(ctx context.Context, forward bool) ([]*framework.Instance, error) {
+// forwarding claims or not; configure, if any, changes every instance's operator options.
+func (b *bench) startInstances(ctx context.Context, forward bool, configure ...func(*operator.Options)) ([]*framework.Instance, error) {
 	instances, err := b.env.StartInstances(ctx, instanceCount, func(i int) framework.InstanceOptions {
-		return framework.InstanceOptions{
-			Operator: operator.Options{DisableControllers: i > 0 || !withReconciler},
-			Forward:  forward,
+		opts := operator.Options{DisableControllers: i > 0 || !withReconciler}
+		for _, f := range configure {
+			f(&opts)
 		}
+		return framework.InstanceOptions{Operator: opts, Forward: forward}
 	})
 	if err != nil {
 		return nil, err
