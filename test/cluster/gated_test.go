@@ -69,17 +69,7 @@ func gatedScenarios(ns *string, pw **framework.PlacementWatcher) {
 		}, testutil.Timeout, testutil.Interval).Should(Succeed())
 
 		rc := create(tpuCluster("avoid", *ns, 1).Obj())
-		var name, landed string
-		Eventually(func(g Gomega) {
-			placements := placementsIn(g, *ns, constants.NodePoolTopologyKey)
-			g.Expect(placements).To(HaveLen(1))
-			for n, p := range placements {
-				name = n
-				var ok bool
-				landed, ok = p.Domain()
-				g.Expect(ok).To(BeTrue(), "Running and Ready in one pool: %s", p)
-			}
-		}, testutil.LongTimeout, testutil.Interval).Should(Succeed())
+		name, landed := expectOneSlice(*ns)
 		Expect(landed).NotTo(Equal(contendedPools[0]), "%s has 3 Ready Nodes for the slice's 4 hosts", contendedPools[0])
 		expectChosen(*ns, name, landed)
 		expectReleasedAndBound(*pw, name, "a pool lacking a Ready Node")
@@ -90,17 +80,7 @@ func gatedScenarios(ns *string, pw **framework.PlacementWatcher) {
 
 	It("places a slice whose template selects its node pool in that pool", func() {
 		rc := create(tpuCluster("pinned", *ns, 1).NodeSelector(0, constants.NodePoolTopologyKey, contendedPools[1]).Obj())
-		var name, landed string
-		Eventually(func(g Gomega) {
-			placements := placementsIn(g, *ns, constants.NodePoolTopologyKey)
-			g.Expect(placements).To(HaveLen(1))
-			for n, p := range placements {
-				name = n
-				var ok bool
-				landed, ok = p.Domain()
-				g.Expect(ok).To(BeTrue(), "Running and Ready in one pool: %s", p)
-			}
-		}, testutil.Timeout, testutil.Interval).Should(Succeed())
+		name, landed := expectOneSlice(*ns)
 		Expect(landed).To(Equal(contendedPools[1]))
 		expectChosen(*ns, name, landed)
 		expectReleasedAndBound(*pw, name, "a pinned pool")
@@ -203,17 +183,7 @@ func gatedScenarios(ns *string, pw **framework.PlacementWatcher) {
 			}
 		})
 		legacy := create(tpuCluster("legacy", *ns, 1).Obj())
-		var legacySlice, legacyPool string
-		Eventually(func(g Gomega) {
-			placements := placementsIn(g, *ns, constants.NodePoolTopologyKey)
-			g.Expect(placements).To(HaveLen(1))
-			for n, p := range placements {
-				legacySlice = n
-				var ok bool
-				legacyPool, ok = p.Domain()
-				g.Expect(ok).To(BeTrue(), "Running and Ready in one pool: %s", p)
-			}
-		}, testutil.LongTimeout, testutil.Interval).Should(Succeed())
+		legacySlice, legacyPool := expectOneSlice(*ns)
 		s := slice(Default, *ns, legacySlice)
 		Expect(s.Spec.Placement).To(Equal(tpuv1alpha1.PlacementInterPodAffinity))
 		Expect(s.Status.Domain).To(BeEmpty())
@@ -312,6 +282,23 @@ func expectChosen(ns, name, domain string) {
 			g.Expect(interPodTerms(&pod)).To(BeZero(), "Pod %s", pod.Name)
 		}
 	}, testutil.Timeout, testutil.Interval).Should(Succeed())
+}
+
+// expectOneSlice waits until namespace ns has one slice, Running and Ready whole in one node pool,
+// and returns its name and pool.
+func expectOneSlice(ns string) (name, pool string) {
+	GinkgoHelper()
+	Eventually(func(g Gomega) {
+		placements := placementsIn(g, ns, constants.NodePoolTopologyKey)
+		g.Expect(placements).To(HaveLen(1))
+		for n, p := range placements {
+			name = n
+			var ok bool
+			pool, ok = p.Domain()
+			g.Expect(ok).To(BeTrue(), "Running and Ready in one pool: %s", p)
+		}
+	}, testutil.LongTimeout, testutil.Interval).Should(Succeed())
+	return name, pool
 }
 
 // expectGated checks that pod waits behind the operator's scheduling gate, unbound, as the API
