@@ -187,6 +187,8 @@ func gatedScenarios(ns *string, pw **framework.PlacementWatcher) {
 		s := slice(Default, *ns, legacySlice)
 		Expect(s.Spec.Placement).To(Equal(tpuv1alpha1.PlacementInterPodAffinity))
 		Expect(s.Status.Domain).To(BeEmpty())
+		// All of its Pods, not the ones that ran when its placement was first seen.
+		expectSlicesReady(*ns, legacy.Name, 1)
 		before := workerPods(legacy)
 		for _, pod := range before {
 			Expect(pod.Spec.SchedulingGates).To(BeEmpty(), "Pod %s", pod.Name)
