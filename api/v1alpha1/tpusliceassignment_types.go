@@ -107,10 +107,10 @@ type TPUSliceAssignmentSpec struct {
 type SlicePlacement string
 
 const (
-	// PlacementChosenDomain: the operator chooses the slice's domain and releases its gated Pods
+	// PlacementChosenDomain means the operator chooses the slice's domain and releases its gated Pods
 	// with a nodeSelector on it.
 	PlacementChosenDomain SlicePlacement = "ChosenDomain"
-	// PlacementInterPodAffinity: the slice's Pods carry required pod affinity and anti-affinity.
+	// PlacementInterPodAffinity means the slice's Pods carry required pod affinity and anti-affinity.
 	PlacementInterPodAffinity SlicePlacement = "InterPodAffinity"
 )
 
