@@ -36,17 +36,11 @@ import (
 	"github.com/ray-tpu/tpu-slice-operator/internal/lifecycle"
 	"github.com/ray-tpu/tpu-slice-operator/internal/placement"
 	"github.com/ray-tpu/tpu-slice-operator/internal/topology"
+	"github.com/ray-tpu/tpu-slice-operator/internal/tpuenv"
 )
 
 // DefaultAssemblyTimeout is the default --slice-assembly-timeout.
 const DefaultAssemblyTimeout = 2 * time.Minute
-
-// Gated reports whether pod carries the operator's scheduling gate.
-func Gated(pod *corev1.Pod) bool {
-	return slices.ContainsFunc(pod.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool {
-		return g.Name == tpuv1alpha1.PlacementSchedulingGate
-	})
-}
 
 // Assembly is whether a slice's gated Pods are ready for a domain to be chosen.
 type Assembly struct {
@@ -81,7 +75,7 @@ func Assemble(hosts int32, pods []corev1.Pod, now time.Time, timeout time.Durati
 		if id, ok := identity.FromPod(p); ok && id.WorkerID >= 0 && id.WorkerID < hosts {
 			held[id.WorkerID] = true
 		}
-		if Gated(p) {
+		if tpuenv.HasGate(p) {
 			a.Gated = append(a.Gated, p)
 			if t := p.CreationTimestamp.Time; oldest.IsZero() || t.Before(oldest) {
 				oldest = t
@@ -149,7 +143,7 @@ func NewRequest(slice *tpuv1alpha1.TPUSliceAssignment, pods []corev1.Pod, nodes 
 	req.PodsBound = Committed(pods, key)
 	for i := range pods {
 		p := &pods[i]
-		if !lifecycle.PodLive(p) || !Gated(p) {
+		if !lifecycle.PodLive(p) || !tpuenv.HasGate(p) {
 			continue
 		}
 		req.ChipsPerHost = max(req.ChipsPerHost, PodChips(p))
@@ -193,7 +187,7 @@ type jsonPatchOp struct {
 // server lets a gated Pod's nodeSelector grow, and a Pod never runs with the gate off and no
 // selector. It fails for a Pod without the gate.
 func ReleasePatch(pod *corev1.Pod, key, domain string) ([]byte, error) {
-	if !Gated(pod) {
+	if !tpuenv.HasGate(pod) {
 		return nil, fmt.Errorf("pod %s/%s does not carry the scheduling gate %s", pod.Namespace, pod.Name, tpuv1alpha1.PlacementSchedulingGate)
 	}
 	if got, ok := pod.Spec.NodeSelector[key]; ok && got != domain {

@@ -35,6 +35,7 @@ import (
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
 	"github.com/ray-tpu/tpu-slice-operator/internal/gate"
 	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
+	"github.com/ray-tpu/tpu-slice-operator/internal/tpuenv"
 	"github.com/ray-tpu/tpu-slice-operator/test/integration/framework"
 )
 
@@ -363,7 +364,7 @@ func expectReleased(pods []*corev1.Pod, domain string) {
 		for _, p := range pods {
 			cur := &corev1.Pod{}
 			g.Expect(suite.Client.Get(ctx, client.ObjectKeyFromObject(p), cur)).To(Succeed())
-			g.Expect(gate.Gated(cur)).To(BeFalse(), "Pod %s is gated", cur.Name)
+			g.Expect(tpuenv.HasGate(cur)).To(BeFalse(), "Pod %s is gated", cur.Name)
 			g.Expect(cur.Spec.NodeSelector).To(HaveKeyWithValue(poolKey, domain), "Pod %s", cur.Name)
 		}
 	}, testutil.Timeout, testutil.Interval).Should(Succeed())
@@ -374,7 +375,7 @@ func expectGated(g Gomega, pods []*corev1.Pod) {
 	for _, p := range pods {
 		cur := &corev1.Pod{}
 		g.Expect(suite.Client.Get(ctx, client.ObjectKeyFromObject(p), cur)).To(Succeed())
-		g.Expect(gate.Gated(cur)).To(BeTrue(), "Pod %s was released", cur.Name)
+		g.Expect(tpuenv.HasGate(cur)).To(BeTrue(), "Pod %s was released", cur.Name)
 		g.Expect(cur.Spec.NodeSelector).NotTo(HaveKey(poolKey), "Pod %s", cur.Name)
 	}
 }
