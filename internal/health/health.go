@@ -37,6 +37,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
+	"github.com/ray-tpu/tpu-slice-operator/internal/identity"
 )
 
 // Input is what Evaluate reads.
@@ -113,7 +114,7 @@ func Evaluate(in Input) Result {
 		h.problem, h.reason = nodeProblem(h.node)
 		r.Hosts = append(r.Hosts, h.fact)
 	}
-	r.Scheduled = scheduledCondition(s, hosts, gatedPods(in.Pods))
+	r.Scheduled = scheduledCondition(s, hosts, gatedPods(s.Name, in.Pods))
 	r.Placed = placedCondition(s, hosts, key)
 	r.Ready = readyCondition(s, hosts)
 	r.Degraded = degradedCondition(s, hosts, r.Ready.Reason == tpuv1alpha1.ReasonReadinessLost)
@@ -142,11 +143,15 @@ func nodeReady(node *corev1.Node) bool {
 	return false
 }
 
-// gatedPods counts the live Pods that carry the operator's scheduling gate.
-func gatedPods(pods []corev1.Pod) int {
+// gatedPods counts the live Pods of slice (by their spec identity: callers may pass every Pod of
+// the worker group) that carry the operator's scheduling gate.
+func gatedPods(slice string, pods []corev1.Pod) int {
 	n := 0
 	for i := range pods {
 		p := &pods[i]
+		if id, ok := identity.FromPod(p); !ok || id.SliceName() != slice {
+			continue
+		}
 		if p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodFailed && p.Status.Phase != corev1.PodSucceeded &&
 			slices.ContainsFunc(p.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool { return g.Name == tpuv1alpha1.PlacementSchedulingGate }) {
 			n++

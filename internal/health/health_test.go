@@ -27,6 +27,7 @@ import (
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
+	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
 	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
 )
 
@@ -378,10 +379,13 @@ func TestEvaluateSplitNamesRanges(t *testing.T) {
 // gate is Scheduled=False with the placement step's reason (docs/spec.md §11, §12); other slices
 // and released Pods keep HostsUnscheduled.
 func TestScheduledWhileGated(t *testing.T) {
-	unbound := func(gated bool) []corev1.Pod {
+	// The Pods carry the TPU identity of replica 0 (the slice), or of replica 1: another slice of
+	// the worker group, whose gated Pods the slice's condition does not count.
+	ofReplica := func(replica int32, gated bool) []corev1.Pod {
 		out := make([]corev1.Pod, 0, 4)
-		for i := range 4 {
-			p := pod(i)
+		for i := range int32(4) {
+			p := testutil.MakeWorkerPod(ns, "rc", "rc-uid", "tpu").Named(fmt.Sprintf("w-%d-%d", replica, i)).
+				TPU(4).Topology("tpu-v6e-slice", "4x4").TPUIdentity("tpu", replica, i).Phase(corev1.PodPending)
 			if gated {
 				p.SchedulingGate(tpuv1alpha1.PlacementSchedulingGate)
 			}
@@ -389,9 +393,9 @@ func TestScheduledWhileGated(t *testing.T) {
 		}
 		return out
 	}
-	gated, released := func() []corev1.Pod { return unbound(true) }, func() []corev1.Pod { return unbound(false) }
+	gated, released := func() []corev1.Pod { return ofReplica(0, true) }, func() []corev1.Pod { return ofReplica(0, false) }
 	chosen := func(status metav1.ConditionStatus, reason, msg string) *testutil.SliceWrapper {
-		s := slice().Placement(tpuv1alpha1.PlacementChosenDomain, poolKey)
+		s := testutil.MakeSlice(naming.SliceName("rc", "tpu", 0), ns, "rc", "rc-uid", "tpu", 0, 4).Placement(tpuv1alpha1.PlacementChosenDomain, poolKey)
 		s.Status.Conditions = append(s.Status.Conditions, metav1.Condition{Type: tpuv1alpha1.ConditionDomainChosen, Status: status, Reason: reason, Message: msg})
 		return s
 	}
@@ -415,6 +419,11 @@ func TestScheduledWhileGated(t *testing.T) {
 			slice: chosen(metav1.ConditionTrue, tpuv1alpha1.ReasonDomainFits, "fits"), pods: gated(),
 			wantReason:  tpuv1alpha1.ReasonSchedulingGated,
 			wantMessage: "0 of 4 hosts bound to a node; not yet: hosts 0-3; 4 Pods wait behind the scheduling gate tpu.ray.io/slice-placement",
+		},
+		"another slice of the group gated, this one released: its gated Pods are not counted": {
+			slice: chosen(metav1.ConditionTrue, tpuv1alpha1.ReasonDomainFits, "fits"), pods: append(released(), ofReplica(1, true)...),
+			wantReason:  tpuv1alpha1.ReasonHostsUnscheduled,
+			wantMessage: "0 of 4 hosts bound to a node; not yet: hosts 0-3",
 		},
 		"released, waiting for the scheduler": {
 			slice: chosen(metav1.ConditionTrue, tpuv1alpha1.ReasonDomainFits, "fits"), pods: released(),
