@@ -19,6 +19,7 @@ package gate
 import (
 	"encoding/json"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -28,6 +29,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
@@ -306,11 +308,19 @@ func TestLease(t *testing.T) {
 		wantName    string
 	}{
 		"a node pool": {key: poolKey, domain: "tpu-pool-a", wantName: "tpu-domain-tpu-pool-a-"},
-		"a label value a name cannot hold as it is": {key: constants.GCETopologySubblockKey, domain: "Sub_Block.7", wantName: "tpu-domain-sub-block.7-"},
+		"a label value a name cannot hold as it is":           {key: constants.GCETopologySubblockKey, domain: "Sub_Block.7", wantName: "tpu-domain-sub-block-7-"},
+		"dots and underscores in a row (a valid label value)": {key: poolKey, domain: "a._.b", wantName: "tpu-domain-a---b-"},
+		"the longest label value":                             {key: poolKey, domain: strings.Repeat("x", 63), wantName: "tpu-domain-" + strings.Repeat("x", 63) + "-"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
+			if problems := validation.IsValidLabelValue(tc.domain); len(problems) > 0 {
+				t.Fatalf("domain %q is no label value: %v", tc.domain, problems)
+			}
 			lease := NewLease("tpu-system", tc.key, tc.domain, holder)
+			if problems := validation.IsDNS1123Subdomain(lease.Name); len(problems) > 0 {
+				t.Errorf("Lease name %q is invalid: %v", lease.Name, problems)
+			}
 			if got := lease.Name; len(got) != len(tc.wantName)+16 || got[:len(tc.wantName)] != tc.wantName {
 				t.Errorf("Lease name %q, want %q and a 16-digit hash", got, tc.wantName)
 			}

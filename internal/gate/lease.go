@@ -44,20 +44,22 @@ const (
 )
 
 // LeaseName is the name of the Lease that locks domain of key: readable, and unique per key and
-// domain through a hash (a label value may hold capitals and underscores, a name may not).
+// domain through a hash. Any label value gives a valid name: the readable part keeps only
+// lowercase letters, digits and dashes ('.', '_' and capitals, which a label value may hold in
+// runs such as "a..b" or "a._b", are not all allowed there in a name).
 func LeaseName(key, domain string) string {
 	h := fnv.New64a()
 	_, _ = h.Write([]byte(key + "=" + domain))
 	readable := strings.Trim(strings.Map(func(r rune) rune {
 		switch {
-		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '-', r == '.':
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '-':
 			return r
 		case r >= 'A' && r <= 'Z':
 			return r - 'A' + 'a'
 		default:
 			return '-'
 		}
-	}, domain), "-.")
+	}, domain), "-")
 	return fmt.Sprintf("%s%s-%016x", leasePrefix, readable, h.Sum64())
 }
 
