@@ -180,7 +180,8 @@ type jsonPatchOp struct {
 	Value any    `json:"value,omitempty"`
 }
 
-// ReleasePatch returns the JSON patch that releases pod onto domain: it tests that the Pod's
+// ReleasePatch returns the JSON patch that releases pod onto domain: it tests that the Pod is
+// the one read (its UID: a later Pod of the same name is another Pod) and that its
 // scheduling gates are still the ones read (so it fails, with nothing applied, when the Pod was
 // released or changed since: a second release, by this replica or another, never applies), adds
 // {key: domain} to its nodeSelector, and removes the operator's gate, all in one write: the API
@@ -190,13 +191,19 @@ func ReleasePatch(pod *corev1.Pod, key, domain string) ([]byte, error) {
 	if !tpuenv.HasGate(pod) {
 		return nil, fmt.Errorf("pod %s/%s does not carry the scheduling gate %s", pod.Namespace, pod.Name, tpuv1alpha1.PlacementSchedulingGate)
 	}
+	if pod.UID == "" {
+		return nil, fmt.Errorf("pod %s/%s has no UID to test", pod.Namespace, pod.Name)
+	}
 	if got, ok := pod.Spec.NodeSelector[key]; ok && got != domain {
 		return nil, fmt.Errorf("pod %s/%s already selects %s=%s", pod.Namespace, pod.Name, key, got)
 	}
 	kept := slices.DeleteFunc(slices.Clone(pod.Spec.SchedulingGates), func(g corev1.PodSchedulingGate) bool {
 		return g.Name == tpuv1alpha1.PlacementSchedulingGate
 	})
-	ops := []jsonPatchOp{{Op: "test", Path: "/spec/schedulingGates", Value: pod.Spec.SchedulingGates}}
+	ops := []jsonPatchOp{
+		{Op: "test", Path: "/metadata/uid", Value: pod.UID},
+		{Op: "test", Path: "/spec/schedulingGates", Value: pod.Spec.SchedulingGates},
+	}
 	if pod.Spec.NodeSelector == nil {
 		ops = append(ops, jsonPatchOp{Op: "add", Path: "/spec/nodeSelector", Value: map[string]string{key: domain}})
 	} else {

@@ -239,6 +239,10 @@ func TestReleasePatch(t *testing.T) {
 			pod:       ungated(worker(0, t0)).Obj(),
 			wantError: true,
 		},
+		"a Pod without a UID is never patched": {
+			pod:       worker(0, t0).UID("").Obj(),
+			wantError: true,
+		},
 		"a Pod selecting another domain is never patched": {
 			pod:       worker(0, t0).NodeSelector(poolKey, "pool-b").Obj(),
 			wantError: true,
@@ -270,6 +274,13 @@ func TestReleasePatch(t *testing.T) {
 			}
 			if again, err := tryPatch(got, patch); err == nil {
 				t.Errorf("the patch applied twice, giving %+v; want its test to fail", again.Spec)
+			}
+			// Nor does it release another Pod of the same name and gates (deleted and created
+			// again since it was read).
+			other := tc.pod.DeepCopy()
+			other.UID = "uid-another-pod"
+			if released, err := tryPatch(other, patch); err == nil {
+				t.Errorf("the patch released another Pod of the same name, giving %+v; want its test to fail", released.Spec)
 			}
 		})
 	}
