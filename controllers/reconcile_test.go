@@ -219,6 +219,8 @@ func TestReconcile(t *testing.T) {
 		// wantPlacement and wantKey are the kept slice's spec.placement and spec.affinityTopologyKey.
 		wantPlacement tpuv1alpha1.SlicePlacement
 		wantKey       string
+		// wantDomain is the kept slice's status.domain.
+		wantDomain string
 	}{
 		// Slice re-created, RayCluster generations.
 		"§8 late Pods: slice gone, a live Pod it admitted holds an ID of it: re-created, claim repaired": {
@@ -233,6 +235,18 @@ func TestReconcile(t *testing.T) {
 			wantClaims:    []tpuv1alpha1.WorkerClaim{{WorkerID: 2, Token: "t-p", PodName: "p", PodUID: "uid-p"}},
 			wantEvents:    []testutil.Event{event("p", warning, tpuv1alpha1.ReasonTPUClaimRepaired), event("rc", warning, tpuv1alpha1.ReasonTPUSliceNoDomain)},
 			wantPlacement: tpuv1alpha1.PlacementChosenDomain, wantKey: constants.NodePoolTopologyKey,
+		},
+		"§8, §12 a running Pod of a ChosenDomain slice hidden from the cache by a label edit: the slice keeps its domain": {
+			rc: reconcileCluster("uid-rc"),
+			slice: reconcileSlice(0).Placement(tpuv1alpha1.PlacementChosenDomain, constants.NodePoolTopologyKey).Domain("pool-a").
+				Claim(0, "t-p", "p", "uid-p"),
+			pods: []*testutil.PodWrapper{releasePod("p", "t-p", 0).NodeSelector(constants.NodePoolTopologyKey, "pool-a").
+				NodeName("pool-a-0").WithoutLabel(rayutils.RayNodeGroupLabelKey)},
+			rounds:     reconcileSettled(ctrl.Result{RequeueAfter: DefaultPendingTTL}),
+			wantClaims: []tpuv1alpha1.WorkerClaim{claimP},
+			// Its Node is not in the store: health says so, which is not what this case checks.
+			wantEvents:    []testutil.Event{event("rc", warning, tpuv1alpha1.ReasonTPUSliceNotPlaced), event("rc", warning, tpuv1alpha1.ReasonTPUSliceDegraded)},
+			wantPlacement: tpuv1alpha1.PlacementChosenDomain, wantKey: constants.NodePoolTopologyKey, wantDomain: "pool-a",
 		},
 		"§0 slice gone, its only Pod of an older RayCluster generation (same name, other UID): not re-created": {
 			rc: reconcileCluster("uid-rc-2"), pods: []*testutil.PodWrapper{p},
@@ -480,6 +494,9 @@ func TestReconcile(t *testing.T) {
 				}
 				if slice.Spec.Placement != tc.wantPlacement || slice.Spec.AffinityTopologyKey != tc.wantKey {
 					t.Errorf("spec placement %q on key %q, want %q on %q", slice.Spec.Placement, slice.Spec.AffinityTopologyKey, tc.wantPlacement, tc.wantKey)
+				}
+				if slice.Status.Domain != tc.wantDomain {
+					t.Errorf("status.domain %q, want %q", slice.Status.Domain, tc.wantDomain)
 				}
 				var gotConditions []metav1.Condition
 				for _, want := range tc.wantConditions {
