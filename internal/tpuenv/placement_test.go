@@ -72,6 +72,16 @@ func TestApplyPlacement(t *testing.T) {
 			id:           multiHost(0),
 			wantAffinity: sliceAffinity("rc-tpu-group-1"),
 		},
+		"a Pod of an inter-pod affinity slice that brings the operator's gate loses it, keeping the user's": {
+			gates:        []corev1.PodSchedulingGate{userGate, ourGate},
+			id:           placed(multiHost(0), tpuv1alpha1.PlacementInterPodAffinity),
+			wantGates:    []corev1.PodSchedulingGate{userGate},
+			wantAffinity: sliceAffinity("rc-tpu-group-1"),
+		},
+		"a single-host Pod that brings the operator's gate loses it": {
+			gates: []corev1.PodSchedulingGate{ourGate},
+			id:    placed(singleHost, tpuv1alpha1.PlacementChosenDomain),
+		},
 		"a single-host Pod is never gated": {
 			id: placed(singleHost, tpuv1alpha1.PlacementChosenDomain),
 		},

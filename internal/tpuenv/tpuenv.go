@@ -96,10 +96,16 @@ func (vals Values) multiHost() bool {
 // own (none with vals.NoAffinity).
 func Apply(pod *corev1.Pod, vals Values, tpuContainers []int) {
 	applyMetadata(pod, vals)
+	gated := vals.multiHost() && vals.Placement == tpuv1alpha1.PlacementChosenDomain
+	if !gated {
+		// The gate's name is the operator's: one the Pod brought (a template that names it)
+		// would hold a Pod that no reconciler releases.
+		removeGate(pod)
+	}
 	if vals.multiHost() {
 		pod.Spec.Hostname = naming.Hostname(vals.GroupName, vals.ReplicaIndex, vals.WorkerID)
 		pod.Spec.Subdomain = vals.Subdomain
-		if vals.Placement == tpuv1alpha1.PlacementChosenDomain {
+		if gated {
 			addGate(pod)
 		} else {
 			mergeAffinity(pod, vals)
