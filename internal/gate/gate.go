@@ -133,7 +133,8 @@ func RequestedChips(pods []corev1.Pod, own func(*corev1.Pod) bool) map[string]in
 // nodeSelector and tolerations of its Pods (the gated ones: the webhook gave them the group's
 // template), the TPU Nodes with the chips others request on them, the domains other slices hold,
 // status.domain as Previous, and PodsBound when a live Pod of the slice is bound to a Node or
-// already selects a value of the key.
+// already selects a value of the key. A slice with no status.domain whose ungated Pods already
+// sit in a domain (BoundDomain) gets that domain as Previous: its Pods cannot leave it.
 func NewRequest(slice *tpuv1alpha1.TPUSliceAssignment, pods []corev1.Pod, nodes []corev1.Node,
 	requested map[string]int64, holds []placement.Hold) placement.Request {
 	key := slice.Spec.AffinityTopologyKey
@@ -141,6 +142,9 @@ func NewRequest(slice *tpuv1alpha1.TPUSliceAssignment, pods []corev1.Pod, nodes 
 		UID: slice.UID, Key: key, Hosts: slice.Spec.Hosts, Holds: holds, Previous: slice.Status.Domain,
 	}
 	req.PodsBound = Committed(pods, key)
+	if req.Previous == "" && req.PodsBound {
+		req.Previous = BoundDomain(slice, pods, nodes)
+	}
 	for i := range pods {
 		p := &pods[i]
 		if !lifecycle.PodLive(p) || !tpuenv.HasGate(p) {
@@ -171,6 +175,47 @@ func Committed(pods []corev1.Pod, key string) bool {
 		}
 	}
 	return false
+}
+
+// BoundDomain returns the domain of slice's key that its live ungated Pods (among pods) are in
+// the most, by their nodeSelector's value of the key or else the label of the Node they are bound
+// to (among nodes); ties go to the smallest name, and "" when none is in one. These are Pods that
+// bypassed admission (docs/spec.md §12: created past the webhook, or before the install) or were
+// released before the slice lost its status (re-created by hand): where they run, the scheduler
+// or their selector put them, and the slice's gated Pods must join them there.
+func BoundDomain(slice *tpuv1alpha1.TPUSliceAssignment, pods []corev1.Pod, nodes []corev1.Node) string {
+	key := slice.Spec.AffinityTopologyKey
+	var at map[string]string // Node name -> its value of key, built on first use
+	counts := map[string]int{}
+	for i := range pods {
+		p := &pods[i]
+		if !lifecycle.PodLive(p) || tpuenv.HasGate(p) {
+			continue
+		}
+		if id, ok := identity.FromPod(p); !ok || id.SliceName() != slice.Name || !id.OfClusterUID(slice.Spec.RayClusterUID) {
+			continue
+		}
+		d := p.Spec.NodeSelector[key]
+		if d == "" && p.Spec.NodeName != "" {
+			if at == nil {
+				at = make(map[string]string, len(nodes))
+				for j := range nodes {
+					at[nodes[j].Name] = nodes[j].Labels[key]
+				}
+			}
+			d = at[p.Spec.NodeName]
+		}
+		if d != "" {
+			counts[d]++
+		}
+	}
+	best := ""
+	for d, n := range counts {
+		if best == "" || n > counts[best] || (n == counts[best] && d < best) {
+			best = d
+		}
+	}
+	return best
 }
 
 // jsonPatchOp is one operation of an RFC 6902 JSON patch.

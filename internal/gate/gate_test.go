@@ -33,6 +33,7 @@ import (
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
+	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
 	"github.com/ray-tpu/tpu-slice-operator/internal/placement"
 	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
 )
@@ -124,7 +125,7 @@ func ungated(w *testutil.PodWrapper) *testutil.PodWrapper {
 }
 
 func TestNewRequest(t *testing.T) {
-	slice := testutil.MakeSlice("rc-tpu-0", "ml", "rc", "uid-rc", "tpu", 0, 4).
+	slice := testutil.MakeSlice(naming.SliceName("rc", "tpu", 0), "ml", "rc", "uid-rc", "tpu", 0, 4).
 		Placement(tpuv1alpha1.PlacementChosenDomain, poolKey).Obj()
 	slice.UID = "uid-slice"
 	node := testutil.MakeNode("n-1").TPU(v6e, "4x4", "pool-a").TPUCapacity(4).Ready(true).Obj()
@@ -174,6 +175,15 @@ func TestNewRequest(t *testing.T) {
 				Holds:        holds,
 			},
 		},
+		"no domain yet, an ungated Pod bound to a Node (it bypassed admission): Previous is its domain": {
+			pods: pods(ungated(worker(0, t0)).NodeName("n-1"), worker(1, t0)),
+			want: placement.Request{
+				UID: "uid-slice", Key: poolKey, Hosts: 4, ChipsPerHost: 4, Previous: "pool-a", PodsBound: true,
+				NodeSelector: map[string]string{constants.AcceleratorNodeSelectorKey: v6e, constants.TopologyNodeSelectorKey: "4x4"},
+				Nodes:        []placement.Candidate{{Name: "n-1", Labels: node.Labels, Ready: true, AllocatableChips: 4, RequestedChips: 2}},
+				Holds:        holds,
+			},
+		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -182,6 +192,56 @@ func TestNewRequest(t *testing.T) {
 			got := NewRequest(s, tc.pods, []corev1.Node{*node}, map[string]int64{"n-1": 2}, holds)
 			if diff := cmp.Diff(tc.want, got, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("NewRequest (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestBoundDomain(t *testing.T) {
+	slice := testutil.MakeSlice(naming.SliceName("rc", "tpu", 0), "ml", "rc", "uid-rc", "tpu", 0, 4).
+		Placement(tpuv1alpha1.PlacementChosenDomain, poolKey).Obj()
+	nodes := []corev1.Node{
+		*testutil.MakeNode("a-1").TPU(v6e, "4x4", "pool-a").Obj(),
+		*testutil.MakeNode("a-2").TPU(v6e, "4x4", "pool-a").Obj(),
+		*testutil.MakeNode("b-1").TPU(v6e, "4x4", "pool-b").Obj(),
+		*testutil.MakeNode("bare").Obj(),
+	}
+	cases := map[string]struct {
+		pods []corev1.Pod
+		want string
+	}{
+		"nothing bound: none": {
+			pods: pods(worker(0, t0), ungated(worker(1, t0))),
+		},
+		"gated Pods, bound or selecting, never anchor (a gated Pod's own selector narrows the choice instead)": {
+			pods: pods(worker(0, t0).NodeSelector(poolKey, "pool-b"), worker(1, t0).NodeName("a-1")),
+		},
+		"a bound ungated Pod: its Node's domain": {
+			pods: pods(worker(0, t0), ungated(worker(1, t0)).NodeName("b-1")),
+			want: "pool-b",
+		},
+		"released Pods' selector counts before their Node, and the majority wins": {
+			pods: pods(ungated(worker(0, t0)).NodeSelector(poolKey, "pool-b").NodeName("a-1"),
+				ungated(worker(1, t0)).NodeSelector(poolKey, "pool-b"), ungated(worker(2, t0)).NodeName("a-2")),
+			want: "pool-b",
+		},
+		"a tie: the smallest name": {
+			pods: pods(ungated(worker(0, t0)).NodeName("b-1"), ungated(worker(1, t0)).NodeName("a-1")),
+			want: "pool-a",
+		},
+		"finished and terminating Pods, unknown Nodes and Nodes without the key do not count": {
+			pods: pods(ungated(worker(0, t0)).NodeName("a-1").Phase(corev1.PodSucceeded), ungated(worker(1, t0)).NodeName("a-2").Terminating(),
+				ungated(worker(2, t0)).NodeName("gone"), ungated(worker(3, t0)).NodeName("bare")),
+		},
+		"Pods of another slice or another RayCluster generation do not count": {
+			pods: pods(ungated(worker(0, t0)).NodeName("a-1").TPUIdentity("tpu", 1, 0),
+				ungated(testutil.MakeWorkerPod("ml", "rc", "uid-older", "tpu").TPU(4).TPUIdentity("tpu", 0, 1)).NodeName("a-2")),
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := BoundDomain(slice, tc.pods, nodes); got != tc.want {
+				t.Errorf("BoundDomain = %q, want %q", got, tc.want)
 			}
 		})
 	}

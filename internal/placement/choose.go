@@ -204,7 +204,9 @@ func (d *domainTally) fits(hosts int32) bool { return d.holder == "" && d.usable
 //
 //  1. Previous, when it fits: a domain fits when no other slice holds it and it has at least
 //     Hosts usable Nodes (Rejection.Usable); a Node counts as one host whatever its chips.
-//  2. Previous, when PodsBound, whatever it lacks (OutcomeBound): bound Pods cannot move.
+//  2. Previous, when PodsBound, whatever it lacks (OutcomeBound): bound Pods cannot move. But
+//     not into a domain another slice holds: then OutcomeNoFit, saying so, and the Pods wait
+//     for the domain to be given back (Pods that bypassed admission, docs/spec.md §12).
 //  3. No Node matching the nodeSelector with a value of the key (none matches yet, or none has
 //     the label): OutcomeFallback, to today's inter-pod terms.
 //  4. The fitting domain with the fewest spare usable Nodes, then the smallest name. Best fit
@@ -263,6 +265,12 @@ func Choose(req Request) (Choice, error) {
 	case prev >= 0 && domains[prev].fits(req.Hosts):
 		choice.Outcome, choice.Domain, choice.Kept = OutcomeChosen, req.Previous, true
 		choice.Reason = fmt.Sprintf("%s=%s still fits the slice's %d hosts", req.Key, req.Previous, req.Hosts)
+	case req.Previous != "" && req.PodsBound && prev >= 0 && domains[prev].holder != "":
+		// Releasing the gated Pods there would share another slice's domain, and anywhere
+		// else split this one: they stay gated until the holder gives the domain back.
+		choice.Outcome = OutcomeNoFit
+		choice.Reason = fmt.Sprintf("the slice's Pods are bound to %s=%s, which slice %s holds: its gated Pods wait for the domain",
+			req.Key, req.Previous, domains[prev].holder)
 	case req.Previous != "" && req.PodsBound:
 		choice.Outcome, choice.Domain, choice.Kept = OutcomeBound, req.Previous, true
 		choice.Reason = fmt.Sprintf("the slice's Pods are bound to %s=%s, which no longer fits: %s",

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	gocmp "github.com/google/go-cmp/cmp"
@@ -134,6 +135,14 @@ func FuzzChoose(f *testing.F) {
 			return n.Labels[req.Key] != "" && matches(n.Labels, req.NodeSelector)
 		})
 
+		_, previousMatches := domains[req.Previous]
+		// heldBound: the Pods are bound to a domain another slice holds, where they may neither
+		// go on landing nor leave.
+		heldBound := req.Previous != "" && req.PodsBound && previousMatches && held[req.Previous] != ""
+		if heldBound && got.Outcome != OutcomeNoFit {
+			t.Errorf("Pods bound to %q, held by %q: outcome %v (domain %q), want no fit", req.Previous, held[req.Previous], got.Outcome, got.Domain)
+		}
+
 		switch got.Outcome {
 		case OutcomeChosen:
 			if !fits(got.Domain) {
@@ -159,6 +168,12 @@ func FuzzChoose(f *testing.F) {
 					got.Domain, got.Kept, req.PodsBound, req.Previous, fits(req.Previous))
 			}
 		case OutcomeNoFit:
+			if heldBound {
+				if want := "which slice " + held[req.Previous] + " holds"; got.Domain != "" || !strings.Contains(got.Reason, want) {
+					t.Errorf("no fit for Pods bound to a held domain: domain %q, reason %q lacks %q", got.Domain, got.Reason, want)
+				}
+				break
+			}
 			if !matching || got.Domain != "" || (req.PodsBound && req.Previous != "") {
 				t.Errorf("no fit with domain %q, matching Nodes %v, previous %q bound %v", got.Domain, matching, req.Previous, req.PodsBound)
 			}

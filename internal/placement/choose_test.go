@@ -388,6 +388,17 @@ func TestChoose(t *testing.T) {
 					{Domain: "pool-c", Lack: LackUsable, Usable: 3, Reason: "3 of 4 needed Nodes usable (pool-c-0 is not Ready)"},
 				}},
 		},
+		"Pods bound to a domain another slice holds: no fit, the gated Pods neither join nor leave": {
+			req: func() Request {
+				r := request(nodeSet(threePools, nil))
+				r.Previous, r.PodsBound = "pool-a", true
+				r.Holds = []Hold{{Domain: "pool-a", Slice: "ns/x", UID: "x-uid"}}
+				return r
+			}(),
+			want: Choice{Outcome: OutcomeNoFit, Key: poolKey,
+				Reason:   "the slice's Pods are bound to cloud.google.com/gke-nodepool=pool-a, which slice ns/x holds: its gated Pods wait for the domain",
+				Rejected: []Rejection{{Domain: "pool-a", Lack: LackHeld, Usable: 4, Reason: "held by slice ns/x"}}},
+		},
 		"Pods bound without a previous choice: chosen as usual": {
 			req: func() Request {
 				r := request(nodeSet(threePools[2:], nil))

@@ -106,6 +106,10 @@ type runner struct {
 	// bound is the claim each live Pod was last seen bound to (docs/spec.md §8: it follows the
 	// Pod until the Pod is gone, whatever happens to its labels or other requests).
 	bound map[types.UID]boundClaim
+	// bypassed are the Pods the run created past the webhook (handMadePod): the operator never
+	// gated them, so no ChosenDomain promise covers where the scheduler put them (docs/spec.md
+	// §12, "Pods that bypass admission").
+	bypassed map[types.UID]bool
 	// forgedClaims are the claims forged AdmissionReviews made, with when they were posted
 	// (forgedMu guards appends from concurrent posts).
 	forgedClaims []forgedClaim
@@ -140,6 +144,7 @@ func run(seed, stream uint64, gate bool, d time.Duration) {
 		opRNG:    rand.New(rand.NewPCG(seed, stream+200)), //nolint:gosec // reproducible chaos, not security.
 		opCounts: map[string]int{},
 		bound:    map[types.UID]boundClaim{},
+		bypassed: map[types.UID]bool{},
 		cluster:  runsOnCluster(gate),
 		cl:       newClusterStats(),
 		faults: &faults{

@@ -129,6 +129,9 @@ type clusterStats struct {
 	labelTouched map[string]bool
 	// chosen are the ChosenDomain slices seen with live Pods bound (checkChosenDomains).
 	chosen map[types.UID]bool
+	// bypassedElsewhere are the Pods created past the webhook seen bound outside their
+	// ChosenDomain slice's domain (checkChosenDomains leaves them out of its check).
+	bypassedElsewhere map[types.UID]bool
 
 	nodeFails, nodeRecoveries, podFails, gcDeletes, nsDeletes int
 	// degradedChecks counts the slices checked Degraded on a failed Node; onePool and split the
@@ -164,7 +167,8 @@ type sideNamespace struct {
 
 func newClusterStats() clusterStats {
 	return clusterStats{failed: map[string]*failedNode{}, collecting: map[types.UID]collecting{}, labelTouched: map[string]bool{},
-		finished: map[types.UID]*finishedPod{}, chosen: map[types.UID]bool{}}
+		finished: map[types.UID]*finishedPod{}, chosen: map[types.UID]bool{},
+		bypassedElsewhere: map[types.UID]bool{}}
 }
 
 // clusterNodes groups the local cluster's TPU Nodes by pool, for the health operations.
@@ -819,9 +823,10 @@ func podReady(p *corev1.Pod) bool {
 
 // reportCluster prints what the cluster operations did:
 //
-//	CHAOS-cluster gate=<on|off> node_fails=<n> node_recoveries=<n> pod_fails=<n> max_release_s=<x> gc_deletes=<n> max_gc_s=<x> ns_deletes=<n> max_ns_delete_s=<x> degraded_checks=<n> one_pool_slices=<n> split_slices=<n> chosen_domain_slices=<n>
+//	CHAOS-cluster gate=<on|off> node_fails=<n> node_recoveries=<n> pod_fails=<n> max_release_s=<x> gc_deletes=<n> max_gc_s=<x> ns_deletes=<n> max_ns_delete_s=<x> degraded_checks=<n> one_pool_slices=<n> split_slices=<n> chosen_domain_slices=<n> bypassed_elsewhere=<n>
 func (r *runner) reportCluster(gate string) {
 	c := &r.cl
-	fmt.Fprintf(os.Stdout, "CHAOS-cluster gate=%s node_fails=%d node_recoveries=%d pod_fails=%d max_release_s=%.2f gc_deletes=%d max_gc_s=%.2f ns_deletes=%d max_ns_delete_s=%.2f degraded_checks=%d one_pool_slices=%d split_slices=%d chosen_domain_slices=%d\n",
-		gate, c.nodeFails, c.nodeRecoveries, c.podFails, c.maxRelease.Seconds(), c.gcDeletes, c.maxGC.Seconds(), c.nsDeletes, c.maxNSDelete.Seconds(), c.degradedChecks, c.onePool, c.split, len(c.chosen))
+	fmt.Fprintf(os.Stdout, "CHAOS-cluster gate=%s node_fails=%d node_recoveries=%d pod_fails=%d max_release_s=%.2f gc_deletes=%d max_gc_s=%.2f ns_deletes=%d max_ns_delete_s=%.2f degraded_checks=%d one_pool_slices=%d split_slices=%d chosen_domain_slices=%d bypassed_elsewhere=%d\n",
+		gate, c.nodeFails, c.nodeRecoveries, c.podFails, c.maxRelease.Seconds(), c.gcDeletes, c.maxGC.Seconds(), c.nsDeletes, c.maxNSDelete.Seconds(), c.degradedChecks, c.onePool, c.split, len(c.chosen),
+		len(c.bypassedElsewhere))
 }

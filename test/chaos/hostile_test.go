@@ -485,6 +485,7 @@ func (r *runner) createMalformedToken() {
 		GinkgoWriter.Printf("malformed-token: creating a Pod of %s: %v\n", rc.Name, err)
 		return
 	}
+	r.bypassed[p.UID] = true
 	id, _ := identity.FromPod(p)
 	m := &malformedPod{name: p.Name, uid: p.UID, id: id, payload: payload}
 	r.hostile.malformed++

@@ -321,6 +321,7 @@ func (r *runner) createByHand(spots []spot) []*corev1.Pod {
 	for _, s := range spots {
 		p := handMadePod(r.clusters[preCluster], s).Obj()
 		if err := k8sClient.Create(ctx, p); err == nil {
+			r.bypassed[p.UID] = true
 			out = append(out, p)
 		}
 	}

@@ -32,7 +32,10 @@ import (
 // over domains"), and no two such slices have live Pods bound in one domain (the per-domain
 // Lease). A slice's Pods are found by their spec identity and their RayCluster's UID, not by their
 // labels, which the run edits; Pods terminating or finished are left out (an older generation
-// still going may share a domain with the new one, as it may with any slice).
+// still going may share a domain with the new one, as it may with any slice), and so are the Pods
+// the run created past the webhook (r.bypassed): the operator never gated them, so the scheduler put
+// them where it liked (docs/spec.md §12, "Pods that bypass admission"). They are counted in
+// r.cl.bypassedElsewhere when bound outside their slice's domain, so a run shows how often that was.
 func (r *runner) checkChosenDomains() {
 	list, err := r.listSlices()
 	if err != nil {
@@ -71,6 +74,12 @@ func (r *runner) checkChosenDomains() {
 				continue
 			}
 			d := n.Labels[key]
+			if r.bypassed[p.UID] {
+				if s.Status.Domain != "" && d != s.Status.Domain {
+					r.cl.bypassedElsewhere[p.UID] = true
+				}
+				continue
+			}
 			domains[d] = append(domains[d], fmt.Sprintf("%d:%s@%s", id.WorkerID, p.Name, p.Spec.NodeName))
 		}
 		if len(domains) > 0 {

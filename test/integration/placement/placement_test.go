@@ -119,6 +119,18 @@ var _ = Describe("The placement step of a ChosenDomain slice", func() {
 		expectReleased(pods, full)
 	})
 
+	It("joins the pool where a Pod of the slice that bypassed admission runs, not the best fit (docs/spec.md §12)", func() {
+		pool(ns, "a", hosts)
+		wide := pool(ns, "b", hosts+1)
+		s := createSlice(rc, 0)
+		// Created past the webhook: no gate, no domain selector, bound where the scheduler liked.
+		framework.MustCreate(ctx, suite.Client, testutil.WorkerPodFor(rc, "tpu").TPUIdentity("tpu", 0, 3).
+			NodeSelector(specLabel, rc.Namespace).NodeName(wide+"-4").Obj())
+		pods := createGated(rc, 0, 0, 1, 2)
+		Expect(expectDomainChosen(s, metav1.ConditionTrue, tpuv1alpha1.ReasonDomainFits).Status.Domain).To(Equal(wide))
+		expectReleased(pods, wide)
+	})
+
 	It("keeps an incomplete slice gated until the assembly timeout, then releases it; a late Pod follows", func() {
 		domain := pool(ns, "a", hosts)
 		s := createSlice(rc, 0)
