@@ -72,6 +72,7 @@ func main() {
 	s4TPU := flag.Int("s4-tpu-pods", 2000, "TPU worker Pods in S4.")
 	s4Other := flag.Int("s4-other-pods", 10000, "Non-TPU Pods in S4.")
 	s4Nodes := flag.Int("s4-tpu-nodes", 5000, "TPU Nodes in S4 (GKE's labels and a status as large as GKE's), next to a fifth as many Nodes without TPUs.")
+	flag.DurationVar(&s6Timeout, "s6-timeout", s6Timeout, "How long S6 waits for one slice to be bound and Ready, for its Nodes to be Ready and for its Pods to be gone (the second 2,240-host slice with inter-pod terms takes longer than the default).")
 	flag.IntVar(&instanceCount, "instances", 3, "Webhook instances serving S1-S3.")
 	flag.BoolVar(&withReconciler, "reconciler", true, "Run the reconciler in the first instance, as in production.")
 	flag.BoolVar(&forwarding, "forwarding", true, "Forward claims to the replica that owns their worker group, as in production; the concurrent scenarios also run without it for comparison.")

@@ -55,9 +55,11 @@ const (
 	ungateWidth = 64
 	// s6Gate holds a slice's Pods back from the scheduler until all of them exist.
 	s6Gate = "bench.tpu.ray.io/hold"
-	// s6Timeout bounds the wait for one slice to be bound and Ready, and for Pods to be gone.
-	s6Timeout = 15 * time.Minute
 )
+
+// s6Timeout bounds the wait for one slice to be bound and Ready, and for Pods to be gone
+// (-s6-timeout).
+var s6Timeout = 15 * time.Minute
 
 // placementRun is what S6 measured for one slice: from its release (s6Release) until the last Pod
 // was bound (spec.nodeName) and the last Ready, the scheduler's CPU time until the last bind, how
