@@ -85,7 +85,8 @@ verify: manifests generate fmt helm-chart docs ## Regenerate everything (CRD, RB
 
 # The test layers. Unit tests need no control plane; the others run kube-apiserver and etcd from
 # `make envtest`. TEST_ARGS is passed to every `go test` of the first three.
-UNIT_PKGS = $$(go list ./... | grep -v /test/)
+# test/bench's own tests (its topology, flags and BENCH lines) need no control plane either.
+UNIT_PKGS = $$(go list ./... | grep -v /test/) ./test/bench
 TEST_TIMEOUT ?= 45m
 # The chaos run of `make test`; `make test-chaos` runs longer (DURATION, default 20m).
 CHAOS_DURATION ?= 2m

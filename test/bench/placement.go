@@ -63,7 +63,9 @@ var s6Timeout = 15 * time.Minute
 
 // placementRun is what S6 measured for one slice: from its release (s6Release) until the last Pod
 // was bound (spec.nodeName) and the last Ready, the scheduler's CPU time until the last bind, how
-// long the release took, and the node pools its Pods landed in.
+// long the release took, and the node pools its Pods landed in. A slice not bound and Ready
+// within s6Timeout is timedOut: bind and ready are then s6Timeout (a lower bound), bound and
+// readyPods how many of its Pods were, and schedCPU the scheduler's until the timeout.
 type placementRun struct {
 	pods        int
 	create      time.Duration
@@ -71,9 +73,12 @@ type placementRun struct {
 	bind, ready time.Duration
 	schedCPU    time.Duration
 	pools       int
+	timedOut    bool
+	bound       int
+	readyPods   int
 }
 
-func (r placementRun) podsPerSecond() float64 { return float64(r.pods) / max(r.bind.Seconds(), 1e-9) }
+func (r placementRun) podsPerSecond() float64 { return float64(r.bound) / max(r.bind.Seconds(), 1e-9) }
 
 // s6Topology returns the v5p topology of a slice of hosts 4-chip hosts: three dimensions, each a
 // multiple of 4, as close to a cube as they go (64 hosts: 4x8x8, 1,024: 16x16x16, 2,240: 16x20x28).
@@ -217,8 +222,13 @@ func (b *bench) placeSlices(ctx context.Context, cluster *localcluster.Cluster, 
 		if err != nil {
 			return nil, errors.Join(err, b.deletePods(ctx, namespaces))
 		}
-		fmt.Fprintf(os.Stderr, "S6-%d: slice %d, %s: created in %.1f s, ungated in %.1f s; all bound after %.2f s (%.0f Pods/s), all Ready after %.2f s; scheduler CPU %.2f s; %d pools\n",
-			s.hosts, slice, what, r.create.Seconds(), r.ungate.Seconds(), r.bind.Seconds(), r.podsPerSecond(), r.ready.Seconds(), r.schedCPU.Seconds(), r.pools)
+		if r.timedOut {
+			fmt.Fprintf(os.Stderr, "S6-%d: slice %d, %s: created in %.1f s, ungated in %.1f s; NOT all bound and Ready after %s: %d of %d bound, %d Ready; scheduler CPU %.2f s; %d pools\n",
+				s.hosts, slice, what, r.create.Seconds(), r.ungate.Seconds(), s6Timeout, r.bound, r.pods, r.readyPods, r.schedCPU.Seconds(), r.pools)
+		} else {
+			fmt.Fprintf(os.Stderr, "S6-%d: slice %d, %s: created in %.1f s, ungated in %.1f s; all bound after %.2f s (%.0f Pods/s), all Ready after %.2f s; scheduler CPU %.2f s; %d pools\n",
+				s.hosts, slice, what, r.create.Seconds(), r.ungate.Seconds(), r.bind.Seconds(), r.podsPerSecond(), r.ready.Seconds(), r.schedCPU.Seconds(), r.pools)
+		}
 		runs = append(runs, r)
 	}
 	return runs, b.deletePods(ctx, namespaces)
@@ -275,12 +285,30 @@ func (b *bench) placeSlice(ctx context.Context, cluster *localcluster.Cluster, p
 		r.ungate = time.Since(start)
 	}
 	if err := w.wait(ctx, s6Timeout); err != nil {
-		return r, rc.Namespace, fmt.Errorf("%w: see %s/kube-scheduler.log and the Pods' FailedScheduling events", err, cluster.Dir)
+		if ctx.Err() != nil {
+			return r, rc.Namespace, err
+		}
+		// A slice that does not place in time is a result, not a failure of the bench: its row
+		// says how far it got.
+		fmt.Fprintf(os.Stderr, "S6-%d: %v: see %s/kube-scheduler.log and the Pods' FailedScheduling events\n", s.hosts, err, cluster.Dir)
+		r.timedOut = true
+		r.bound, r.readyPods = w.progress()
 	}
 	if release == releaseByOperator {
 		cpu, r.ungate = w.created()
 	}
 	r.bind, r.ready, r.schedCPU, r.pools = w.result(cpu)
+	if r.timedOut {
+		r.bind, r.ready = s6Timeout, s6Timeout
+		// Until the timeout, not the last bind: there may have been none.
+		now, err := schedCPU()
+		if err != nil {
+			return r, rc.Namespace, err
+		}
+		r.schedCPU = now - cpu
+	} else {
+		r.bound, r.readyPods = r.pods, r.pods
+	}
 	return r, rc.Namespace, w.cpuErr
 }
 
@@ -291,9 +319,19 @@ func placementLine(hosts int32, slice int, placement tpuv1alpha1.SlicePlacement,
 	fmt.Printf("S6 %5d hosts, slice %d, %s: bind %7.2f s (nodeSelector only %7.2f s, ratio %5.2f), Ready %7.2f s (%7.2f s), %6.0f Pods/s (%6.0f), scheduler CPU %7.2f s (%7.2f s, ratio %5.2f), pools %d (%d)\n",
 		hosts, slice, placement, r.bind.Seconds(), base.bind.Seconds(), bindRatio, r.ready.Seconds(), base.ready.Seconds(),
 		r.podsPerSecond(), base.podsPerSecond(), r.schedCPU.Seconds(), base.schedCPU.Seconds(), cpuRatio, r.pools, base.pools)
-	return fmt.Sprintf("BENCH S6 hosts=%d slice=%d placement=%s bind_s=%.2f ready_s=%.2f bind_ratio=%.2f sched_cpu_ratio=%.2f pools=%d pods_per_s=%.0f sched_cpu_s=%.2f ungate_s=%.2f base_bind_s=%.2f base_ready_s=%.2f base_sched_cpu_s=%.2f base_ungate_s=%.2f base_pools=%d",
+	return fmt.Sprintf("BENCH S6 hosts=%d slice=%d placement=%s bind_s=%.2f ready_s=%.2f bind_ratio=%.2f sched_cpu_ratio=%.2f pools=%d pods_per_s=%.0f sched_cpu_s=%.2f ungate_s=%.2f base_bind_s=%.2f base_ready_s=%.2f base_sched_cpu_s=%.2f base_ungate_s=%.2f base_pools=%d"+
+		" timed_out=%d bound=%d base_timed_out=%d base_bound=%d",
 		hosts, slice, placement, r.bind.Seconds(), r.ready.Seconds(), bindRatio, cpuRatio, r.pools, r.podsPerSecond(),
-		r.schedCPU.Seconds(), r.ungate.Seconds(), base.bind.Seconds(), base.ready.Seconds(), base.schedCPU.Seconds(), base.ungate.Seconds(), base.pools)
+		r.schedCPU.Seconds(), r.ungate.Seconds(), base.bind.Seconds(), base.ready.Seconds(), base.schedCPU.Seconds(), base.ungate.Seconds(), base.pools,
+		b2i(r.timedOut), r.bound, b2i(base.timedOut), base.bound)
+}
+
+// b2i is 1 for true, 0 for false: a BENCH field.
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // deletePods deletes every Pod of the namespaces at once (grace period 0: no wait for kwok to
@@ -536,6 +574,13 @@ func (w *placementWatch) result(cpuBefore time.Duration) (bind, ready, cpu time.
 		used[w.poolOf[node]] = true
 	}
 	return w.lastBound.Sub(w.start), w.lastReady.Sub(w.start), w.cpuAtBind - cpuBefore, len(used)
+}
+
+// progress returns how many of the Pods are bound and Ready now.
+func (w *placementWatch) progress() (bound, ready int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.nodes), len(w.ready)
 }
 
 func (w *placementWatch) stop() { w.cancel() }

@@ -23,6 +23,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 )
 
 func TestS6Topology(t *testing.T) {
@@ -142,6 +144,34 @@ func TestPlacementWatchStartsOnLastCreate(t *testing.T) {
 			}
 			if w.cpuErr != nil {
 				t.Errorf("cpuErr = %v", w.cpuErr)
+			}
+		})
+	}
+}
+
+func TestPlacementLine(t *testing.T) {
+	base := placementRun{pods: 2240, bound: 2240, bind: 28 * time.Second, ready: 37 * time.Second, schedCPU: 18 * time.Second, pools: 3}
+	cases := map[string]struct {
+		run  placementRun
+		want string
+	}{
+		"all bound": {
+			run: placementRun{pods: 2240, bound: 2240, bind: 56 * time.Second, ready: 60 * time.Second, schedCPU: 36 * time.Second, pools: 1},
+			want: "BENCH S6 hosts=2240 slice=2 placement=InterPodAffinity bind_s=56.00 ready_s=60.00 bind_ratio=2.00 sched_cpu_ratio=2.00 pools=1 pods_per_s=40" +
+				" sched_cpu_s=36.00 ungate_s=0.00 base_bind_s=28.00 base_ready_s=37.00 base_sched_cpu_s=18.00 base_ungate_s=0.00 base_pools=3" +
+				" timed_out=0 bound=2240 base_timed_out=0 base_bound=2240",
+		},
+		"timed out: the timeout as a lower bound, and how many were bound": {
+			run: placementRun{pods: 2240, bound: 13, timedOut: true, bind: 40 * time.Minute, ready: 40 * time.Minute, schedCPU: 100 * time.Second, pools: 1},
+			want: "BENCH S6 hosts=2240 slice=2 placement=InterPodAffinity bind_s=2400.00 ready_s=2400.00 bind_ratio=85.71 sched_cpu_ratio=5.56 pools=1 pods_per_s=0" +
+				" sched_cpu_s=100.00 ungate_s=0.00 base_bind_s=28.00 base_ready_s=37.00 base_sched_cpu_s=18.00 base_ungate_s=0.00 base_pools=3" +
+				" timed_out=1 bound=13 base_timed_out=0 base_bound=2240",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, placementLine(2240, 2, tpuv1alpha1.PlacementInterPodAffinity, tc.run, base)); diff != "" {
+				t.Errorf("placementLine (-want,+got):\n%s", diff)
 			}
 		})
 	}
