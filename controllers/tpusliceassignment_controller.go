@@ -116,6 +116,7 @@ func (r *TPUSliceAssignmentReconciler) SetupWithManager(mgr ctrl.Manager, worker
 		Watches(&corev1.Node{}, r.nodeHandler()).
 		Watches(&coordinationv1.Lease{}, r.leaseHandler()).
 		Watches(&rayv1.RayCluster{}, handler.EnqueueRequestsFromMapFunc(r.rayClusterToSlices)).
+		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(configMapToSlice)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Complete(r)
 }
@@ -186,11 +187,16 @@ func (r *TPUSliceAssignmentReconciler) Reconcile(ctx context.Context, req ctrl.R
 	if err != nil || slice == nil {
 		return ctrl.Result{}, err
 	}
+	// Never waits for the bind settle: a Pod that references a missing ConfigMap cannot start.
+	hostListsConfigMaps, err := r.ensureHostLists(ctx, slice, pods)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	if wait := r.bindSettle(req.NamespacedName, d); wait > 0 {
 		// Claims are still arriving: writing now would make the next claim's write conflict.
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
-	updated, requeue, err := r.write(ctx, rc, slice, pods, d)
+	updated, requeue, err := r.write(ctx, rc, slice, pods, d, hostListsConfigMaps)
 	if err != nil || requeue > 0 {
 		return ctrl.Result{RequeueAfter: requeue}, err
 	}
@@ -307,9 +313,12 @@ func (r *TPUSliceAssignmentReconciler) view(slice *tpuv1alpha1.TPUSliceAssignmen
 // update, conditional on the resourceVersion the decision was made on, and records what changed.
 // A lost conflict asks to decide again on fresh data.
 func (r *TPUSliceAssignmentReconciler) write(ctx context.Context, rc *rayv1.RayCluster, slice *tpuv1alpha1.TPUSliceAssignment,
-	pods []corev1.Pod, d lifecycle.Decision) (*tpuv1alpha1.TPUSliceAssignment, time.Duration, error) {
+	pods []corev1.Pod, d lifecycle.Decision, hostListsConfigMaps []string) (*tpuv1alpha1.TPUSliceAssignment, time.Duration, error) {
 	updated := slice.DeepCopy()
 	changed := lifecycle.ApplyStatus(&updated.Status, d)
+	if !slices.Equal(updated.Status.HostListsConfigMaps, hostListsConfigMaps) {
+		updated.Status.HostListsConfigMaps, changed = hostListsConfigMaps, true
+	}
 	res, err := r.health(ctx, slice, updated.Status.Claims, pods)
 	if err != nil {
 		return nil, 0, err

@@ -73,6 +73,10 @@ type podWebhook struct {
 	timeout time.Duration
 	// metrics receive the admissions' counts.
 	metrics *metrics.Metrics
+	// hostListsAbove is --host-lists-configmap-above (tpuenv.HostListsInConfigMap), and hostLists
+	// writes the ConfigMaps of the slices it puts in one (nil: every Pod gets its lists inline).
+	hostListsAbove int32
+	hostLists      *hostListsWriter
 }
 
 var _ admission.Defaulter[*corev1.Pod] = &podWebhook{}
@@ -251,12 +255,8 @@ func (w *podWebhook) forgetCopiedIdentity(ctx context.Context, worker workerPod)
 	}
 	old := tpuenv.Values{ClaimToken: worker.token}
 	if worker.hasIdentity {
-		old = tpuenv.Values{
-			GroupName: prev.Group, ReplicaIndex: prev.Replica, WorkerID: prev.WorkerID, Hosts: prev.Hosts,
-			Subdomain: pod.Spec.Subdomain, V7x: topology.IsV7x(worker.slice.Accelerator),
-			SliceName: prev.SliceName(), ClaimToken: worker.token,
-			Topology: worker.slice.Topology.Dims, ChipsPerHost: worker.slice.ChipsPerPod,
-		}
+		old = tpuenv.ValuesOf(prev, worker.slice, pod.Spec.Subdomain)
+		old.ClaimToken = worker.token
 	}
 	tpuenv.Strip(pod, old, worker.slice.TPUContainers)
 	ctrl.LoggerFrom(ctx).Info("TPU worker Pod carries a copied TPU identity; admitting it as a new Pod",
@@ -301,6 +301,15 @@ func (w *podWebhook) assign(ctx context.Context, req admission.Request, worker w
 		return denial(err)
 	}
 	vals := worker.values(assignment, affinity.Key)
+	vals.HostListsInConfigMap = w.hostLists != nil && tpuenv.HostListsInConfigMap(vals.Hosts, w.hostListsAbove)
+	if vals.HostListsInConfigMap && !dryRun {
+		// The ConfigMap exists before the Pod does, so its containers never wait for it; a Pod
+		// whose slice's ConfigMap cannot be written gets its host lists inline (docs/spec.md §4).
+		if err := w.hostLists.ensure(ctx, req.Namespace, assignment, vals, len(worker.slice.TPUContainers)); err != nil {
+			log.Info("Could not write the slice's host lists ConfigMap; the Pod gets them inline", "slice", assignment.SliceName, "err", err)
+			vals.HostListsInConfigMap = false
+		}
+	}
 	tpuenv.Apply(worker.pod, vals, worker.slice.TPUContainers)
 	log.V(1).Info("Assigned TPU worker ID", "slice", assignment.SliceName, "replica", assignment.Replica,
 		"workerID", assignment.WorkerID, "affinityTopologyKey", vals.AffinityTopologyKey, "placedBy", affinity.Source.String(),

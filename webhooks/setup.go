@@ -75,6 +75,10 @@ type Options struct {
 	RayCluster validation.Options
 	// Metrics receive the admissions' counts (metrics.Default, the served set, when nil).
 	Metrics *metrics.Metrics
+	// HostListsConfigMapAbove is --host-lists-configmap-above: the Pods of a multi-host slice of
+	// more hosts take their host lists from the slice's ConfigMap (tpuenv.HostListsInConfigMap:
+	// 0 is tpuenv.DefaultHostListsConfigMapAbove, a negative value never).
+	HostListsConfigMapAbove int32
 }
 
 // Setup registers the Pod webhook, which claims through claimer and plans through planner, and the
@@ -94,7 +98,8 @@ func Setup(mgr ctrl.Manager, claimer Claimer, planner Planner, opts Options) err
 	}
 	if err := ctrl.NewWebhookManagedBy(mgr, &corev1.Pod{}).
 		WithDefaulter(&podWebhook{planner: planner, claimer: claimer, clusters: mgr.GetClient(), live: mgr.GetAPIReader(), nodes: tpuNodes,
-			maxHosts: opts.MaxSliceHosts, mode: opts.SlicePlacement, timeout: opts.Timeout, metrics: cmp.Or(opts.Metrics, metrics.Default)}).
+			maxHosts: opts.MaxSliceHosts, mode: opts.SlicePlacement, timeout: opts.Timeout, metrics: cmp.Or(opts.Metrics, metrics.Default),
+			hostListsAbove: opts.HostListsConfigMapAbove, hostLists: newHostListsWriter(mgr.GetClient(), mgr.GetClient(), mgr.GetAPIReader())}).
 		Complete(); err != nil {
 		return err
 	}

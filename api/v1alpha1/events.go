@@ -89,4 +89,10 @@ const (
 	// instead of a chosen domain, because no TPU Node matching its Pods' nodeSelector has a value
 	// of its affinity key (the note says which).
 	ReasonTPUSliceInterPodAffinity = "TPUSliceInterPodAffinity"
+	// ReasonTPUSliceHostListsRecreated: the reconciler re-created the slice's host lists
+	// ConfigMap, which live Pods of the slice reference, after it went missing (docs/spec.md §4).
+	ReasonTPUSliceHostListsRecreated = "TPUSliceHostListsRecreated"
+	// ReasonTPUSliceHostListsForeign: a Warning that a ConfigMap the slice's Pods reference for
+	// their host lists is not the slice's (another owner or other data); the operator leaves it.
+	ReasonTPUSliceHostListsForeign = "TPUSliceHostListsForeign"
 )

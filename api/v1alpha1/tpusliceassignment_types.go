@@ -170,6 +170,16 @@ type TPUSliceAssignmentStatus struct {
 	// +optional
 	Domain string `json:"domain,omitempty"`
 
+	// hostListsConfigMaps names the ConfigMaps the slice's live Pods take TPU_WORKER_HOSTNAMES and
+	// the other lists of the slice's hosts from (docs/spec.md §4): a slice of more hosts than the
+	// webhook's --host-lists-configmap-above has one; it is owned by the slice, and the reconciler
+	// re-creates it while a live Pod references it. Only the reconciler writes this field.
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=253
+	// +listType=set
+	// +optional
+	HostListsConfigMaps []string `json:"hostListsConfigMaps,omitempty"`
+
 	// claimed is the number of claims, shown by kubectl.
 	// +optional
 	Claimed int32 `json:"claimed"`

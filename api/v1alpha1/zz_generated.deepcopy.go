@@ -188,6 +188,11 @@ func (in *TPUSliceAssignmentStatus) DeepCopyInto(out *TPUSliceAssignmentStatus) 
 			(*in)[i].DeepCopyInto(&(*out)[i])
 		}
 	}
+	if in.HostListsConfigMaps != nil {
+		in, out := &in.HostListsConfigMaps, &out.HostListsConfigMaps
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.Hosts != nil {
 		in, out := &in.Hosts, &out.Hosts
 		*out = make(HostList, len(*in))

@@ -90,9 +90,12 @@ type PlacementRequest struct {
 // Assignment is a committed (or, for a dry run, planned) claim.
 type Assignment struct {
 	SliceName string
-	Replica   int32
-	WorkerID  int32
-	Token     string
+	// SliceUID is the UID of the slice the claim was written to ("" for a plan, and from a peer of
+	// a version before the field).
+	SliceUID types.UID
+	Replica  int32
+	WorkerID int32
+	Token    string
 	// AffinityTopologyKey is the slice affinity's topologyKey the slice records ("" when it records
 	// none): every Pod of a slice gets the key of the slice's first claim.
 	AffinityTopologyKey string

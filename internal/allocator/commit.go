@@ -228,6 +228,7 @@ func (a *Allocator) apply(ctx context.Context, q *queue, pending []*call, p plan
 		for _, i := range placed {
 			pending[i].finish(result{assignment: Assignment{
 				SliceName:           naming.SliceName(req.ClusterName, req.GroupName, replica),
+				SliceUID:            written.UID,
 				Replica:             replica,
 				WorkerID:            p.outcomes[i].Slot.WorkerID,
 				Token:               pending[i].token,

@@ -27,6 +27,7 @@ import (
 	"math"
 	"net/http"
 	"slices"
+	"strconv"
 	"time"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
@@ -58,6 +59,7 @@ import (
 	"github.com/ray-tpu/tpu-slice-operator/internal/placement"
 	"github.com/ray-tpu/tpu-slice-operator/internal/tombstones"
 	"github.com/ray-tpu/tpu-slice-operator/internal/topology"
+	"github.com/ray-tpu/tpu-slice-operator/internal/tpuenv"
 	"github.com/ray-tpu/tpu-slice-operator/webhooks"
 )
 
@@ -129,9 +131,15 @@ func CacheOptions(opts Options) cache.Options {
 		utilruntime.Must(err)
 		workerPods = workerPods.Add(*r)
 	}
+	hostListsConfigMaps := labels.NewSelector()
+	sliceLabel, err := labels.NewRequirement(tpuv1alpha1.SliceLabel, selection.Exists, nil)
+	utilruntime.Must(err)
+	hostListsConfigMaps = hostListsConfigMaps.Add(*sliceLabel)
 	byObject := map[client.Object]cache.ByObject{
 		&corev1.Pod{}:  {Label: workerPods, Transform: TrimPod},
 		&corev1.Node{}: nodes.CacheOptions(),
+		// The host lists ConfigMaps of big slices (docs/spec.md §4), not every ConfigMap.
+		&corev1.ConfigMap{}: {Label: hostListsConfigMaps},
 		// The domain Leases of the placement step, in the operator's namespace only.
 		&coordinationv1.Lease{}: {
 			Namespaces: map[string]cache.Config{opts.Controllers.PlacementNamespaceOrDefault(): {}},
@@ -147,7 +155,8 @@ func CacheOptions(opts Options) cache.Options {
 // TrimPod keeps the parts of a Pod the operator reads: name, UID, labels, the annotations below,
 // owner, deletion state and phase, and of the spec what its TPU identity is read from (package
 // identity): the node selectors, hostname and subdomain, and of each TPU container its name, TPU
-// resources and the TPU_WORKER_ID and TPU_NAME variables. For slice health (package health) it
+// resources, the TPU_WORKER_ID and TPU_NAME variables and the references to a host lists
+// ConfigMap (tpuenv.IsHostListsRef). For slice health (package health) it
 // keeps spec.nodeName and the Ready condition; for the placement step (package gate) the
 // scheduling gates and tolerations (the TPU chips requested are the TPU resources above).
 // Everything else is dropped from the cache.
@@ -211,7 +220,9 @@ func trimSpec(spec *corev1.PodSpec) corev1.PodSpec {
 			Requests: tpuOnly(c.Resources.Requests), Limits: tpuOnly(c.Resources.Limits),
 		}}
 		for _, e := range c.Env {
-			if slices.Contains(identityEnv, e.Name) {
+			// The references to a host lists ConfigMap are kept for the reconciler, which
+			// re-creates a missing one; inline host lists are dropped.
+			if slices.Contains(identityEnv, e.Name) || tpuenv.IsHostListsRef(e) {
 				kept.Env = append(kept.Env, e)
 			}
 		}
@@ -235,6 +246,9 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"How long one Pod admission may retry its claim before it is denied as transient (below the webhook's 10s timeout).")
 	fs.IntVar(&o.MaxSliceHosts, "max-slice-hosts", int(topology.DefaultMaxSliceHosts),
 		"The most hosts (worker Pods) a TPU slice may have: Pods and RayCluster groups of larger topologies are denied. The default is a little above the largest TPU slice sold today (tpu7x: 2,304 hosts).")
+	o.Webhooks.HostListsConfigMapAbove = tpuenv.DefaultHostListsConfigMapAbove
+	fs.Var((*hostListsAboveFlag)(&o.Webhooks.HostListsConfigMapAbove), "host-lists-configmap-above",
+		"The Pods of a multi-host slice of more hosts than this take TPU_WORKER_HOSTNAMES, TPU_PROCESS_ADDRESSES and TORCH_TPU_SLICEBUILDER_ADDRESSES from one immutable ConfigMap per slice (valueFrom.configMapKeyRef) instead of inline values, so that a Pod's size does not grow with its slice; -1 keeps them inline always.")
 	o.SlicePlacement = placement.DefaultMode
 	fs.Var((*slicePlacementFlag)(&o.SlicePlacement), "slice-placement", fmt.Sprintf(
 		"How a multi-host slice the operator places (not Kueue or dynamic slicing, no cloud.google.com/ pod affinity term of the user's) is kept in one domain, decided when the slice is created: "+
@@ -242,6 +256,20 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 			"(a slice with no TPU Node matching its Pods' nodeSelector labeled with its affinity key falls back to %s); %s gives its Pods required pod affinity and anti-affinity instead.",
 		tpuv1alpha1.PlacementChosenDomain, tpuv1alpha1.PlacementSchedulingGate, tpuv1alpha1.PlacementInterPodAffinity, tpuv1alpha1.PlacementInterPodAffinity))
 	o.Controllers.BindFlags(fs)
+}
+
+// hostListsAboveFlag is --host-lists-configmap-above: a positive number of hosts, or -1.
+type hostListsAboveFlag int32
+
+func (f *hostListsAboveFlag) String() string { return strconv.Itoa(int(*f)) }
+
+func (f *hostListsAboveFlag) Set(v string) error {
+	n, err := strconv.ParseInt(v, 10, 32)
+	if err != nil || n == 0 || n < -1 {
+		return errors.New("must be a positive number of hosts, or -1 for never")
+	}
+	*f = hostListsAboveFlag(n)
+	return nil
 }
 
 // slicePlacementFlag is --slice-placement: ChosenDomain or InterPodAffinity.

@@ -57,7 +57,11 @@ func Strip(pod *corev1.Pod, vals Values, tpuContainers []int) {
 		}
 		stripAffinity(pod, vals.SliceName)
 	}
-	lists := newHostLists(vals, len(tpuContainers))
+	// The copy may carry the host lists inline or as references to the slice's ConfigMap,
+	// whichever its slice's size and the webhook's flag gave it: both forms are removed.
+	inline, inConfigMap := vals, vals
+	inline.HostListsInConfigMap, inConfigMap.HostListsInConfigMap = false, true
+	forms := []*hostLists{newHostLists(inline, len(tpuContainers)), newHostLists(inConfigMap, len(tpuContainers))}
 	for c, i := range tpuContainers {
 		container := &pod.Spec.Containers[i]
 		// What Apply adds to a container that has only the variables Apply reads.
@@ -65,7 +69,10 @@ func Strip(pod *corev1.Pod, vals Values, tpuContainers []int) {
 		if hasEnv(container.Env, constants.EnvMegascaleNumSlices) {
 			seed = []corev1.EnvVar{{Name: constants.EnvMegascaleNumSlices}}
 		}
-		applied := applyEnv(seed, lists, c)
+		var applied []corev1.EnvVar
+		for _, lists := range forms {
+			applied = append(applied, applyEnv(slices.Clone(seed), lists, c)...)
+		}
 		container.Env = slices.DeleteFunc(container.Env, func(e corev1.EnvVar) bool {
 			return e.Name != constants.EnvMegascaleNumSlices && slices.ContainsFunc(applied, func(a corev1.EnvVar) bool {
 				return equality.Semantic.DeepEqual(a, e)

@@ -67,6 +67,22 @@ func TestStrip(t *testing.T) {
 				return v
 			}(),
 		},
+		"multi-host with its host lists in the slice's ConfigMap": {
+			pod: testutil.MakeWorkerPod("ml", "rc", "uid", "tpu").TPU(4).Topology("tpu-v6e-slice", "4x4").Env(0, "RAY_X", "1").Obj(),
+			id: func() tpuenv.Values {
+				v := id(4, false)
+				v.Topology, v.ChipsPerHost, v.HostListsInConfigMap = []int32{4, 4}, 4, true
+				return v
+			}(),
+		},
+		"v7x with its host lists in the slice's ConfigMap": {
+			pod: testutil.MakeWorkerPod("ml", "rc", "uid", "tpu").Topology("tpu7x", "2x2x2").TPU(2).Container("second", 2).Obj(),
+			id: func() tpuenv.Values {
+				v := id(2, true)
+				v.Topology, v.ChipsPerHost, v.HostListsInConfigMap = []int32{2, 2, 2}, 2, true
+				return v
+			}(),
+		},
 		"v7x, two TPU containers and a CPU sidecar": {
 			pod: testutil.MakeWorkerPod("ml", "rc", "uid", "tpu").Topology("tpu7x", "2x2x2").TPU(2).Container("second", 2).
 				Container("sidecar", 0).Obj(),
@@ -79,7 +95,11 @@ func TestStrip(t *testing.T) {
 			got := tc.pod.DeepCopy()
 			tpuContainers := topology.TPUContainers(&got.Spec)
 			tpuenv.Apply(got, tc.id, tpuContainers)
-			tpuenv.Strip(got, tc.id, tpuContainers)
+			// The webhook reads a copy's identity from its spec, which does not say where its
+			// host lists came from: Strip removes both forms.
+			copied := tc.id
+			copied.HostListsInConfigMap = false
+			tpuenv.Strip(got, copied, tpuContainers)
 			if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("Strip(Apply(pod)) (-want pod,+got):\n%s", diff)
 			}

@@ -118,17 +118,19 @@ func torchProcessesPerHost(vals Values) int64 {
 // valueFrom: the user configures torch_tpu), nor when vals does not describe the slice's shape.
 func addTorchEnv(env []corev1.EnvVar, lists *hostLists) []corev1.EnvVar {
 	vals := lists.vals
-	if hasEnv(env, constants.EnvTorchTopology) || !torchAddressesFit(vals) {
+	if hasEnv(env, constants.EnvTorchTopology) || !torchAddressesApply(vals) {
 		return env
 	}
-	topology := TorchTopology(vals.Topology, vals.V7x)
-	if topology == "" {
+	env = addEnv(env, constants.EnvTorchTopology, TorchTopology(vals.Topology, vals.V7x))
+	if hasEnv(env, constants.EnvTorchSlicebuilderAddresses) {
 		return env
 	}
-	addresses := lists.torchSlicebuilderAddresses()
-	if addresses == "" {
-		return env
-	}
-	env = addEnv(env, constants.EnvTorchTopology, topology)
-	return addEnv(env, constants.EnvTorchSlicebuilderAddresses, addresses)
+	return append(env, lists.envVar(constants.EnvTorchSlicebuilderAddresses, lists.torchSlicebuilderAddresses))
+}
+
+// torchAddressesApply reports whether the slice of vals gets the TorchTPU variables at all: its
+// shape is known (a topology and chips per host) and its addresses fit in one environment entry.
+func torchAddressesApply(vals Values) bool {
+	return TorchTopology(vals.Topology, vals.V7x) != "" && vals.Hosts >= 1 && torchProcessesPerHost(vals) >= 1 &&
+		torchAddressesFit(vals)
 }

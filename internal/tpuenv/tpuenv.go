@@ -77,6 +77,10 @@ type Values struct {
 	// adds a nodeSelector on the chosen domain and removes the gate. Any other placement (""
 	// for a slice created before the field existed) gets the slice affinity as above.
 	Placement tpuv1alpha1.SlicePlacement
+	// HostListsInConfigMap makes a multi-host Pod take the variables of HostListKeys from its
+	// slice's ConfigMap (HostListsConfigMap) through valueFrom.configMapKeyRef instead of inline
+	// values, so that the Pod's size does not grow with the slice (docs/spec.md §4).
+	HostListsInConfigMap bool
 }
 
 // multiHost reports whether vals belong to a slice of more than one host.
@@ -124,12 +128,27 @@ func Apply(pod *corev1.Pod, vals Values, tpuContainers []int) {
 type hostLists struct {
 	vals Values
 	n    int
+	// configMap is the name of the ConfigMap the lists are taken from ("" for inline values).
+	configMap string
 
 	hostnames, processAddrs, torchAddrs *string
 }
 
 func newHostLists(vals Values, n int) *hostLists {
-	return &hostLists{vals: vals, n: n}
+	l := &hostLists{vals: vals, n: n}
+	if vals.HostListsInConfigMap && vals.multiHost() {
+		l.configMap = HostListsConfigMapName(vals, n)
+	}
+	return l
+}
+
+// envVar returns the entry of variable name: a reference to the ConfigMap's key of that name, or
+// the value build returns.
+func (l *hostLists) envVar(name string, value func() string) corev1.EnvVar {
+	if l.configMap != "" {
+		return configMapRef(l.configMap, name)
+	}
+	return corev1.EnvVar{Name: name, Value: value()}
 }
 
 // once returns *slot, building it with build the first time.
@@ -180,16 +199,16 @@ func applyEnv(env []corev1.EnvVar, lists *hostLists, c int) []corev1.EnvVar {
 	env = setEnv(env, constants.EnvWorkerID, strconv.Itoa(workerID))
 	env = setEnv(env, constants.EnvName, tpuName(vals.GroupName, vals.ReplicaIndex))
 	if vals.multiHost() {
-		env = setEnv(env, constants.EnvWorkerHostnames, lists.workerHostnames())
+		env = setEnvVar(env, lists.envVar(constants.EnvWorkerHostnames, lists.workerHostnames))
 	}
 
 	// Defaults: the user's entry wins.
 	// v7x runs one libtpu process per TPU container. The processes of a slice find each other by
 	// these addresses: across hosts by DNS name, on one host by localhost; a single process alone
 	// on its host needs none.
-	if vals.V7x && (vals.multiHost() || n > 1) {
+	if processAddressesApply(vals, n) {
 		if !hasEnv(env, constants.EnvProcessAddresses) {
-			env = addEnv(env, constants.EnvProcessAddresses, lists.processAddresses())
+			env = append(env, lists.envVar(constants.EnvProcessAddresses, lists.processAddresses))
 		}
 		env = addEnv(env, constants.EnvProcessPort, strconv.Itoa(constants.ProcessPortBase+c))
 	}
@@ -225,6 +244,12 @@ func applyEnv(env []corev1.EnvVar, lists *hostLists, c int) []corev1.EnvVar {
 	return env
 }
 
+// processAddressesApply reports whether Pods of vals with n TPU containers get TPU_PROCESS_ADDRESSES
+// and TPU_PROCESS_PORT: v7x, multi-host or with several TPU containers.
+func processAddressesApply(vals Values, n int) bool {
+	return vals.V7x && (vals.multiHost() || n > 1)
+}
+
 // processAddresses returns the TPU_PROCESS_ADDRESSES value of a v7x slice with n TPU containers
 // per host: for each host, then each container k, "<hostname>.<subdomain>:<8471+k>"; on a
 // single host, whose Pod has no DNS name, "localhost:<8471+k>".
@@ -245,7 +270,12 @@ func processAddresses(vals Values, n int) string {
 // setEnv sets the operator-owned variable name to value: the first entry of that name is
 // replaced in place, any later ones are removed, and without one a new entry is appended.
 func setEnv(env []corev1.EnvVar, name, value string) []corev1.EnvVar {
-	want := corev1.EnvVar{Name: name, Value: value}
+	return setEnvVar(env, corev1.EnvVar{Name: name, Value: value})
+}
+
+// setEnvVar is setEnv of the entry want.
+func setEnvVar(env []corev1.EnvVar, want corev1.EnvVar) []corev1.EnvVar {
+	name := want.Name
 	i := slices.IndexFunc(env, named(name))
 	if i < 0 {
 		return append(env, want)

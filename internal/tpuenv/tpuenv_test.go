@@ -25,6 +25,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
 	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
 	"github.com/ray-tpu/tpu-slice-operator/internal/tpuenv"
 )
@@ -735,6 +736,18 @@ func TestApplyAfterRoundTrip(t *testing.T) {
 			).Obj(),
 			id:            v7x(1, 1, 2),
 			tpuContainers: []int{0, 2},
+		},
+		"v7x with its host lists in the slice's ConfigMap, and a user's TPU_WORKER_HOSTNAMES": {
+			pod: workerPod(testGroup,
+				testutil.MakeContainer("tpu-0").TPU(2).Env(constants.EnvWorkerHostnames, "mine").Obj(),
+				testutil.MakeContainer("tpu-1").TPU(2).Obj(),
+			).Obj(),
+			id: func() tpuenv.Values {
+				v := v7x(1, 1, 2)
+				v.Topology, v.ChipsPerHost, v.HostListsInConfigMap = []int32{2, 2, 2}, 2, true
+				return v
+			}(),
+			tpuContainers: []int{0, 1},
 		},
 	}
 	for name, tc := range cases {

@@ -1,0 +1,83 @@
+/*
+Copyright 2026 The tpu-slice-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package hostlists writes the ConfigMap a big slice's Pods take their host lists from
+// (docs/spec.md §4, tpuenv.HostListsConfigMap): the webhook before it admits the slice's first Pod,
+// the reconciler again when it is missing while a live Pod of the slice references it.
+package hostlists
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
+	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
+)
+
+// Slice names the TPUSliceAssignment that owns a ConfigMap.
+type Slice struct {
+	Name string
+	UID  types.UID
+}
+
+// ErrNotTheSlices is returned by Ensure when a ConfigMap of the name exists but is not the one the
+// slice's Pods may read: other data, or not controlled by the slice (a ConfigMap written before the
+// slice by someone else, or by a slice of the same name that was deleted and re-created).
+var ErrNotTheSlices = errors.New("a ConfigMap of that name exists that is not the slice's")
+
+// Ensure makes sure that cm exists, controlled by slice: it creates it, and when a ConfigMap of its
+// name is already there, reads it with reader (the API server: a cache may not have it yet) and
+// checks that it holds cm's data and that slice controls it (ErrNotTheSlices otherwise). It reports
+// whether it created the ConfigMap. cm is not changed.
+func Ensure(ctx context.Context, c client.Writer, reader client.Reader, slice Slice, cm *corev1.ConfigMap) (bool, error) {
+	want := cm.DeepCopy()
+	want.OwnerReferences = []metav1.OwnerReference{{
+		APIVersion: tpuv1alpha1.GroupVersion.String(), Kind: "TPUSliceAssignment",
+		Name: slice.Name, UID: slice.UID, Controller: ptr.To(true),
+	}}
+	err := c.Create(ctx, want, client.FieldOwner(constants.FieldManager))
+	if err == nil {
+		return true, nil
+	}
+	if !apierrors.IsAlreadyExists(err) {
+		return false, fmt.Errorf("creating ConfigMap %s/%s: %w", cm.Namespace, cm.Name, err)
+	}
+	got := &corev1.ConfigMap{}
+	if err := reader.Get(ctx, client.ObjectKeyFromObject(cm), got); err != nil {
+		return false, fmt.Errorf("reading ConfigMap %s/%s: %w", cm.Namespace, cm.Name, err)
+	}
+	if !IsTheSlices(got, slice, cm) {
+		return false, fmt.Errorf("ConfigMap %s/%s: %w", cm.Namespace, cm.Name, ErrNotTheSlices)
+	}
+	return false, nil
+}
+
+// IsTheSlices reports whether got is the ConfigMap want of slice: controlled by slice's UID, not
+// being deleted, immutable and holding want's data exactly.
+func IsTheSlices(got *corev1.ConfigMap, slice Slice, want *corev1.ConfigMap) bool {
+	owner := metav1.GetControllerOfNoCopy(got)
+	return owner != nil && owner.UID == slice.UID && got.DeletionTimestamp == nil &&
+		ptr.Deref(got.Immutable, false) && maps.Equal(got.Data, want.Data) && len(got.BinaryData) == 0
+}
