@@ -20,6 +20,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -45,6 +46,7 @@ import (
 	"github.com/ray-tpu/tpu-slice-operator/internal/nodes"
 	"github.com/ray-tpu/tpu-slice-operator/internal/placement"
 	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
+	"github.com/ray-tpu/tpu-slice-operator/internal/tpuenv"
 )
 
 // recordingCache records the objects informers are requested for, without any API server.
@@ -196,6 +198,33 @@ func TestTrimPodKeepsWhatHealthReads(t *testing.T) {
 	}
 }
 
+// TestTrimPodKeepsTheHostListsReferences: the reconciler re-creates a missing host lists
+// ConfigMap from the cached Pod, so the cache keeps the references (and no inline list).
+func TestTrimPodKeepsTheHostListsReferences(t *testing.T) {
+	ref := func(name, cm string) corev1.EnvVar {
+		return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: cm}, Key: name}}}
+	}
+	pod := testutil.MakeWorkerPod("ml", "rc", "uid-rc", "tpu").Named("w").Topology("tpu7x", "2x2x2").TPU(2).Container("second", 2).
+		TPUIdentity("tpu", 1, 2).Obj()
+	pod.Spec.Containers[0].Env = append(pod.Spec.Containers[0].Env, ref(constants.EnvWorkerHostnames, "s-hosts-1"),
+		corev1.EnvVar{Name: constants.EnvProcessAddresses, Value: strings.Repeat("x", 4096)}, ref(constants.EnvTorchSlicebuilderAddresses, "s-hosts-1"))
+	pod.Spec.Containers[1].Env = append(pod.Spec.Containers[1].Env, ref(constants.EnvProcessAddresses, "s-hosts-2"))
+	trimmed, err := TrimPod(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := trimmed.(*corev1.Pod)
+	if diff := cmp.Diff([]string{"s-hosts-1", "s-hosts-2"}, tpuenv.ReferencedHostListsConfigMaps(tp, []int{0, 1})); diff != "" {
+		t.Errorf("host lists ConfigMaps the trimmed Pod references (-want,+got):\n%s", diff)
+	}
+	for _, e := range tp.Spec.Containers[0].Env {
+		if e.Name == constants.EnvProcessAddresses {
+			t.Errorf("the trimmed Pod keeps the inline %s", e.Name)
+		}
+	}
+}
+
 func TestOptionsBindFlags(t *testing.T) {
 	cases := map[string]struct {
 		args []string
@@ -264,5 +293,35 @@ func TestTrimNodeKeepsAllocatableChips(t *testing.T) {
 	}
 	if n := len(trimmed.(*corev1.Node).Status.Allocatable); n != 1 {
 		t.Errorf("trimmed Node keeps %d allocatable resources, want google.com/tpu alone", n)
+	}
+}
+
+func TestHostListsConfigMapAboveFlag(t *testing.T) {
+	cases := map[string]struct {
+		args    []string
+		want    int32
+		wantErr bool
+	}{
+		"64 hosts by default":        {want: 64},
+		"a positive number of hosts": {args: []string{"--host-lists-configmap-above=1024"}, want: 1024},
+		"-1: never":                  {args: []string{"--host-lists-configmap-above=-1"}, want: -1},
+		"0 is refused":               {args: []string{"--host-lists-configmap-above=0"}, wantErr: true},
+		"below -1 is refused":        {args: []string{"--host-lists-configmap-above=-2"}, wantErr: true},
+		"not a number":               {args: []string{"--host-lists-configmap-above=many"}, wantErr: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var opts Options
+			fs := flag.NewFlagSet("test", flag.ContinueOnError)
+			fs.SetOutput(io.Discard)
+			opts.BindFlags(fs)
+			err := fs.Parse(tc.args)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("Parse(%v) = %v, want error %t", tc.args, err, tc.wantErr)
+			}
+			if !tc.wantErr && opts.Webhooks.HostListsConfigMapAbove != tc.want {
+				t.Errorf("HostListsConfigMapAbove = %d, want %d", opts.Webhooks.HostListsConfigMapAbove, tc.want)
+			}
+		})
 	}
 }

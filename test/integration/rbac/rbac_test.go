@@ -44,6 +44,7 @@ import (
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
 	"github.com/ray-tpu/tpu-slice-operator/internal/gate"
 	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
+	"github.com/ray-tpu/tpu-slice-operator/internal/tpuenv"
 	"github.com/ray-tpu/tpu-slice-operator/test/integration/framework"
 )
 
@@ -166,6 +167,21 @@ var _ = Describe("The operator running as its ServiceAccount", func() {
 		for slice, ids := range report.IDs {
 			Expect(ids).To(Equal([]int{0, 1, 2, 3}), "slice %s", slice)
 		}
+		By("each slice's host lists written to its ConfigMap by the webhook, as the ServiceAccount")
+		for _, p := range pods {
+			refs := tpuenv.ReferencedHostListsConfigMaps(p, []int{0})
+			Expect(refs).To(HaveLen(1), "Pod %s references its slice's host lists ConfigMap", p.Name)
+			var cm corev1.ConfigMap
+			Expect(admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: refs[0]}, &cm)).To(Succeed())
+			Expect(cm.Labels).To(HaveKeyWithValue(tpuv1alpha1.SliceLabel, p.Labels[tpuv1alpha1.SliceLabel]))
+		}
+		By("deleting one: the reconciler re-creates it, as the ServiceAccount")
+		first := tpuenv.ReferencedHostListsConfigMaps(pods[0], []int{0})[0]
+		Expect(admin.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: first}})).To(Succeed())
+		Eventually(func() error {
+			return admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: first}, &corev1.ConfigMap{})
+		}, testutil.Timeout, testutil.Interval).Should(Succeed())
+
 		By("the replica that does not own the group forwarding its claims, authenticated and authorized as the ServiceAccount")
 		forwarded, fallbacks := forwardingStats()
 		Expect(forwarded - forwardedBefore).To(BeNumerically(">", 0))

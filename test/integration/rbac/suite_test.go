@@ -45,6 +45,7 @@ import (
 	"github.com/ray-tpu/tpu-slice-operator/internal/localenv"
 	"github.com/ray-tpu/tpu-slice-operator/internal/operator"
 	"github.com/ray-tpu/tpu-slice-operator/test/integration/framework"
+	"github.com/ray-tpu/tpu-slice-operator/webhooks"
 )
 
 // installDir is the kustomization whose RBAC objects are applied: the production install, so the
@@ -134,8 +135,10 @@ var _ = BeforeSuite(func() {
 	operatorCfg := impersonate(refusals)
 	webhookInstances, err = env.StartInstances(ctx, 2, func(int) framework.InstanceOptions {
 		return framework.InstanceOptions{
-			Config:       operatorCfg,
-			Operator:     operator.Options{DisableControllers: true},
+			Config: operatorCfg,
+			// Every multi-host slice's host lists in a ConfigMap, so that its write is made with
+			// the ServiceAccount's permissions (docs/install.md).
+			Operator:     operator.Options{DisableControllers: true, Webhooks: webhooks.Options{HostListsConfigMapAbove: 1}},
 			Forward:      true,
 			ForwardToken: token,
 		}

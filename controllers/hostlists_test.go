@@ -1,0 +1,143 @@
+/*
+Copyright 2026 The tpu-slice-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controllers
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
+	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
+	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
+	"github.com/ray-tpu/tpu-slice-operator/internal/tombstones"
+	"github.com/ray-tpu/tpu-slice-operator/internal/tpuenv"
+)
+
+// TestEnsureHostLists checks the reconciler's repair of host lists ConfigMaps (docs/spec.md §8):
+// it re-creates, owned by the slice, only a missing ConfigMap that a live Pod of the slice
+// references under the name the Pod's own identity gives, and never touches one that exists.
+func TestEnsureHostLists(t *testing.T) {
+	const ns, sliceUID = "ml", types.UID("slice-uid")
+	sliceName := naming.SliceName("rc", "tpu", 1)
+	slice := testutil.MakeSlice(sliceName, ns, "rc", "rc-uid", "tpu", 1, 4).Obj()
+	slice.UID = sliceUID
+	vals := tpuenv.Values{GroupName: "tpu", ReplicaIndex: 1, Hosts: 4, Subdomain: "rc-headless", SliceName: sliceName,
+		ClaimToken: "t", Topology: []int32{4, 4}, ChipsPerHost: 4, HostListsInConfigMap: true}
+	// pod is worker w of the slice as the webhook admitted it, its lists in the slice's ConfigMap.
+	pod := func(w int32) *corev1.Pod {
+		p := testutil.MakeWorkerPod(ns, "rc", "rc-uid", "tpu").Named("w"+strconv.Itoa(int(w))).Topology("tpu-v6e-slice", "4x4").TPU(4).Obj()
+		v := vals
+		v.WorkerID = w
+		tpuenv.Apply(p, v, []int{0})
+		return p
+	}
+	want := tpuenv.HostListsConfigMap(ns, vals, 1)
+	want.OwnerReferences = []metav1.OwnerReference{{APIVersion: "tpu.ray.io/v1alpha1", Kind: "TPUSliceAssignment",
+		Name: sliceName, UID: sliceUID, Controller: ptr.To(true)}}
+	foreign := want.DeepCopy()
+	foreign.OwnerReferences[0].UID = "former-slice"
+	forged := pod(2)
+	forged.Spec.Containers[0].Env = append(forged.Spec.Containers[0].Env[:0:0], forged.Spec.Containers[0].Env...)
+	for i, e := range forged.Spec.Containers[0].Env {
+		if tpuenv.IsHostListsRef(e) {
+			forged.Spec.Containers[0].Env[i].ValueFrom = &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: "somebody-elses"}, Key: e.Name}}
+		}
+	}
+	failed := pod(3)
+	failed.Status.Phase = corev1.PodFailed
+
+	cases := map[string]struct {
+		pods     []*corev1.Pod
+		existing []client.Object
+		// wantStored is the ConfigMap stored under want's name afterwards (nil: none).
+		wantStored *corev1.ConfigMap
+		wantNames  []string
+		wantEvents []testutil.Event
+	}{
+		"a missing ConfigMap two live Pods reference is re-created once": {
+			pods: []*corev1.Pod{pod(0), pod(1)}, wantStored: want, wantNames: []string{want.Name},
+			wantEvents: []testutil.Event{{Regarding: ns + "/" + sliceName, Type: corev1.EventTypeNormal, Reason: tpuv1alpha1.ReasonTPUSliceHostListsRecreated,
+				Note: "Re-created ConfigMap " + want.Name + ", which live Pods of slice " + sliceName + " take their host lists from"}},
+		},
+		"the slice's own ConfigMap is left as it is": {
+			pods: []*corev1.Pod{pod(0)}, existing: []client.Object{want.DeepCopy()}, wantStored: want, wantNames: []string{want.Name},
+		},
+		"a ConfigMap of another owner is reported, not changed": {
+			pods: []*corev1.Pod{pod(0)}, existing: []client.Object{foreign.DeepCopy()}, wantStored: foreign, wantNames: []string{want.Name},
+			wantEvents: []testutil.Event{{Regarding: ns + "/" + sliceName, Type: corev1.EventTypeWarning, Reason: tpuv1alpha1.ReasonTPUSliceHostListsForeign,
+				Note: "ConfigMap " + want.Name + ", which live Pods of slice " + sliceName + " take their host lists from, is not the slice's (another owner or other data): delete it, and the operator writes the slice's own"}},
+		},
+		"a reference the Pod's identity does not give is left alone": {
+			pods: []*corev1.Pod{forged}, wantNames: []string{"somebody-elses"},
+		},
+		"a Failed Pod's reference is not repaired": {
+			pods: []*corev1.Pod{failed},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			store := testutil.NewClientBuilder().WithObjects(tc.existing...).Build()
+			events := &testutil.EventRecorder{}
+			r := newReconcileTestReconciler(store, store, events, tombstones.New(0), clocktesting.NewFakePassiveClock(time.Unix(0, 0)))
+			pods := make([]corev1.Pod, 0, len(tc.pods))
+			for _, p := range tc.pods {
+				pods = append(pods, *p)
+			}
+			names, err := r.ensureHostLists(t.Context(), slice, pods)
+			if err != nil {
+				t.Fatalf("ensureHostLists() = %v", err)
+			}
+			if diff := cmp.Diff(tc.wantNames, names); diff != "" {
+				t.Errorf("names (-want +got):\n%s", diff)
+			}
+			got := &corev1.ConfigMap{}
+			err = store.Get(t.Context(), client.ObjectKeyFromObject(want), got)
+			switch {
+			case tc.wantStored == nil && err == nil:
+				t.Errorf("ConfigMap %s stored, want none", want.Name)
+			case tc.wantStored != nil && err != nil:
+				t.Errorf("reading ConfigMap %s: %v", want.Name, err)
+			case tc.wantStored != nil:
+				if diff := cmp.Diff(tc.wantStored, got, ignoreStoreFields); diff != "" {
+					t.Errorf("stored ConfigMap (-want +got):\n%s", diff)
+				}
+			}
+			if diff := cmp.Diff(tc.wantEvents, events.Recorded()); diff != "" {
+				t.Errorf("Events (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// ignoreStoreFields ignores what the store sets on an object it holds.
+var ignoreStoreFields = cmp.FilterPath(func(p cmp.Path) bool {
+	switch p.Last().String() {
+	case ".ResourceVersion", ".TypeMeta", ".ManagedFields":
+		return true
+	}
+	return false
+}, cmp.Ignore())
