@@ -168,6 +168,20 @@ func reconcileSettled(want ctrl.Result) []reconcileRound {
 	return []reconcileRound{{want: ctrl.Result{RequeueAfter: DefaultBindSettle}}, {at: DefaultBindSettle, want: want}}
 }
 
+// chosenDomain returns a copy of slice placed by a chosen domain on the node-pool key.
+func chosenDomain(slice *testutil.SliceWrapper) *testutil.SliceWrapper {
+	return (&testutil.SliceWrapper{TPUSliceAssignment: *slice.Obj().DeepCopy()}).Placement(tpuv1alpha1.PlacementChosenDomain, constants.NodePoolTopologyKey)
+}
+
+// gated returns copies of pods behind the operator's scheduling gate.
+func gated(pods []*testutil.PodWrapper) []*testutil.PodWrapper {
+	out := make([]*testutil.PodWrapper, 0, len(pods))
+	for _, p := range pods {
+		out = append(out, (&testutil.PodWrapper{Pod: *p.Obj().DeepCopy()}).SchedulingGate(tpuv1alpha1.PlacementSchedulingGate))
+	}
+	return out
+}
+
 // TestReconcile runs Reconcile on one slice per path of docs/spec.md §8 and checks what it leaves in
 // the API server: the slice's claims and conditions, the Pods deleted, the Events recorded, and
 // what each pass asks of the queue.
@@ -290,6 +304,24 @@ func TestReconcile(t *testing.T) {
 				event("w-0", normal, tpuv1alpha1.ReasonTPUWorkerIDAssigned), event("w-1", normal, tpuv1alpha1.ReasonTPUWorkerIDAssigned),
 				event("w-2", normal, tpuv1alpha1.ReasonTPUWorkerIDAssigned), event("w-3", normal, tpuv1alpha1.ReasonTPUWorkerIDAssigned),
 			},
+		},
+		"§8, §12 a ChosenDomain slice whose every ID a live gated Pod holds: bound and placed at once, no bind settle": {
+			rc: reconcileCluster("uid-rc"), slice: chosenDomain(allPending), pods: gated(workers),
+			// No Node in the store: no domain fits, which is not what this case checks.
+			rounds:     reconcileOnce(ctrl.Result{RequeueAfter: noFitRecheck}),
+			wantClaims: testutil.Bound(4, "w"),
+			wantEvents: []testutil.Event{
+				event("w-0", normal, tpuv1alpha1.ReasonTPUWorkerIDAssigned), event("w-1", normal, tpuv1alpha1.ReasonTPUWorkerIDAssigned),
+				event("w-2", normal, tpuv1alpha1.ReasonTPUWorkerIDAssigned), event("w-3", normal, tpuv1alpha1.ReasonTPUWorkerIDAssigned),
+				event("rc", warning, tpuv1alpha1.ReasonTPUSliceNoDomain),
+			},
+			wantPlacement: tpuv1alpha1.PlacementChosenDomain, wantKey: constants.NodePoolTopologyKey,
+		},
+		"§8, §12 a ChosenDomain slice still missing a Pod waits for the bind settle": {
+			rc: reconcileCluster("uid-rc"), slice: chosenDomain(allPending), pods: gated(workers[:3]),
+			rounds:        []reconcileRound{{want: ctrl.Result{RequeueAfter: DefaultBindSettle}}},
+			wantClaims:    allPending.Obj().Status.Claims,
+			wantPlacement: tpuv1alpha1.PlacementChosenDomain, wantKey: constants.NodePoolTopologyKey,
 		},
 		"§8 a Pod's token annotation edited (a patch): its pending claim still bound to it by its spec": {
 			rc: reconcileCluster("uid-rc"), slice: pendingP(), pods: []*testutil.PodWrapper{releasePod("p", "edited", 0)},

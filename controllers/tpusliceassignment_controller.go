@@ -42,6 +42,7 @@ import (
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/claims"
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
+	"github.com/ray-tpu/tpu-slice-operator/internal/gate"
 	"github.com/ray-tpu/tpu-slice-operator/internal/lifecycle"
 	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
 	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
@@ -192,7 +193,7 @@ func (r *TPUSliceAssignmentReconciler) Reconcile(ctx context.Context, req ctrl.R
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if wait := r.bindSettle(req.NamespacedName, d); wait > 0 {
+	if wait := r.bindSettle(req.NamespacedName, d); wait > 0 && !r.assembled(slice, pods) {
 		// Claims are still arriving: writing now would make the next claim's write conflict.
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
@@ -371,6 +372,19 @@ func (r *TPUSliceAssignmentReconciler) bindSettle(key types.NamespacedName, d li
 		return wait
 	}
 	return 0
+}
+
+// assembled reports whether slice is a ChosenDomain slice not yet released whose every worker ID
+// a live gated Pod of it holds (gate.Assemble without the timeout): no claim of it is still to
+// come, so its bookkeeping need not wait for the bind settle, and its Pods go to the placement
+// step at once (docs/spec.md §8, §12). Its cost is O(Pods), only while the slice has all its claims.
+func (r *TPUSliceAssignmentReconciler) assembled(slice *tpuv1alpha1.TPUSliceAssignment, pods []corev1.Pod) bool {
+	if slice.Spec.Placement != tpuv1alpha1.PlacementChosenDomain || slice.Status.Domain != "" ||
+		int32(len(slice.Status.Claims)) != slice.Spec.Hosts { //nolint:gosec // claims <= hosts <= 2,400.
+		return false
+	}
+	asm := gate.Assemble(slice.Spec.Hosts, slicePods(slice, pods), r.clock.Now(), r.assemblyTimeout)
+	return asm.Ready && !asm.TimedOut
 }
 
 func (r *TPUSliceAssignmentReconciler) recordChanges(rc *rayv1.RayCluster, slice *tpuv1alpha1.TPUSliceAssignment, d lifecycle.Decision) {
