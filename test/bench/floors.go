@@ -44,6 +44,8 @@ type floor struct {
 	name      string
 	wall, p99 time.Duration
 	extra     string
+	// stored is what the floor's first slice takes as stored (the payload floor's Pods).
+	stored storedBytes
 }
 
 // admissionFloor creates as many worker Pods without TPUs as the scenario has, through the webhook
@@ -94,9 +96,13 @@ func (b *bench) payloadFloor(ctx context.Context, s scenario) (floor, error) {
 	var pods corev1.PodList
 	if err := b.c.List(ctx, &pods, client.InNamespace(rc.Namespace), client.Limit(1)); err == nil && len(pods.Items) > 0 {
 		if data, err := json.Marshal(&pods.Items[0]); err == nil {
-			f.extra = fmt.Sprintf(", %.1f KiB per Pod as stored", float64(len(data))/1024)
+			f.extra = fmt.Sprintf(", %.1f KiB per Pod as JSON", float64(len(data))/1024)
 		}
 	}
+	if f.stored, err = b.sliceStored(ctx, rc.Namespace, naming.SliceName(rc.Name, "tpu", 0)); err != nil {
+		return f, err
+	}
+	f.extra += fmt.Sprintf(", %.1f KiB per Pod as stored (protobuf)", float64(f.stored.perPod())/1024)
 	// Gone before the webhook run: the Pods carry slice labels and tokens of slices that do not
 	// exist, which the instances' reconciler would otherwise adopt.
 	return f, b.c.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(rc.Namespace))
