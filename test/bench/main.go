@@ -23,7 +23,9 @@ limitations under the License.
 // attempts, conflicts and API writes per Pod. S4 runs the manager binary as its own process and
 // reads its memory with many Pods around. S6 runs the real kube-scheduler, kube-controller-manager
 // and kwok TPU node pools (internal/localcluster) and measures how the scheduler places slices of
-// the operator's Pods against the same Pods with only their nodeSelectors.
+// the operator's Pods against the same Pods with only their nodeSelectors. S7 runs KubeRay's own
+// RayCluster controller in-process and times how long it takes to create one multi-host replica's
+// Pods through the operator's webhook, against the same replica with no Pod webhook.
 //
 // Run it with `make bench`; each scenario ends with one machine-readable BENCH line.
 package main
@@ -64,7 +66,7 @@ var (
 )
 
 func main() {
-	only := flag.String("scenarios", "S1,S2,S3,S4,S5,S6", "Comma-separated scenarios to run (S6 needs CLUSTER_ASSETS: `make cluster-tools`); S7 is not run unless named.")
+	only := flag.String("scenarios", "S1,S2,S3,S4,S5,S6,S7", "Comma-separated scenarios to run (S6 needs CLUSTER_ASSETS: `make cluster-tools`).")
 	s7 := flag.String("s7-hosts", "1024", "Comma-separated sizes (4-chip v5p hosts) of the one replica KubeRay creates in S7.")
 	s6 := flag.String("s6-hosts", "64,1024,2240", "Comma-separated slice sizes (4-chip v5p hosts) S6 places, each on a cluster of 3 pools of that many Nodes.")
 	s6Placement := flag.String("s6-placement", string(tpuv1alpha1.PlacementChosenDomain), "How the operator instances of S6 keep a slice in one pool (--slice-placement): ChosenDomain (gated, released onto a chosen pool) or InterPodAffinity (today's terms, for the number before).")
