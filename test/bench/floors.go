@@ -77,16 +77,10 @@ func (b *bench) payloadFloor(ctx context.Context, s scenario) (floor, error) {
 	}
 	lat, wall, failed := b.createPods(ctx, s.pods(), s.clients, func(i int) *corev1.Pod {
 		pod := testutil.WorkerPodFor(rc, "tpu").Obj()
-		slice, err := topology.FromPod(pod.Annotations, &pod.Spec)
-		if err != nil {
+		worker, replica := int32(i)%s.hosts, int32(i)/s.hosts //nolint:gosec // at most a few thousand.
+		if err := injectPayload(pod, rc.Name, replica, worker); err != nil {
 			panic(err) // the tests' builder makes a valid TPU worker Pod
 		}
-		worker, replica := int32(i)%s.hosts, int32(i)/s.hosts //nolint:gosec // at most a few thousand.
-		tpuenv.Apply(pod, tpuenv.Values{
-			GroupName: "tpu", ReplicaIndex: replica, WorkerID: worker, Hosts: slice.Hosts,
-			Subdomain: naming.HeadlessServiceName(rc.Name), SliceName: naming.SliceName(rc.Name, "tpu", replica),
-			ClaimToken: "payload-floor", Topology: slice.Topology.Dims, ChipsPerHost: slice.ChipsPerPod,
-		}, slice.TPUContainers)
 		return pod
 	})
 	if failed > 0 {
@@ -106,6 +100,22 @@ func (b *bench) payloadFloor(ctx context.Context, s scenario) (floor, error) {
 	// Gone before the webhook run: the Pods carry slice labels and tokens of slices that do not
 	// exist, which the instances' reconciler would otherwise adopt.
 	return f, b.c.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(rc.Namespace))
+}
+
+// injectPayload applies to pod, a TPU worker Pod of group "tpu" of the RayCluster named cluster,
+// what the webhook injects into the Pod of that replica and worker ID (tpuenv.Apply: env,
+// hostname, labels, affinity), with a claim token that names no claim.
+func injectPayload(pod *corev1.Pod, cluster string, replica, worker int32) error {
+	slice, err := topology.FromPod(pod.Annotations, &pod.Spec)
+	if err != nil {
+		return err
+	}
+	tpuenv.Apply(pod, tpuenv.Values{
+		GroupName: "tpu", ReplicaIndex: replica, WorkerID: worker, Hosts: slice.Hosts,
+		Subdomain: naming.HeadlessServiceName(cluster), SliceName: naming.SliceName(cluster, "tpu", replica),
+		ClaimToken: "payload-floor", Topology: slice.Topology.Dims, ChipsPerHost: slice.ChipsPerPod,
+	}, slice.TPUContainers)
+	return nil
 }
 
 // writeStats are the mean and p99 of a series of writes.

@@ -21,8 +21,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
@@ -69,10 +71,15 @@ type replicaRun struct {
 type replicaResult struct {
 	hosts     int32
 	run, base replicaRun
+	// floor is the payload floor: the replica through a stand-in webhook that only injects the
+	// identity.
+	floor replicaRun
 	// placement is the slice's spec.placement: ChosenDomain when the Pods were admitted gated.
 	placement  tpuv1alpha1.SlicePlacement
 	duplicates int
-	stored     storedBytes
+	// stored and floorStored are what the webhook run's and the payload floor's Pods take as
+	// stored.
+	stored, floorStored storedBytes
 }
 
 // kubeRayReplicas runs S7 for each replica size: KubeRay's RayCluster controller, in-process with
@@ -154,6 +161,9 @@ func (b *bench) kubeRayReplica(ctx context.Context, hosts int32) (replicaResult,
 	if err := b.registerPodWebhook(ctx, saved); err != nil {
 		return r, err
 	}
+	if err := b.kubeRayPayloadFloor(ctx, hosts, topo, &r); err != nil {
+		return r, err
+	}
 	node := testutil.MakeNode("bench-s7").TPU(s5Accelerator, topo, "bench-s7-pool").Obj()
 	if err := b.c.Create(ctx, node); err != nil {
 		return r, err
@@ -177,6 +187,41 @@ func (b *bench) kubeRayReplica(ctx context.Context, hosts int32) (replicaResult,
 		return r, err
 	}
 	return r, b.removeReplica(ctx, rc)
+}
+
+// kubeRayPayloadFloor times the same replica through a stand-in for the webhook that injects into
+// each worker Pod the identity KubeRay's index labels name (injectPayload), with no claim and no
+// API call: the admission round trip, the patch and the Pods' size, which no webhook that injects
+// this payload avoids.
+func (b *bench) kubeRayPayloadFloor(ctx context.Context, hosts int32, topo string, r *replicaResult) error {
+	rc, err := b.replicaCluster(ctx, "floor-s7", hosts, topo)
+	if err != nil {
+		return err
+	}
+	var failed atomic.Int64
+	b.env.BypassWith(func(pod *corev1.Pod) {
+		if pod.Labels[rayutils.RayNodeTypeLabelKey] != string(rayv1.WorkerNode) {
+			return // the head
+		}
+		replica, err1 := strconv.ParseInt(pod.Labels[rayutils.RayWorkerReplicaIndexKey], 10, 32)
+		host, err2 := strconv.ParseInt(pod.Labels[rayutils.RayHostIndexKey], 10, 32)
+		if errors.Join(err1, err2) != nil || injectPayload(pod, rc.Name, int32(replica), int32(host)) != nil {
+			failed.Add(1)
+		}
+	})
+	r.floor, err = b.applyAndCount(ctx, rc, int(hosts), s7Timeout)
+	b.env.BypassWith(nil)
+	if err != nil {
+		return err
+	}
+	if n := failed.Load(); n > 0 {
+		return fmt.Errorf("payload floor: %d worker Pods without KubeRay's index labels or a TPU topology", n)
+	}
+	if r.floorStored, err = b.sliceStored(ctx, rc.Namespace, naming.SliceName(rc.Name, "tpu", 0)); err != nil {
+		return err
+	}
+	// Gone before the instances start: the Pods name a slice that does not exist.
+	return b.removeReplica(ctx, rc)
 }
 
 // replicaCluster returns, in a fresh namespace, a RayCluster of one worker group "tpu" of one
@@ -355,19 +400,21 @@ func watchWorkers(ctx context.Context, cfg *rest.Config, namespace, cluster stri
 
 // report prints what S7 measured for one size and returns its BENCH line.
 func (r replicaResult) report() string {
-	fmt.Fprintf(os.Stderr, "S7-%d: KubeRay created the replica's %d worker Pods in %.2f s through the webhook (%d creates, placement %s), %.2f s with no webhook (%d creates); stored %.1f MiB of Pods, %d ConfigMaps %.1f KiB\n",
+	fmt.Fprintf(os.Stderr, "S7-%d: KubeRay created the replica's %d worker Pods in %.2f s through the webhook (%d creates, placement %s), %.2f s with no webhook (%d creates), %.2f s through the payload floor's stand-in webhook; stored %.1f MiB of Pods, %d ConfigMaps %.1f KiB\n",
 		r.hosts, r.run.live, r.run.created.Seconds(), r.run.creates, r.placement, r.base.created.Seconds(), r.base.creates,
-		float64(r.stored.podBytes)/(1<<20), r.stored.configMaps, float64(r.stored.configMapBytes)/1024)
+		r.floor.created.Seconds(), float64(r.stored.podBytes)/(1<<20), r.stored.configMaps, float64(r.stored.configMapBytes)/1024)
 	return replicaLine(r)
 }
 
 // replicaLine is S7's BENCH line.
 func replicaLine(r replicaResult) string {
 	return fmt.Sprintf("BENCH S7 hosts=%d created_s=%.2f base_created_s=%.2f ratio=%.2f pods_per_s=%.1f base_pods_per_s=%.1f"+
-		" creates=%d base_creates=%d timed_out=%d base_timed_out=%d placement=%s duplicates=%d %s",
+		" floor_created_s=%.2f floor_ratio=%.2f creates=%d base_creates=%d timed_out=%d base_timed_out=%d floor_timed_out=%d"+
+		" placement=%s duplicates=%d %s %s",
 		r.hosts, r.run.created.Seconds(), r.base.created.Seconds(), ratio(r.run.created, r.base.created),
-		r.run.podsPerSecond(), r.base.podsPerSecond(), r.run.creates, r.base.creates,
-		b2i(r.run.timedOut), b2i(r.base.timedOut), r.placement, r.duplicates, r.stored.fields(""))
+		r.run.podsPerSecond(), r.base.podsPerSecond(), r.floor.created.Seconds(), ratio(r.floor.created, r.base.created),
+		r.run.creates, r.base.creates, b2i(r.run.timedOut), b2i(r.base.timedOut), b2i(r.floor.timedOut),
+		r.placement, r.duplicates, r.stored.fields(""), r.floorStored.fields("floor_"))
 }
 
 // podsPerSecond is the live worker Pods per second of the run.

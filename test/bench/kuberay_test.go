@@ -94,15 +94,19 @@ func TestWorkerCounter(t *testing.T) {
 
 func TestReplicaLine(t *testing.T) {
 	r := replicaResult{
-		hosts:     1024,
-		run:       replicaRun{created: 40 * time.Second, live: 1024, creates: 1024},
-		base:      replicaRun{created: 10 * time.Second, live: 1024, creates: 1024},
-		placement: tpuv1alpha1.PlacementChosenDomain,
-		stored:    storedBytes{pods: 1024, podBytes: 1024 * 5000, configMaps: 1, configMapBytes: 102400},
+		hosts:       1024,
+		run:         replicaRun{created: 40 * time.Second, live: 1024, creates: 1024},
+		base:        replicaRun{created: 10 * time.Second, live: 1024, creates: 1024},
+		floor:       replicaRun{created: 25 * time.Second, live: 1024, creates: 1024},
+		placement:   tpuv1alpha1.PlacementChosenDomain,
+		stored:      storedBytes{pods: 1024, podBytes: 1024 * 5000, configMaps: 1, configMapBytes: 102400},
+		floorStored: storedBytes{pods: 1024, podBytes: 1024 * 150000},
 	}
 	want := "BENCH S7 hosts=1024 created_s=40.00 base_created_s=10.00 ratio=4.00 pods_per_s=25.6 base_pods_per_s=102.4" +
-		" creates=1024 base_creates=1024 timed_out=0 base_timed_out=0 placement=ChosenDomain duplicates=0" +
-		" stored_pod_bytes=5120000 stored_configmap_bytes=102400 stored_bytes_per_pod=5100"
+		" floor_created_s=25.00 floor_ratio=2.50 creates=1024 base_creates=1024 timed_out=0 base_timed_out=0 floor_timed_out=0" +
+		" placement=ChosenDomain duplicates=0" +
+		" stored_pod_bytes=5120000 stored_configmap_bytes=102400 stored_bytes_per_pod=5100" +
+		" floor_stored_pod_bytes=153600000 floor_stored_configmap_bytes=0 floor_stored_bytes_per_pod=150000"
 	if diff := cmp.Diff(want, replicaLine(r)); diff != "" {
 		t.Errorf("replicaLine (-want,+got):\n%s", diff)
 	}
