@@ -132,11 +132,11 @@ func (b *bench) kubeRayWarmUp(ctx context.Context) error {
 	return b.removeReplica(ctx, rc)
 }
 
-// kubeRayReplica measures one replica size: the baseline with no Pod webhook registered, then the
-// same RayCluster through fresh operator instances (the reconciler in the first, as in production)
-// with --slice-placement=ChosenDomain. One TPU Node of the slice's shape exists during the webhook
-// run, so that the slice is placed by a chosen domain and its Pods are admitted gated (no domain
-// holds 1 Node's worth of hosts, so they stay gated).
+// kubeRayReplica measures one replica size: the baseline with no Pod webhook registered, the
+// payload floor, then the same RayCluster through fresh operator instances (the reconciler in the
+// first, as in production) with --slice-placement=ChosenDomain. One TPU Node of the slice's shape
+// exists during the webhook run, so that the slice is placed by a chosen domain and its Pods are
+// admitted gated; one Node is no domain for the whole slice, so they stay gated.
 func (b *bench) kubeRayReplica(ctx context.Context, hosts int32) (replicaResult, error) {
 	r := replicaResult{hosts: hosts}
 	topo, err := s6Topology(hosts)
@@ -277,8 +277,8 @@ func (b *bench) inspectReplica(ctx context.Context, rc *rayv1.RayCluster, r *rep
 
 // removeReplica deletes rc (KubeRay then leaves its Pods alone), and then its Pods, slices and
 // ConfigMaps: envtest has no garbage collector. Pods that were never bound go at once. It returns
-// once no Pod has been seen in the namespace for a second, so that a reconcile of KubeRay's that
-// still saw rc leaves none behind.
+// once two lists of the namespace half a second apart find no Pod, so that a reconcile of
+// KubeRay's that still saw rc leaves none behind.
 func (b *bench) removeReplica(ctx context.Context, rc *rayv1.RayCluster) error {
 	in := client.InNamespace(rc.Namespace)
 	if err := client.IgnoreNotFound(b.c.Delete(ctx, rc)); err != nil {
