@@ -50,6 +50,8 @@ type bigResult struct {
 	allocStats
 	duplicates  int
 	statusBytes int
+	// stored is what the slice's Pods and ConfigMaps take as stored, once every claim is bound.
+	stored storedBytes
 	// write1 and writeH are the floors: one status write of a slice holding 1 and hosts claims.
 	write1, writeH writeStats
 	admission      floor
@@ -135,6 +137,10 @@ func (b *bench) bigSlice(ctx context.Context, s scenario) (bigResult, error) {
 	if r.statusBytes, err = b.storedSize(ctx, run.namespace, name); err != nil {
 		return r, err
 	}
+	// Before S5-health binds the Pods and writes their status: the Pods as admitted.
+	if r.stored, err = b.sliceStored(ctx, run.namespace, name); err != nil {
+		return r, err
+	}
 	r.health, err = b.sliceHealth(ctx, run.namespace, name, s, r.writes-r.lostWrites, writes)
 	return r, err
 }
@@ -196,11 +202,11 @@ func (b *bench) objectSize(ctx context.Context, namespace, name string) (int, er
 	return len(data), err
 }
 
-// report prints what S5 measured for one size and returns its BENCH lines: the floors, then S5.
+// report prints what S5 measured for one size and returns its BENCH lines: the floors, then S5,
+// then S5-health.
 func (r *bigResult) report() string {
 	n := float64(max(r.pods, 1))
-	first, last := r.lat[:min(flatWindow, len(r.lat))], r.lat[max(len(r.lat)-flatWindow, 0):]
-	flatness := ratio(mean(last), mean(first))
+	first, last := r.firstLast()
 	fmt.Fprintf(os.Stderr, "S5-%d: wall %.0f ms, baseline %.0f ms, mean create %.1f ms (first %d Pods %.1f ms, last %d Pods %.1f ms), p50 %.1f ms, denials %d\n",
 		r.hosts, ms(r.wall), ms(r.baselineWall), ms(mean(r.lat)), len(first), ms(mean(first)), len(last), ms(mean(last)),
 		ms(percentile(r.lat, 50)), r.denials)
@@ -208,13 +214,28 @@ func (r *bigResult) report() string {
 		r.hosts, r.admission.name, ratio(r.admission.wall, r.baselineWall), r.perPod(r.forwarded, r.pods),
 		float64(r.claimNanos)/n/1e6)
 	fmt.Fprintf(os.Stderr, "S5-%d: %s: ratio %.2f%s\n", r.hosts, r.payload.name, ratio(r.payload.wall, r.baselineWall), r.payload.extra)
-	return strings.Join([]string{
-		fmt.Sprintf("BENCH S5-floor hosts=%d write_1_ms=%.1f write_1_p99_ms=%.1f write_h_ms=%.1f write_h_p99_ms=%.1f payload_ratio=%.2f admission_ratio=%.2f",
+	fmt.Fprintf(os.Stderr, "S5-%d: stored: %d Pods %.1f MiB, %d ConfigMaps %.1f KiB, %.1f KiB per Pod; payload floor %d Pods %.1f MiB\n",
+		r.hosts, r.stored.pods, float64(r.stored.podBytes)/(1<<20), r.stored.configMaps, float64(r.stored.configMapBytes)/1024,
+		float64(r.stored.perPod())/1024, r.payload.stored.pods, float64(r.payload.stored.podBytes)/(1<<20))
+	return strings.Join(append(r.benchLines(), r.health.report()), "\n")
+}
+
+// firstLast returns the latencies of the slice's first and last flatWindow Pods.
+func (r *bigResult) firstLast() (first, last []time.Duration) {
+	return r.lat[:min(flatWindow, len(r.lat))], r.lat[max(len(r.lat)-flatWindow, 0):]
+}
+
+// benchLines returns S5's BENCH lines for one size: the floors, then S5.
+func (r *bigResult) benchLines() []string {
+	n := float64(max(r.pods, 1))
+	first, last := r.firstLast()
+	flatness := ratio(mean(last), mean(first))
+	return []string{
+		fmt.Sprintf("BENCH S5-floor hosts=%d write_1_ms=%.1f write_1_p99_ms=%.1f write_h_ms=%.1f write_h_p99_ms=%.1f payload_ratio=%.2f admission_ratio=%.2f %s",
 			r.hosts, ms(r.write1.mean), ms(r.write1.p99), ms(r.writeH.mean), ms(r.writeH.p99),
-			ratio(r.payload.wall, r.baselineWall), ratio(r.admission.wall, r.baselineWall)),
-		fmt.Sprintf("BENCH S5 hosts=%d pods=%d ratio=%.2f flatness=%.2f p99_ms=%.1f status_kib=%.1f writes_per_pod=%.2f duplicates=%d",
+			ratio(r.payload.wall, r.baselineWall), ratio(r.admission.wall, r.baselineWall), r.payload.stored.fields("payload_")),
+		fmt.Sprintf("BENCH S5 hosts=%d pods=%d ratio=%.2f flatness=%.2f p99_ms=%.1f status_kib=%.1f writes_per_pod=%.2f duplicates=%d %s",
 			r.hosts, r.pods, ratio(r.wall, r.baselineWall), flatness, ms(percentile(r.lat, 99)),
-			float64(r.statusBytes)/1024, float64(r.writes)/n, r.duplicates),
-		r.health.report(),
-	}, "\n")
+			float64(r.statusBytes)/1024, float64(r.writes)/n, r.duplicates, r.stored.fields("")),
+	}
 }

@@ -44,6 +44,8 @@ type floor struct {
 	name      string
 	wall, p99 time.Duration
 	extra     string
+	// stored is what the floor's first slice takes as stored (the payload floor's Pods).
+	stored storedBytes
 }
 
 // admissionFloor creates as many worker Pods without TPUs as the scenario has, through the webhook
@@ -75,16 +77,10 @@ func (b *bench) payloadFloor(ctx context.Context, s scenario) (floor, error) {
 	}
 	lat, wall, failed := b.createPods(ctx, s.pods(), s.clients, func(i int) *corev1.Pod {
 		pod := testutil.WorkerPodFor(rc, "tpu").Obj()
-		slice, err := topology.FromPod(pod.Annotations, &pod.Spec)
-		if err != nil {
+		worker, replica := int32(i)%s.hosts, int32(i)/s.hosts //nolint:gosec // at most a few thousand.
+		if err := injectPayload(pod, rc.Name, replica, worker); err != nil {
 			panic(err) // the tests' builder makes a valid TPU worker Pod
 		}
-		worker, replica := int32(i)%s.hosts, int32(i)/s.hosts //nolint:gosec // at most a few thousand.
-		tpuenv.Apply(pod, tpuenv.Values{
-			GroupName: "tpu", ReplicaIndex: replica, WorkerID: worker, Hosts: slice.Hosts,
-			Subdomain: naming.HeadlessServiceName(rc.Name), SliceName: naming.SliceName(rc.Name, "tpu", replica),
-			ClaimToken: "payload-floor", Topology: slice.Topology.Dims, ChipsPerHost: slice.ChipsPerPod,
-		}, slice.TPUContainers)
 		return pod
 	})
 	if failed > 0 {
@@ -94,12 +90,32 @@ func (b *bench) payloadFloor(ctx context.Context, s scenario) (floor, error) {
 	var pods corev1.PodList
 	if err := b.c.List(ctx, &pods, client.InNamespace(rc.Namespace), client.Limit(1)); err == nil && len(pods.Items) > 0 {
 		if data, err := json.Marshal(&pods.Items[0]); err == nil {
-			f.extra = fmt.Sprintf(", %.1f KiB per Pod as stored", float64(len(data))/1024)
+			f.extra = fmt.Sprintf(", %.1f KiB per Pod as JSON", float64(len(data))/1024)
 		}
 	}
+	if f.stored, err = b.sliceStored(ctx, rc.Namespace, naming.SliceName(rc.Name, "tpu", 0)); err != nil {
+		return f, err
+	}
+	f.extra += fmt.Sprintf(", %.1f KiB per Pod as stored (protobuf)", float64(f.stored.perPod())/1024)
 	// Gone before the webhook run: the Pods carry slice labels and tokens of slices that do not
 	// exist, which the instances' reconciler would otherwise adopt.
 	return f, b.c.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(rc.Namespace))
+}
+
+// injectPayload applies to pod, a TPU worker Pod of group "tpu" of the RayCluster named cluster,
+// what the webhook injects into the Pod of that replica and worker ID (tpuenv.Apply: env,
+// hostname, labels, affinity), with a claim token that names no claim.
+func injectPayload(pod *corev1.Pod, cluster string, replica, worker int32) error {
+	slice, err := topology.FromPod(pod.Annotations, &pod.Spec)
+	if err != nil {
+		return err
+	}
+	tpuenv.Apply(pod, tpuenv.Values{
+		GroupName: "tpu", ReplicaIndex: replica, WorkerID: worker, Hosts: slice.Hosts,
+		Subdomain: naming.HeadlessServiceName(cluster), SliceName: naming.SliceName(cluster, "tpu", replica),
+		ClaimToken: "payload-floor", Topology: slice.Topology.Dims, ChipsPerHost: slice.ChipsPerPod,
+	}, slice.TPUContainers)
+	return nil
 }
 
 // writeStats are the mean and p99 of a series of writes.

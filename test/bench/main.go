@@ -23,7 +23,9 @@ limitations under the License.
 // attempts, conflicts and API writes per Pod. S4 runs the manager binary as its own process and
 // reads its memory with many Pods around. S6 runs the real kube-scheduler, kube-controller-manager
 // and kwok TPU node pools (internal/localcluster) and measures how the scheduler places slices of
-// the operator's Pods against the same Pods with only their nodeSelectors.
+// the operator's Pods against the same Pods with only their nodeSelectors. S7 runs KubeRay's own
+// RayCluster controller in-process and times how long it takes to create one multi-host replica's
+// Pods through the operator's webhook, against the same replica with no Pod webhook.
 //
 // Run it with `make bench`; each scenario ends with one machine-readable BENCH line.
 package main
@@ -64,7 +66,8 @@ var (
 )
 
 func main() {
-	only := flag.String("scenarios", "S1,S2,S3,S4,S5,S6", "Comma-separated scenarios to run (S6 needs CLUSTER_ASSETS: `make cluster-tools`).")
+	only := flag.String("scenarios", "S1,S2,S3,S4,S5,S6,S7", "Comma-separated scenarios to run (S6 needs CLUSTER_ASSETS: `make cluster-tools`).")
+	s7 := flag.String("s7-hosts", "1024", "Comma-separated sizes (4-chip v5p hosts) of the one replica KubeRay creates in S7.")
 	s6 := flag.String("s6-hosts", "64,1024,2240", "Comma-separated slice sizes (4-chip v5p hosts) S6 places, each on a cluster of 3 pools of that many Nodes.")
 	s6Placement := flag.String("s6-placement", string(tpuv1alpha1.PlacementChosenDomain), "How the operator instances of S6 keep a slice in one pool (--slice-placement): ChosenDomain (gated, released onto a chosen pool) or InterPodAffinity (today's terms, for the number before).")
 	s6QPS := flag.Int("s6-scheduler-qps", 0, "kube-scheduler's client QPS in S6 (burst twice that); 0 for the local cluster's default, 1000 (the scheduler's own default, 50, caps binds at about 50 per second).")
@@ -91,13 +94,18 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench: -s6-hosts:", err)
 		os.Exit(2)
 	}
+	s7Hosts, err := parseHosts(*s7)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench: -s7-hosts:", err)
+		os.Exit(2)
+	}
 	placement := tpuv1alpha1.SlicePlacement(*s6Placement)
 	if placement != tpuv1alpha1.PlacementChosenDomain && placement != tpuv1alpha1.PlacementInterPodAffinity {
 		fmt.Fprintf(os.Stderr, "bench: -s6-placement: %q is neither %s nor %s\n", *s6Placement, tpuv1alpha1.PlacementChosenDomain, tpuv1alpha1.PlacementInterPodAffinity)
 		os.Exit(2)
 	}
 	if err := run(strings.Split(*only, ","), strings.Split(*s5, ","), memoryLoad{tpuPods: *s4TPU, otherPods: *s4Other, tpuNodes: *s4Nodes},
-		placementOptions{hosts: s6Hosts, schedulerQPS: *s6QPS, placement: placement}); err != nil {
+		placementOptions{hosts: s6Hosts, schedulerQPS: *s6QPS, placement: placement}, s7Hosts); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
@@ -111,7 +119,7 @@ type placementOptions struct {
 	placement tpuv1alpha1.SlicePlacement
 }
 
-func run(only, s5Topologies []string, s4 memoryLoad, s6 placementOptions) error {
+func run(only, s5Topologies []string, s4 memoryLoad, s6 placementOptions, s7Hosts []int32) error {
 	// Interrupted, the run stops what it started: the control plane, instances and S6's cluster.
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
@@ -126,6 +134,14 @@ func run(only, s5Topologies []string, s4 memoryLoad, s6 placementOptions) error 
 		if lines, err = b.placement(ctx, s6); err != nil {
 			return err
 		}
+	}
+	// S7 runs next, on a cluster with no Pods yet: KubeRay's controller caches every Pod.
+	if slices.Contains(only, "S7") {
+		more, err := b.kubeRayReplicas(ctx, s7Hosts)
+		if err != nil {
+			return err
+		}
+		lines = append(lines, more...)
 	}
 	more, samples, err := b.runScenarios(ctx, only)
 	if err != nil {

@@ -1,0 +1,113 @@
+/*
+Copyright 2026 The tpu-slice-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package main
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
+)
+
+func TestWorkerCounter(t *testing.T) {
+	start := time.Date(2026, 12, 2, 13, 0, 0, 0, time.UTC)
+	at := func(s int) time.Time { return start.Add(time.Duration(s) * time.Second) }
+	type event struct {
+		add  bool
+		name string
+		at   time.Time
+	}
+	testCases := map[string]struct {
+		events   []event
+		want     replicaRun
+		wantDone bool
+	}{
+		"the clock stops when the last Pod is created": {
+			events:   []event{{true, "a", at(1)}, {true, "b", at(2)}, {true, "c", at(3)}},
+			want:     replicaRun{created: 3 * time.Second, live: 3, creates: 3},
+			wantDone: true,
+		},
+		"a Pod seen twice counts once": {
+			events:   []event{{true, "a", at(1)}, {true, "a", at(2)}, {true, "b", at(4)}, {true, "c", at(5)}},
+			want:     replicaRun{created: 5 * time.Second, live: 3, creates: 3},
+			wantDone: true,
+		},
+		"a replica KubeRay deleted and created again is complete only with all its new Pods": {
+			events: []event{
+				{true, "a", at(1)}, {true, "b", at(2)}, {false, "a", at(3)}, {false, "b", at(3)},
+				{true, "d", at(4)}, {true, "e", at(5)}, {true, "f", at(6)},
+			},
+			want:     replicaRun{created: 6 * time.Second, live: 3, creates: 5},
+			wantDone: true,
+		},
+		"Pods created after the replica was complete do not move the clock": {
+			events:   []event{{true, "a", at(1)}, {true, "b", at(2)}, {true, "c", at(3)}, {false, "c", at(4)}, {true, "g", at(5)}},
+			want:     replicaRun{created: 3 * time.Second, live: 3, creates: 4},
+			wantDone: true,
+		},
+		"a replica never complete times out": {
+			events: []event{{true, "a", at(1)}, {true, "b", at(2)}},
+			want:   replicaRun{created: time.Minute, live: 2, creates: 2, timedOut: true},
+		},
+	}
+	for name, tc := range testCases {
+		t.Run(name, func(t *testing.T) {
+			c := newWorkerCounter(3)
+			for _, e := range tc.events {
+				if e.add {
+					c.added(e.name, e.at)
+				} else {
+					c.deleted(e.name)
+				}
+			}
+			done := false
+			select {
+			case <-c.done:
+				done = true
+			default:
+			}
+			if done != tc.wantDone {
+				t.Errorf("done = %t, want %t", done, tc.wantDone)
+			}
+			if diff := cmp.Diff(tc.want, c.result(start, time.Minute), cmp.AllowUnexported(replicaRun{})); diff != "" {
+				t.Errorf("result (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestReplicaLine(t *testing.T) {
+	r := replicaResult{
+		hosts:       1024,
+		run:         replicaRun{created: 40 * time.Second, live: 1024, creates: 1024},
+		base:        replicaRun{created: 10 * time.Second, live: 1024, creates: 1024},
+		floor:       replicaRun{created: 25 * time.Second, live: 1024, creates: 1024},
+		placement:   tpuv1alpha1.PlacementChosenDomain,
+		stored:      storedBytes{pods: 1024, podBytes: 1024 * 5000, configMaps: 1, configMapBytes: 102400},
+		floorStored: storedBytes{pods: 1024, podBytes: 1024 * 150000},
+	}
+	want := "BENCH S7 hosts=1024 created_s=40.00 base_created_s=10.00 ratio=4.00 pods_per_s=25.6 base_pods_per_s=102.4" +
+		" floor_created_s=25.00 floor_ratio=2.50 creates=1024 base_creates=1024 timed_out=0 base_timed_out=0 floor_timed_out=0" +
+		" placement=ChosenDomain duplicates=0" +
+		" stored_pod_bytes=5120000 stored_configmap_bytes=102400 stored_bytes_per_pod=5100" +
+		" floor_stored_pod_bytes=153600000 floor_stored_configmap_bytes=0 floor_stored_bytes_per_pod=150000"
+	if diff := cmp.Diff(want, replicaLine(r)); diff != "" {
+		t.Errorf("replicaLine (-want,+got):\n%s", diff)
+	}
+}
