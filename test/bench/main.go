@@ -32,6 +32,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -40,6 +41,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -63,6 +65,8 @@ var (
 	forwarding     bool
 	outDir         string
 	plotBefore     string
+	// hostListsAbove is every operator instance's --host-lists-configmap-above (0: the default).
+	hostListsAbove int32
 )
 
 func main() {
@@ -80,6 +84,14 @@ func main() {
 	flag.BoolVar(&withReconciler, "reconciler", true, "Run the reconciler in the first instance, as in production.")
 	flag.BoolVar(&forwarding, "forwarding", true, "Forward claims to the replica that owns their worker group, as in production; the concurrent scenarios also run without it for comparison.")
 	flag.IntVar(&showSlowest, "show-slowest", 0, "Print the N slowest creates of each scenario's webhook run, with their position in the run.")
+	flag.Func("host-lists-configmap-above", "The operator instances' --host-lists-configmap-above (default: the operator's, 64 hosts); -1 keeps every Pod's host lists inline, for the number before issue 22.", func(v string) error {
+		n, err := strconv.ParseInt(v, 10, 32)
+		if err != nil || n == 0 || n < -1 {
+			return errors.New("must be a positive number of hosts, or -1")
+		}
+		hostListsAbove = int32(n)
+		return nil
+	})
 	flag.StringVar(&profileDir, "profile-dir", "", "Write CPU profiles of the bench process and the API server during each scenario's webhook run here.")
 	flag.StringVar(&outDir, "out-dir", "bin/bench", "Write the per-Pod latencies of S1 and S5 (latency.csv) and their plot by position in the slice (latency.svg) here.")
 	flag.StringVar(&plotBefore, "plot-before", "", "A latency.csv of an earlier run to overlay on the plot, dashed.")

@@ -45,6 +45,7 @@ func stats(instances []*framework.Instance) allocStats {
 func (b *bench) startInstances(ctx context.Context, forward bool, configure ...func(*operator.Options)) ([]*framework.Instance, error) {
 	instances, err := b.env.StartInstances(ctx, instanceCount, func(i int) framework.InstanceOptions {
 		opts := operator.Options{DisableControllers: i > 0 || !withReconciler}
+		opts.Webhooks.HostListsConfigMapAbove = hostListsAbove
 		for _, f := range configure {
 			f(&opts)
 		}
