@@ -114,6 +114,9 @@ func injectPayload(pod *corev1.Pod, cluster string, replica, worker int32) error
 		GroupName: "tpu", ReplicaIndex: replica, WorkerID: worker, Hosts: slice.Hosts,
 		Subdomain: naming.HeadlessServiceName(cluster), SliceName: naming.SliceName(cluster, "tpu", replica),
 		ClaimToken: "payload-floor", Topology: slice.Topology.Dims, ChipsPerHost: slice.ChipsPerPod,
+		// The Pods the operator's instances make: host lists in the slice's ConfigMap above
+		// -host-lists-configmap-above (no ConfigMap is written: nothing here starts containers).
+		HostListsInConfigMap: tpuenv.HostListsInConfigMap(slice.Hosts, hostListsAbove),
 	}, slice.TPUContainers)
 	return nil
 }
