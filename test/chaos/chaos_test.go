@@ -47,6 +47,7 @@ import (
 	"github.com/ray-tpu/tpu-slice-operator/internal/operator"
 	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
 	"github.com/ray-tpu/tpu-slice-operator/test/integration/framework"
+	"github.com/ray-tpu/tpu-slice-operator/webhooks"
 )
 
 const (
@@ -165,7 +166,7 @@ func run(seed, stream uint64, gate bool, d time.Duration) {
 	r.adoptedBefore = adoptions(append(r.retired, r.instances...))
 	r.deletedBefore, r.repairsBefore = audit.counts()
 	for i := range instances {
-		r.instances = append(r.instances, r.startInstance(i == 0))
+		r.instances = append(r.instances, r.startInstance(i))
 	}
 	env.ServeWebhooksFrom(r.instances...)
 	DeferCleanup(func() {
@@ -250,13 +251,22 @@ func run(seed, stream uint64, gate bool, d time.Duration) {
 	Expect(r.settled).To(BeTrue(), "KubeRay did not get every Pod the RayClusters ask for within two minutes of the chaos ending")
 }
 
-func (r *runner) startInstance(reconciler bool) *framework.Instance {
+// startInstance starts instance i, the first with the reconciler. The even instances put the host
+// lists of every multi-host slice in a ConfigMap, the odd ones write them inline
+// (--host-lists-configmap-above=1 and -1): one slice's Pods get both forms, and copies, late
+// creates and restarts meet both (checkHostLists).
+func (r *runner) startInstance(i int) *framework.Instance {
 	GinkgoHelper()
+	hostListsAbove := int32(1)
+	if i%2 == 1 {
+		hostListsAbove = -1
+	}
 	inst, err := env.StartInstance(ctx, framework.InstanceOptions{
 		Operator: operator.Options{
-			DisableControllers: !reconciler,
+			DisableControllers: i != 0,
 			Controllers:        controllers.Options{PendingTTL: pendingTTL},
 			SlicePlacement:     r.slicePlacement(),
+			Webhooks:           webhooks.Options{HostListsConfigMapAbove: hostListsAbove},
 		},
 		// Faults outside, the audit inside: the audit sees the requests that reach the server.
 		Config: r.faults.wrap(audit.wrap(env.Config, actorOperator)),
@@ -292,7 +302,7 @@ type operation struct {
 }
 
 // operations are the kinds of step. Steps are dealt from a shuffled deck that holds each kind
-// weight times (120 cards, 141 with clusterOperations on the local cluster; a fresh deck when it
+// weight times (123 cards, 144 with clusterOperations on the local cluster; a fresh deck when it
 // runs out), so that each kind runs about weight times every 120 steps: `make test`'s two minutes
 // (40 to 100 steps per gate setting) see most kinds several times, and the kinds' order depends on
 // the seed alone.
@@ -316,6 +326,8 @@ var operations = []operation{
 	{"malformed-token", 4, (*runner).createMalformedToken},
 	{"absurd-topology", 2, (*runner).createAbsurdTopology},
 	{"forged-index", 3, (*runner).postForgedIndexes},
+	// hostlists_test.go (issue 22): the host lists ConfigMaps deleted under running Pods.
+	{"delete-hostlists", 3, (*runner).deleteHostLists},
 	// Let KubeRay and the operator run undisturbed for this step.
 	{"idle", 1, func(*runner) {}},
 }
@@ -485,7 +497,7 @@ func (r *runner) restartInstance(i int) {
 		Expect(old.Crash()).To(Succeed())
 	}
 	r.retired = append(r.retired, old)
-	r.instances[i] = r.startInstance(i == 0)
+	r.instances[i] = r.startInstance(i)
 	env.ServeWebhooksFrom(r.instances...)
 }
 
@@ -551,6 +563,9 @@ func (r *runner) check(final bool) {
 	}
 	r.checkClaimsFollowPods()
 	r.checkForgedClaims()
+	if err := r.checkHostLists(false); err != nil { // hostlists_test.go
+		r.violationf("%w", err)
+	}
 	r.checkHostile() // hostile_test.go
 	r.checkCollected()
 	r.checkFinishedReleased()
@@ -565,7 +580,9 @@ func (r *runner) check(final bool) {
 		for time.Now().Before(deadline) {
 			r.collectGarbage()
 			if last = framework.CheckClaimsMatchPods(ctx, k8sClient, r.ns); last == nil {
-				return
+				if last = r.checkHostLists(true); last == nil {
+					return
+				}
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
