@@ -126,6 +126,9 @@ type runner struct {
 
 	// What hostile_test.go's operations did and saw (issue 20).
 	hostile hostileStats
+	// hostListsRefs is the most live Pods seen at once taking their host lists from a ConfigMap,
+	// hostListsDeleted the ConfigMaps deleteHostLists deleted (hostlists_test.go, issue 22).
+	hostListsRefs, hostListsDeleted int
 	// stored checks every stored version of the run's slices (stored.go).
 	stored *storedWatch
 	// cluster reports whether the run is on the local cluster; cl is what its operations did
@@ -232,11 +235,11 @@ func run(seed, stream uint64, gate bool, d time.Duration) {
 	line := fmt.Sprintf("CHAOS seed=%d duration=%.0f gate=%s ops=%d admitted=%d denials=%d retries=%d violations=%d forwarded=%d fallbacks=%d"+
 		" adopted=%d max_replace_s=%.2f forged=%d pods_deleted=%d"+
 		" unlabeled=%d mixed_denials=%d max_mixed_denial_s=%.2f malformed_tokens=%d stored_versions=%d"+
-		" absurd_denials=%d max_absurd_s=%.2f absurd_heap_mib=%d forged_indexes=%d",
+		" absurd_denials=%d max_absurd_s=%.2f absurd_heap_mib=%d forged_indexes=%d hostlists_refs=%d hostlists_deleted=%d",
 		seed, d.Seconds(), gateName, r.ops, admitted, denials, max(attempts-admitted-denials, 0), len(r.errs), forwarded, fallbacks,
 		adopted, slices.Max(append(r.replaceTimes, 0)).Seconds(), r.forged, podsDeleted-r.deletedBefore,
 		h.unlabeled, h.mixedDenials, h.maxMixedDenial.Seconds(), h.malformed, versions,
-		h.absurdDenials, h.maxAbsurd.Seconds(), h.absurdHeap>>20, h.forgedIndexes)
+		h.absurdDenials, h.maxAbsurd.Seconds(), h.absurdHeap>>20, h.forgedIndexes, r.hostListsRefs, r.hostListsDeleted)
 	fmt.Fprintln(os.Stdout, line)
 	GinkgoWriter.Println(line, "faults_injected:", r.faults.injected.Load())
 	fmt.Fprintf(os.Stdout, "CHAOS-OPS gate=%s %v judged_repairs=%d\n", gateName, r.opCounts, repairs-r.repairsBefore)
@@ -248,6 +251,7 @@ func run(seed, stream uint64, gate bool, d time.Duration) {
 	Expect(errors.Join(r.errs...)).NotTo(HaveOccurred(), "docs/spec.md §9 violations (rerun with -chaos.seed=%d)", seed)
 	// A run that admits nothing, or never settles, would pass the invariants vacuously.
 	Expect(admitted).To(BeNumerically(">", 0), "no Pod was admitted")
+	Expect(r.hostListsRefs).To(BeNumerically(">", 0), "no Pod took its host lists from a ConfigMap: checkHostLists checked only inline lists")
 	Expect(r.settled).To(BeTrue(), "KubeRay did not get every Pod the RayClusters ask for within two minutes of the chaos ending")
 }
 

@@ -41,7 +41,9 @@ func (r *runner) deleteHostLists() {
 		return
 	}
 	cm := list.Items[r.rng.IntN(len(list.Items))]
-	_ = client.IgnoreNotFound(k8sClient.Delete(ctx, &cm))
+	if err := k8sClient.Delete(ctx, &cm); err == nil {
+		r.hostListsDeleted++
+	}
 }
 
 // checkHostLists checks docs/spec.md §4 on every live admitted Pod of the run: the host lists each
@@ -69,11 +71,15 @@ func (r *runner) checkHostLists(final bool) error {
 		configMaps[list.Items[i].Name] = &list.Items[i]
 	}
 	var errs []error
+	refs := 0
 	for _, p := range r.workerPods(func(p *corev1.Pod) bool { return p.Annotations[tpuv1alpha1.ClaimTokenAnnotation] != "" }) {
 		id, ok := identity.FromPod(&p)
 		slice, err := topology.FromPod(p.Annotations, &p.Spec)
 		if !ok || err != nil || id.Hosts < 2 {
 			continue
+		}
+		if len(tpuenv.ReferencedHostListsConfigMaps(&p, slice.TPUContainers)) > 0 {
+			refs++
 		}
 		want := tpuenv.HostListsConfigMap(r.ns, tpuenv.ValuesOf(id, slice, p.Spec.Subdomain), len(slice.TPUContainers)).Data
 		for _, c := range slice.TPUContainers {
@@ -84,6 +90,7 @@ func (r *runner) checkHostLists(final bool) error {
 			}
 		}
 	}
+	r.hostListsRefs = max(r.hostListsRefs, refs)
 	return errors.Join(errs...)
 }
 
