@@ -96,11 +96,13 @@ func (r *TPUSliceAssignmentReconciler) ensureHostListsOf(ctx context.Context, sl
 	if !ok || id.SliceName() != slice.Name {
 		return nil
 	}
-	want := tpuenv.HostListsConfigMap(slice.Namespace, tpuenv.ValuesOf(id, parsed, pod.Spec.Subdomain), len(parsed.TPUContainers))
-	if want.Name != name {
+	vals := tpuenv.ValuesOf(id, parsed, pod.Spec.Subdomain)
+	if tpuenv.HostListsConfigMapName(vals, len(parsed.TPUContainers)) != name {
 		log.V(1).Info("Pod references a host lists ConfigMap its identity does not give; leaving it alone")
 		return nil
 	}
+	// Only now the lists, which grow with the slice's hosts (bounded by --max-slice-hosts at admission).
+	want := tpuenv.HostListsConfigMap(slice.Namespace, vals, len(parsed.TPUContainers))
 	if err == nil {
 		// Another owner's: a ConfigMap of the old slice, gone with it, or someone else's.
 		if !hostlists.IsTheSlices(got, owner, want) {

@@ -54,8 +54,9 @@ func newHostListsWriter(writer client.Writer, cache, live client.Reader) *hostLi
 // ensure makes sure the ConfigMap of the slice of vals for Pods of n TPU containers exists,
 // owned by the slice, in which this admission just made the claim of assignment.
 func (w *hostListsWriter) ensure(ctx context.Context, namespace string, assignment allocator.Assignment, vals tpuenv.Values, n int) error {
-	cm := tpuenv.HostListsConfigMap(namespace, vals, n)
-	key := client.ObjectKeyFromObject(cm)
+	// The name costs nothing per host; the lists are built only when the ConfigMap is to be
+	// written, not on every admission of the slice.
+	key := types.NamespacedName{Namespace: namespace, Name: tpuenv.HostListsConfigMapName(vals, n)}
 	owner := hostlists.Slice{Name: assignment.SliceName, UID: assignment.SliceUID}
 	if owner.UID == "" {
 		// A peer of a version before Assignment.SliceUID made the claim: read the slice that
@@ -77,7 +78,7 @@ func (w *hostListsWriter) ensure(ctx context.Context, namespace string, assignme
 	if ok && uid == owner.UID {
 		return nil
 	}
-	if _, err := hostlists.Ensure(ctx, w.writer, w.live, owner, cm); err != nil {
+	if _, err := hostlists.Ensure(ctx, w.writer, w.live, owner, tpuenv.HostListsConfigMap(namespace, vals, n)); err != nil {
 		return err
 	}
 	w.mu.Lock()

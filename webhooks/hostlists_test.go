@@ -168,3 +168,26 @@ var ignoreServerFields = cmp.FilterPath(func(p cmp.Path) bool {
 	}
 	return false
 }, cmp.Ignore())
+
+// TestHostListsWriterRemembersWithoutWork checks that once an instance wrote a slice's ConfigMap,
+// the slice's later admissions do no work that grows with its hosts (docs/spec.md §10: the lists of
+// a 2,240-host slice are ~100 KB; built on every admission they would cost O(hosts²) per slice).
+func TestHostListsWriterRemembersWithoutWork(t *testing.T) {
+	c := testutil.NewClientBuilder().Build()
+	w := newHostListsWriter(c, c, c)
+	vals := tpuenv.Values{GroupName: group, ReplicaIndex: 0, Hosts: 2240, Subdomain: headless, SliceName: slice0,
+		Topology: []int32{16, 20, 28}, ChipsPerHost: 4, HostListsInConfigMap: true}
+	assignment := allocator.Assignment{SliceName: slice0, SliceUID: sliceUID, Token: "t"}
+	if err := w.ensure(t.Context(), testNS, assignment, vals, 1); err != nil {
+		t.Fatalf("ensure() = %v", err)
+	}
+	allocs := testing.AllocsPerRun(20, func() {
+		if err := w.ensure(t.Context(), testNS, assignment, vals, 1); err != nil {
+			t.Fatalf("ensure() = %v", err)
+		}
+	})
+	// The name's hash takes a few allocations; one per host would be thousands.
+	if allocs > 32 {
+		t.Errorf("ensure() of a remembered ConfigMap of a 2,240-host slice made %.0f allocations, want a few", allocs)
+	}
+}
