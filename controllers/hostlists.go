@@ -93,7 +93,9 @@ func (r *TPUSliceAssignmentReconciler) ensureHostListsOf(ctx context.Context, sl
 		}
 	}
 	id, ok := identity.FromParsedPod(pod, parsed)
-	if !ok || id.SliceName() != slice.Name {
+	// The slice's host count was bounded when it was created; a Pod that says another (one made
+	// past the webhook, with any topology) gets nothing built for it.
+	if !ok || id.SliceName() != slice.Name || id.Hosts != slice.Spec.Hosts {
 		return nil
 	}
 	vals := tpuenv.ValuesOf(id, parsed, pod.Spec.Subdomain)

@@ -67,6 +67,13 @@ func TestEnsureHostLists(t *testing.T) {
 				LocalObjectReference: corev1.LocalObjectReference{Name: "somebody-elses"}, Key: e.Name}}
 		}
 	}
+	// otherShape is a Pod of the slice's name whose topology gives 16 hosts, referencing the very
+	// name its own (unbounded) values hash to.
+	otherShapeVals := vals
+	otherShapeVals.Hosts, otherShapeVals.Topology = 16, []int32{8, 8}
+	otherShape := testutil.MakeWorkerPod(ns, "rc", "rc-uid", "tpu").Named("big").Topology("tpu-v6e-slice", "8x8").TPU(4).Obj()
+	tpuenv.Apply(otherShape, otherShapeVals, []int{0})
+	otherShapeName := tpuenv.HostListsConfigMapName(otherShapeVals, 1)
 	failed := pod(3)
 	failed.Status.Phase = corev1.PodFailed
 
@@ -93,6 +100,9 @@ func TestEnsureHostLists(t *testing.T) {
 		},
 		"a reference the Pod's identity does not give is left alone": {
 			pods: []*corev1.Pod{forged}, wantNames: []string{"somebody-elses"},
+		},
+		"a Pod of another host count (made past the webhook) gets nothing built, whatever its reference": {
+			pods: []*corev1.Pod{otherShape}, wantNames: []string{otherShapeName},
 		},
 		"a Failed Pod's reference is not repaired": {
 			pods: []*corev1.Pod{failed},

@@ -75,7 +75,7 @@ func (r *runner) checkHostLists(final bool) error {
 	for _, p := range r.workerPods(func(p *corev1.Pod) bool { return p.Annotations[tpuv1alpha1.ClaimTokenAnnotation] != "" }) {
 		id, ok := identity.FromPod(&p)
 		slice, err := topology.FromPod(p.Annotations, &p.Spec)
-		if !ok || err != nil || id.Hosts < 2 {
+		if !ok || err != nil || id.Hosts < 2 || id.Hosts > topology.DefaultMaxSliceHosts {
 			continue
 		}
 		if len(tpuenv.ReferencedHostListsConfigMaps(&p, slice.TPUContainers)) > 0 {
