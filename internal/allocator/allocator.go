@@ -127,6 +127,11 @@ func (e *DeniedError) Error() string {
 // timeout, so that a denial reaches the user instead of a webhook timeout (docs/spec.md §5).
 const DefaultTimeout = 6 * time.Second
 
+// DefaultReservationWindow is the reservation window of the operator's replicas (--claim-reservation-window):
+// inside the claim timeout, so that a reserved ID is handed out no later after the write that made
+// it durable than a claimed one is.
+const DefaultReservationWindow = 5 * time.Second
+
 // Options configure an Allocator.
 type Options struct {
 	// Timeout bounds one claim; past it the claim is denied as transient (DefaultTimeout when zero).
@@ -138,9 +143,15 @@ type Options struct {
 	Tombstones *tombstones.Tombstones
 	// Metrics receive the claims' counts and times (metrics.Default, the served set, when nil).
 	Metrics *metrics.Metrics
-	// Clock tells the time of contention windows, adoption memos and claim durations
-	// (clock.RealClock when nil). Waits (backoff, deadlines) run on contexts and timers.
+	// Clock tells the time of contention windows, adoption memos, claim durations and reservation
+	// windows (clock.RealClock when nil). Waits (backoff, deadlines) run on contexts and timers.
 	Clock clock.PassiveClock
+	// ReservationWindow, when positive, turns reservations on (docs/spec.md §3.5): every write that
+	// claims IDs of a slice also reserves a block of its free IDs, which this process hands out
+	// with no write of their own until ReservationWindow after the write was sent. It is at most
+	// Timeout (a larger value is lowered to it), so that a reserved ID is handed out no later after
+	// its write than a claimed one is. Zero or negative: every claim makes its own write.
+	ReservationWindow time.Duration
 }
 
 // Allocator claims worker IDs. The zero value is not usable: use New.
@@ -166,6 +177,7 @@ func New(c client.Client, reader client.Reader, opts Options) *Allocator {
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultTimeout
 	}
+	opts.ReservationWindow = min(opts.ReservationWindow, opts.Timeout)
 	m := opts.Metrics
 	if m == nil {
 		m = metrics.Default
@@ -187,7 +199,11 @@ type groupKey struct {
 }
 
 type call struct {
-	req Request
+	// giveBack marks a call that asks the queue's drain to give back the unhanded IDs of expired
+	// reservations (scheduleGiveBack); it carries no request and wants no answer.
+	giveBack bool
+	cancel   context.CancelFunc
+	req      Request
 	// cluster is req's RayCluster as resolved when the call was made.
 	cluster clusterInfo
 	token   string

@@ -57,12 +57,23 @@ type queue struct {
 	// written holds, by replica, the slices this process last wrote for the group, until the cache
 	// has seen them (used only by the queue's drain goroutine).
 	written map[int32]ownWrite
+
+	// key is the queue's own key, and last the last request it committed (it names the group's
+	// slices for a give-back).
+	key  groupKey
+	last Request
+	// reserved holds this process's reservations of the group's slices by replica, unhanded every
+	// token it reserved and has not handed out, by token, and handed what request tokens got from a
+	// reservation (docs/spec.md §3.5; used only by the drain goroutine).
+	reserved map[int32]*reservation
+	unhanded map[string]unhanded
+	handed   map[string]handedOut
 }
 
 // idle reports whether the queue may be forgotten at now: nothing recent to remember about its
 // group.
 func (q *queue) idle(now time.Time) bool {
-	return now.Sub(q.contended) >= contentionWindow && now.Sub(q.wrote) >= contentionWindow
+	return now.Sub(q.contended) >= contentionWindow && now.Sub(q.wrote) >= contentionWindow && len(q.unhanded) == 0
 }
 
 // contentionWindow is how long after a lost conflict a group's batches confirm the slices they write
@@ -73,12 +84,21 @@ const contentionWindow = time.Second
 // enqueue adds c to the queue of its group and shape and starts the queue's drain goroutine if
 // none runs.
 func (a *Allocator) enqueue(c *call) {
-	key := keyOf(c.req)
+	a.enqueueCall(keyOf(c.req), c)
+}
+
+// enqueueCall adds c to the queue of key. A give-back call joins only a queue that still exists:
+// a forgotten queue holds no reservation.
+func (a *Allocator) enqueueCall(key groupKey, c *call) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	q := a.queues[key]
 	if q == nil {
-		q = &queue{}
+		if c.giveBack {
+			c.cancel()
+			return
+		}
+		q = &queue{key: key}
 		a.queues[key] = q
 	}
 	q.pending = append(q.pending, c)
@@ -124,6 +144,16 @@ func (a *Allocator) forgetLater(key groupKey, q *queue) {
 // commit places and writes a batch of calls for one worker group, retrying conflicts until each
 // call is answered or its deadline passes.
 func (a *Allocator) commit(key groupKey, q *queue, batch []*call) {
+	a.forgetHanded(q)
+	batch, giveBacks := splitGiveBacks(a.handOut(q, batch))
+	if len(giveBacks) > 0 {
+		// After the batch's own writes, which renew the reservations of the slices they write.
+		defer a.runGiveBacks(q, giveBacks)
+	}
+	if len(batch) == 0 {
+		return
+	}
+	q.last = batch[len(batch)-1].req
 	log := logf.FromContext(batch[0].ctx)
 	pending := batch
 	a.mu.Lock()
@@ -170,6 +200,31 @@ func (a *Allocator) commit(key groupKey, q *queue, batch []*call) {
 	}
 }
 
+// splitGiveBacks separates the give-back calls of a batch from its claims.
+func splitGiveBacks(batch []*call) (claims, giveBacks []*call) {
+	for _, c := range batch {
+		if c.giveBack {
+			giveBacks = append(giveBacks, c)
+		} else {
+			claims = append(claims, c)
+		}
+	}
+	return claims, giveBacks
+}
+
+// runGiveBacks gives back the unhanded IDs of expired reservations, once for any number of
+// give-back calls, within the first call's deadline.
+func (a *Allocator) runGiveBacks(q *queue, calls []*call) {
+	defer func() {
+		for _, c := range calls {
+			c.cancel()
+		}
+	}()
+	if q.last.GroupName != "" {
+		a.giveBack(calls[0].ctx, q, q.last)
+	}
+}
+
 // tokensOf returns the claim requests of calls, each with its call's token.
 func tokensOf(calls []*call) []claims.Request {
 	reqs := make([]claims.Request, len(calls))
@@ -193,7 +248,10 @@ func (a *Allocator) apply(ctx context.Context, q *queue, pending []*call, p plan
 			continue // Plan writes only the slices it places requests in.
 		}
 		req := pending[placed[0]].req
+		ids := a.reserve(q, replica, req.Hosts, &w, placedIDs(p, placed))
+		sent := a.clock.Now()
 		written, over, err := a.writeSlice(ctx, req, replica, p.current[replica], w)
+		a.recordReservation(q, replica, maybeStored(ids, err), sent, written, err)
 		if err != nil {
 			var denied *DeniedError
 			switch {
@@ -247,6 +305,25 @@ func (a *Allocator) apply(ctx context.Context, q *queue, pending []*call, p plan
 		}
 	}
 	return retry
+}
+
+// placedIDs returns the worker IDs the plan gives the requests placed.
+func placedIDs(p plan, placed []int) []int32 {
+	ids := make([]int32, len(placed))
+	for i, j := range placed {
+		ids[i] = p.outcomes[j].Slot.WorkerID
+	}
+	return ids
+}
+
+// maybeStored returns the reserved ids a write that returned err may have stored: all of them
+// unless the API server refused the write (a conflict, a refusal, or a denial before it was sent).
+func maybeStored(ids map[int32]string, err error) map[int32]string {
+	var denied *DeniedError
+	if err != nil && (isConflict(err) || isPermanent(err) || errors.As(err, &denied)) {
+		return nil
+	}
+	return ids
 }
 
 // lostWrite records that a write carrying the calls placed lost a conflict.

@@ -114,17 +114,19 @@ func (a *Allocator) plan(ctx context.Context, q *queue, last *call, reqs []claim
 	g := group(req, last.cluster)
 	confirmed := map[int32]bool{}
 	for {
-		outcomes, writes := claims.Plan(g, current, reqs, nil)
+		// The IDs this process reserved and has not handed out are free to it (docs/spec.md §3.5).
+		planned := a.stripOwn(q, current)
+		outcomes, writes := claims.Plan(g, planned, reqs, nil)
 		blocked := anyBlocked(outcomes)
-		stale := a.unconfirmed(g, current, writes, confirmed, live, blocked)
+		stale := a.unconfirmed(g, planned, writes, confirmed, live, blocked)
 		if len(stale) == 0 {
 			if blocked {
-				outcomes, writes = claims.Plan(g, current, reqs, a.reclaimable(ctx, req))
+				outcomes, writes = claims.Plan(g, planned, reqs, a.reclaimable(ctx, req))
 			}
-			if err := a.confirmUIDBeforeReplace(ctx, req, current, writes); err != nil {
+			if err := a.confirmUIDBeforeReplace(ctx, req, planned, writes); err != nil {
 				return plan{}, err
 			}
-			return plan{current: current, outcomes: outcomes, writes: writes}, nil
+			return plan{current: planned, outcomes: outcomes, writes: writes}, nil
 		}
 		for _, replica := range stale {
 			slice, err := a.readSlice(ctx, req, replica)

@@ -93,6 +93,9 @@ type Metrics struct {
 	// UID, status updates), LostWrites those that lost a conflict to another writer: with several
 	// replicas, the cost of their racing for one slice.
 	Writes, LostWrites prometheus.Counter
+	// Reserved counts the worker IDs handed out from a reservation, with no write of their own,
+	// and GiveBacks the writes that gave a reservation's unhanded IDs back (docs/spec.md §3.5).
+	Reserved, GiveBacks prometheus.Counter
 	// Forwards counts claims sent to, or served for, the replica that owns their worker group, and
 	// ForwardDuration how long they took, round trip included (answered, fallback) or at the owner
 	// (served).
@@ -162,6 +165,14 @@ func New() *Metrics {
 			Namespace: namespace, Name: "claim_writes_lost_total",
 			Help: "Claim writes that lost a resourceVersion conflict (or a create race) to another writer.",
 		}),
+		Reserved: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace, Name: "claims_from_reservations_total",
+			Help: "Worker IDs handed out from a reservation made by an earlier write, with no API write of their own.",
+		}),
+		GiveBacks: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace, Name: "reservation_give_backs_total",
+			Help: "Writes that gave back the unhanded worker IDs of a reservation whose window ended.",
+		}),
 		Forwards: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "claim_forwards_total",
 			Help: "Claims forwarded to the replica that owns their worker group (answered, fallback: claimed locally after a failed forward) or served for a peer (served).",
@@ -176,7 +187,7 @@ func New() *Metrics {
 
 func (m *Metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.Admissions, m.ClaimsAdopted, m.ClaimsReleased, m.PodsDeleted, m.SliceTimeToReady, m.SliceDegraded,
-		m.Results, m.Attempts, m.Conflicts, m.Duration, m.Writes, m.LostWrites, m.Forwards, m.ForwardDuration}
+		m.Results, m.Attempts, m.Conflicts, m.Duration, m.Writes, m.LostWrites, m.Reserved, m.GiveBacks, m.Forwards, m.ForwardDuration}
 }
 
 // sliceCollector reports the slices in the cache by state and by condition when scraped.

@@ -20,6 +20,7 @@ limitations under the License.
 package operator
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -89,6 +90,10 @@ type Options struct {
 	// ClaimTimeout bounds the retries of one claim; past it the Pod is denied as transient
 	// (allocator.DefaultTimeout when zero).
 	ClaimTimeout time.Duration
+	// ReservationWindow is how long after a claim write this replica hands out the worker IDs the
+	// write reserved, with no write of their own (docs/spec.md §3.5): zero is
+	// allocator.DefaultReservationWindow, negative turns reservations off.
+	ReservationWindow time.Duration
 	// MaxSliceHosts bounds the hosts of a slice: Pods and RayCluster groups of larger topologies
 	// are denied (topology.DefaultMaxSliceHosts when zero).
 	MaxSliceHosts int
@@ -244,6 +249,22 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", DefaultKubeAPIBurst, "Client-side burst limit of the operator's API client.")
 	fs.DurationVar(&o.ClaimTimeout, "claim-timeout", allocator.DefaultTimeout,
 		"How long one Pod admission may retry its claim before it is denied as transient (below the webhook's 10s timeout).")
+	o.ReservationWindow = allocator.DefaultReservationWindow
+	fs.Func("claim-reservation-window", fmt.Sprintf(
+		"How long after a claim write this replica hands out, with no write of their own, the block of a slice's free worker IDs the write reserved (at most --claim-timeout); 0 makes every claim write its own. (default %s)",
+		allocator.DefaultReservationWindow), func(v string) error {
+		d, err := time.ParseDuration(v)
+		switch {
+		case err != nil:
+			return err
+		case d < 0:
+			return errors.New("must not be negative")
+		case d == 0:
+			d = -1 // off; zero in Options is the default
+		}
+		o.ReservationWindow = d
+		return nil
+	})
 	fs.IntVar(&o.MaxSliceHosts, "max-slice-hosts", int(topology.DefaultMaxSliceHosts),
 		"The most hosts (worker Pods) a TPU slice may have: Pods and RayCluster groups of larger topologies are denied. The default is a little above the largest TPU slice sold today (tpu7x: 2,304 hosts).")
 	o.Webhooks.HostListsConfigMapAbove = tpuenv.DefaultHostListsConfigMapAbove
@@ -369,6 +390,7 @@ func (p *Parts) setupWebhooks(mgr manager.Manager, opts Options, deleted *tombst
 	}
 	alloc := allocator.New(mgr.GetClient(), mgr.GetAPIReader(), allocator.Options{
 		Timeout: opts.ClaimTimeout, MaxSliceHosts: maxHosts, Tombstones: deleted, Metrics: opts.Metrics,
+		ReservationWindow: cmp.Or(opts.ReservationWindow, allocator.DefaultReservationWindow),
 	})
 	var claimer webhooks.Claimer = alloc
 	if opts.Forward.Enabled() {

@@ -1,0 +1,330 @@
+/*
+Copyright 2026 The tpu-slice-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package allocator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
+	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+// window is the reservation window of the tests (docs/spec.md §3.5).
+const window = 5 * time.Second
+
+// reservingAllocator returns an Allocator with reservations on whose clock stands at now.
+func reservingAllocator(c client.Client, clk *clocktesting.FakeClock) *Allocator {
+	return New(c, c, Options{Timeout: timeout, Metrics: metrics.New(), Clock: clk, ReservationWindow: window})
+}
+
+// storedClaims returns the claims of the stored slice of replica by worker ID.
+func storedClaims(t *testing.T, c client.Reader, replica int32) map[int32]tpuv1alpha1.WorkerClaim {
+	t.Helper()
+	out := map[int32]tpuv1alpha1.WorkerClaim{}
+	for _, s := range storedSlices(t, c) {
+		if s.Spec.ReplicaIndex == replica {
+			for _, cl := range s.Status.Claims {
+				out[cl.WorkerID] = cl
+			}
+		}
+	}
+	return out
+}
+
+// TestReservationsSequential: a slice's Pods admitted one after another are handed IDs from
+// reservations (docs/spec.md §3.5): every ID once, each under a token the slice stores on that ID,
+// with a handful of writes for the whole slice instead of one per Pod.
+func TestReservationsSequential(t *testing.T) {
+	const hosts = 64
+	for name, indexedRequests := range map[string]bool{"operator chooses": false, "KubeRay's index labels": true} {
+		t.Run(name, func(t *testing.T) {
+			c := newClient(t, interceptor.Funcs{}, rayClusterOf(hosts, 1))
+			a := reservingAllocator(c, clocktesting.NewFakeClock(now))
+			got := map[int32]string{}
+			for h := range int32(hosts) {
+				req := request(hosts)
+				if indexedRequests {
+					req = indexed(req, 0, h, "rep-a")
+				}
+				as, err := a.Claim(t.Context(), req)
+				if err != nil {
+					t.Fatalf("Claim %d: %v", h, err)
+				}
+				if _, dup := got[as.WorkerID]; dup {
+					t.Fatalf("worker ID %d handed out twice", as.WorkerID)
+				}
+				if indexedRequests && as.WorkerID != h {
+					t.Fatalf("Claim of host index %d got worker ID %d", h, as.WorkerID)
+				}
+				got[as.WorkerID] = as.Token
+			}
+			stored := storedClaims(t, c, 0)
+			for id, token := range got {
+				if stored[id].Token != token {
+					t.Errorf("worker ID %d was handed out with token %q; the slice stores %q", id, token, stored[id].Token)
+				}
+			}
+			// Blocks of 16, 32, then the 13 left: 1 create and 3 status updates.
+			if w := metrics.Value(a.m.Writes); w > 4 {
+				t.Errorf("%d writes for %d sequential claims, want at most 4", int(w), hosts)
+			}
+			if r := metrics.Value(a.m.Reserved); r != hosts-3 {
+				t.Errorf("%d IDs handed out from reservations, want %d", int(r), hosts-3)
+			}
+		})
+	}
+}
+
+// TestReservationsWindow: past the window a reservation's unhanded IDs are never handed out; the
+// next claim writes, and its write drops (renews) them, so that the stored slice holds only the
+// tokens handed out and the new reservation's.
+func TestReservationsWindow(t *testing.T) {
+	const hosts = 64
+	c := newClient(t, interceptor.Funcs{}, rayClusterOf(hosts, 1))
+	clk := clocktesting.NewFakeClock(now)
+	a := reservingAllocator(c, clk)
+	first, err := a.Claim(t.Context(), request(hosts))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reserved := storedClaims(t, c, 0)
+	if len(reserved) != 1+minReservation {
+		t.Fatalf("the first write stored %d claims, want %d (its own and a block of %d)", len(reserved), 1+minReservation, minReservation)
+	}
+	writes := metrics.Value(a.m.Writes)
+	clk.Step(window)
+	second, err := a.Claim(t.Context(), request(hosts))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if metrics.Value(a.m.Writes) != writes+1 {
+		t.Errorf("a claim past the window made %v writes, want 1", metrics.Value(a.m.Writes)-writes)
+	}
+	for _, cl := range reserved {
+		if cl.Token == second.Token {
+			t.Fatalf("past the window, worker ID %d was handed out under the expired token %q", second.WorkerID, cl.Token)
+		}
+	}
+	stored := storedClaims(t, c, 0)
+	for id, cl := range reserved {
+		if id != first.WorkerID && stored[id].Token == cl.Token {
+			t.Errorf("worker ID %d still stored under the expired, unhanded token %q", id, cl.Token)
+		}
+	}
+	if stored[first.WorkerID].Token != first.Token || stored[second.WorkerID].Token != second.Token {
+		t.Errorf("the handed-out claims are not stored: %v", stored)
+	}
+}
+
+// TestReservationsFencing: another process (another replica, or this one restarted with an empty
+// memory) never hands out or takes an ID this one reserved; it claims free IDs with its own writes,
+// and a request for a reserved ID waits (a transient denial) until the holder gives it back or the
+// pending TTL frees it.
+func TestReservationsFencing(t *testing.T) {
+	const hosts = 64
+	c := newClient(t, interceptor.Funcs{}, rayClusterOf(hosts, 1))
+	clk := clocktesting.NewFakeClock(now)
+	holder, other := reservingAllocator(c, clk), reservingAllocator(c, clk)
+	if _, err := holder.Claim(t.Context(), indexed(request(hosts), 0, 0, "rep-a")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := other.Claim(t.Context(), indexed(request(hosts), 0, 1, "rep-a"))
+	var denied *DeniedError
+	if !errors.As(err, &denied) || !denied.Transient {
+		t.Fatalf("another process's claim of a reserved ID = %v, want a transient denial", err)
+	}
+	as, err := other.Claim(t.Context(), indexed(request(hosts), 0, 40, "rep-a"))
+	if err != nil || as.WorkerID != 40 {
+		t.Fatalf("another process's claim of a free ID = %+v, %v; want worker ID 40", as, err)
+	}
+	// The holder still hands out its reserved IDs, and the other's write did not disturb them.
+	held, err := holder.Claim(t.Context(), indexed(request(hosts), 0, 1, "rep-a"))
+	if err != nil || held.WorkerID != 1 {
+		t.Fatalf("the holder's claim of its reserved ID 1 = %+v, %v", held, err)
+	}
+	if got := storedClaims(t, c, 0)[1].Token; got != held.Token {
+		t.Errorf("worker ID 1 stored under %q, handed out under %q", got, held.Token)
+	}
+}
+
+// TestReservationsNewReplicaName: a Pod of a new KubeRay replica (KubeRay re-creating the replica
+// under a new name) never gets an ID from the old replica's reservation: it waits until the old
+// replica's claims are gone, as without reservations (docs/spec.md §3.1).
+func TestReservationsNewReplicaName(t *testing.T) {
+	c := newClient(t, interceptor.Funcs{}, rayClusterOf(64, 1))
+	a := reservingAllocator(c, clocktesting.NewFakeClock(now))
+	if _, err := a.Claim(t.Context(), indexed(request(64), 0, 0, "rep-a")); err != nil {
+		t.Fatal(err)
+	}
+	as, err := a.Claim(t.Context(), indexed(request(64), 0, 1, "rep-b"))
+	var denied *DeniedError
+	if !errors.As(err, &denied) || !denied.Transient {
+		t.Fatalf("a Pod of a new replica name = %+v, %v; want a transient denial while the old replica holds a claim", as, err)
+	}
+}
+
+// TestReservationsRetrySameToken: a retry with the token of a request that got a reserved ID (a
+// forwarded claim whose answer was lost) gets the same ID back, not a second one.
+func TestReservationsRetrySameToken(t *testing.T) {
+	c := newClient(t, interceptor.Funcs{}, rayClusterOf(8, 1))
+	a := reservingAllocator(c, clocktesting.NewFakeClock(now))
+	if _, err := a.Claim(t.Context(), request(8)); err != nil {
+		t.Fatal(err)
+	}
+	req := request(8)
+	req.Claim.Token = "caller-token"
+	first, err := a.Claim(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := a.Claim(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(first, again); diff != "" {
+		t.Errorf("a retry with the same token got another assignment (-first +retry):\n%s", diff)
+	}
+}
+
+// TestReservationsUnknownOutcome: a write whose answer is lost may have stored its reservation;
+// none of its tokens is handed out, and the next write of the slice drops them.
+func TestReservationsUnknownOutcome(t *testing.T) {
+	const hosts = 64
+	var fail sync.Once
+	c := newClient(t, interceptor.Funcs{
+		SubResourceUpdate: func(ctx context.Context, cl client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+			err := cl.SubResource(sub).Update(ctx, obj, opts...)
+			failed := false
+			fail.Do(func() { failed = true })
+			if failed && err == nil {
+				return errors.New("connection reset after the write was sent")
+			}
+			return err
+		},
+	}, rayClusterOf(hosts, 1))
+	a := reservingAllocator(c, clocktesting.NewFakeClock(now))
+	first, err := a.Claim(t.Context(), request(hosts))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := storedClaims(t, c, 0)
+	if len(stored) != 1+minReservation {
+		// The retry's write replaced the lost one's reservation: its own claim and one block.
+		t.Errorf("%d claims stored after the retry, want %d", len(stored), 1+minReservation)
+	}
+	for id, cl := range stored {
+		if id != first.WorkerID && cl.PodUID == "" {
+			if _, ok := a.queueOf(request(hosts)).unhanded[cl.Token]; !ok {
+				t.Errorf("worker ID %d is stored under %q, which the allocator neither handed out nor remembers to drop", id, cl.Token)
+			}
+		}
+	}
+	second, err := a.Claim(t.Context(), request(hosts))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.WorkerID == first.WorkerID {
+		t.Fatalf("worker ID %d handed out twice", first.WorkerID)
+	}
+}
+
+// TestReservationsGiveBack: once the window has passed with IDs left unhanded, the holder writes
+// them back as free, so that another replica may claim them at once.
+func TestReservationsGiveBack(t *testing.T) {
+	const hosts = 64
+	c := newClient(t, interceptor.Funcs{}, rayClusterOf(hosts, 1))
+	clk := clocktesting.NewFakeClock(now)
+	a := New(c, c, Options{Timeout: timeout, Metrics: metrics.New(), Clock: clk, ReservationWindow: 100 * time.Millisecond})
+	first, err := a.Claim(t.Context(), request(hosts))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.Step(time.Second)
+	deadline := time.Now().Add(5 * time.Second)
+	for len(storedClaims(t, c, 0)) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the unhanded IDs were not given back: %d claims stored", len(storedClaims(t, c, 0)))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := storedClaims(t, c, 0)[first.WorkerID].Token; got != first.Token {
+		t.Errorf("the give-back removed the handed-out claim: %q", got)
+	}
+	if metrics.Value(a.m.GiveBacks) != 1 {
+		t.Errorf("%v give-backs, want 1", metrics.Value(a.m.GiveBacks))
+	}
+}
+
+// TestReservationsConcurrentReplicas: replicas with reservations claiming one group's slices at
+// the same time never hand out one ID twice (I5), and every ID handed out is stored under its token.
+func TestReservationsConcurrentReplicas(t *testing.T) {
+	const hosts, replicas, instances = 16, 4, 3
+	c := newClient(t, interceptor.Funcs{}, rayClusterOf(hosts, replicas))
+	clk := clocktesting.NewFakeClock(now)
+	var allocs []*Allocator
+	for range instances {
+		allocs = append(allocs, reservingAllocator(c, clk))
+	}
+	var mu sync.Mutex
+	got := map[string]string{}
+	var wg sync.WaitGroup
+	for i := range instances {
+		wg.Go(func() {
+			for range hosts * replicas / instances {
+				as, err := allocs[i].Claim(t.Context(), request(hosts))
+				if err != nil {
+					continue // a transient denial: IDs reserved by another replica
+				}
+				key := fmt.Sprintf("%d/%d", as.Replica, as.WorkerID)
+				mu.Lock()
+				if prev, dup := got[key]; dup {
+					t.Errorf("replica %d worker ID %d handed out twice (%s, %s)", as.Replica, as.WorkerID, prev, as.Token)
+				}
+				got[key] = as.Token
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	for key, token := range got {
+		var replica, id int32
+		_, _ = fmt.Sscanf(key, "%d/%d", &replica, &id)
+		if stored := storedClaims(t, c, replica)[id].Token; stored != token {
+			t.Errorf("replica %d worker ID %d handed out under %q, stored under %q", replica, id, token, stored)
+		}
+	}
+	if len(got) < hosts*replicas/2 {
+		t.Errorf("only %d of %d claims succeeded", len(got), hosts*replicas)
+	}
+}
+
+// queueOf returns the queue of req's group (a test helper; the queue must exist).
+func (a *Allocator) queueOf(req Request) *queue {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.queues[keyOf(req)]
+}
