@@ -279,6 +279,17 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	o.Controllers.BindFlags(fs)
 }
 
+// reservationWindow is the allocator's reservation window: the option (zero: the default), at most
+// a quarter of the pending TTL. A reserved ID reaches its Pod up to a window after the write that
+// stored it, and the reconciler releases a claim whose Pod it has not seen a pending TTL after it
+// first saw it, so the TTL must cover the window with room to spare (docs/spec.md §3.5); a TTL
+// shortened for tests shortens the window with it.
+func reservationWindow(opts Options) time.Duration {
+	window := cmp.Or(opts.ReservationWindow, allocator.DefaultReservationWindow)
+	ttl := cmp.Or(max(opts.Controllers.PendingTTL, 0), controllers.DefaultPendingTTL)
+	return min(window, ttl/4)
+}
+
 // hostListsAboveFlag is --host-lists-configmap-above: a positive number of hosts, or -1.
 type hostListsAboveFlag int32
 
@@ -390,7 +401,7 @@ func (p *Parts) setupWebhooks(mgr manager.Manager, opts Options, deleted *tombst
 	}
 	alloc := allocator.New(mgr.GetClient(), mgr.GetAPIReader(), allocator.Options{
 		Timeout: opts.ClaimTimeout, MaxSliceHosts: maxHosts, Tombstones: deleted, Metrics: opts.Metrics,
-		ReservationWindow: cmp.Or(opts.ReservationWindow, allocator.DefaultReservationWindow),
+		ReservationWindow: reservationWindow(opts),
 	})
 	var claimer webhooks.Claimer = alloc
 	if opts.Forward.Enabled() {

@@ -325,3 +325,39 @@ func TestHostListsConfigMapAboveFlag(t *testing.T) {
 		})
 	}
 }
+
+// TestReservationWindow: --claim-reservation-window sets the window (0 turns reservations off), and
+// the window is at most a quarter of the pending TTL (docs/spec.md §3.5).
+func TestReservationWindow(t *testing.T) {
+	cases := map[string]struct {
+		args    []string
+		want    time.Duration
+		wantErr bool
+	}{
+		"5s by default":                {want: allocator.DefaultReservationWindow},
+		"a shorter window":             {args: []string{"--claim-reservation-window=500ms"}, want: 500 * time.Millisecond},
+		"0: off":                       {args: []string{"--claim-reservation-window=0"}, want: -1},
+		"at most a quarter of the TTL": {args: []string{"--pending-claim-ttl=8s"}, want: 2 * time.Second},
+		"at most a quarter of the TTL, off stays off": {args: []string{"--pending-claim-ttl=8s", "--claim-reservation-window=0"}, want: -1},
+		"negative is refused":                         {args: []string{"--claim-reservation-window=-1s"}, wantErr: true},
+		"not a duration":                              {args: []string{"--claim-reservation-window=soon"}, wantErr: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var opts Options
+			fs := flag.NewFlagSet("test", flag.ContinueOnError)
+			fs.SetOutput(io.Discard)
+			opts.BindFlags(fs)
+			err := fs.Parse(tc.args)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("Parse(%v) = %v, want error %t", tc.args, err, tc.wantErr)
+			}
+			if got := reservationWindow(opts); !tc.wantErr && got != tc.want {
+				t.Errorf("reservation window = %s, want %s", got, tc.want)
+			}
+		})
+	}
+	if got := reservationWindow(Options{}); got != allocator.DefaultReservationWindow {
+		t.Errorf("reservation window of zero Options = %s, want the default %s", got, allocator.DefaultReservationWindow)
+	}
+}

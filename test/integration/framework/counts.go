@@ -57,6 +57,12 @@ func (i *Instance) Counts() ClaimCounts {
 	}
 }
 
+// ReservedCount returns how many worker IDs the instance handed out from reservations so far
+// (docs/spec.md §3.5).
+func (i *Instance) ReservedCount() int64 {
+	return int64(metrics.Value(i.Metrics.Reserved))
+}
+
 // TotalCounts sums the counts of instances.
 func TotalCounts(instances []*Instance) ClaimCounts {
 	var t ClaimCounts

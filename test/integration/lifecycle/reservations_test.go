@@ -1,0 +1,107 @@
+/*
+Copyright 2026 The tpu-slice-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package lifecycle
+
+import (
+	"net"
+	"slices"
+	"strconv"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+
+	"github.com/ray-tpu/tpu-slice-operator/internal/allocator"
+	"github.com/ray-tpu/tpu-slice-operator/internal/forward"
+	"github.com/ray-tpu/tpu-slice-operator/internal/rendezvous"
+	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
+	"github.com/ray-tpu/tpu-slice-operator/test/integration/framework"
+)
+
+// failoverBound is how long a Pod may wait for the IDs a crashed instance had reserved (docs/spec.md
+// §3.5): the pending TTL after the reconciler first saw them (twice it, when the reconciler's own
+// instance is the one restarted and its waits start over), plus the reconcile and a retry.
+const failoverBound = 2*pendingTTL + 2*time.Second
+
+var _ = Describe("Reservations (docs/spec.md §3.5)", func() {
+	var ns string
+	BeforeEach(func() { ns = framework.CreateNamespace(ctx, suite.Client, "resv") })
+
+	It("admits the rest of a slice within the failover bound when the holder of its reservations crashes mid-burst, and never hands out an ID twice", func() {
+		rc := cluster(ns, "failover", 64, 1)
+		iw, err := suite.WatchI1(ctx, ns, nil)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(iw.Stop)
+		holder := groupOwner(rc)
+
+		By("admitting 20 Pods one after another: the owner of the group reserves blocks of IDs")
+		for range 20 {
+			framework.MustCreate(ctx, suite.Client, testutil.WorkerPodFor(rc, "tpu").Obj())
+		}
+		Expect(framework.ClaimCount(ctx, suite.Client, ns)).To(BeNumerically(">", 20), "the holder reserved IDs it has not handed out")
+
+		By("crashing the holder while the other 44 Pods are being created, one after another")
+		waits := make(chan time.Duration, 44)
+		done := make(chan struct{})
+		go func() {
+			defer GinkgoRecover()
+			defer close(done)
+			for range 44 {
+				_, took, err := framework.CreateRetrying(ctx, suite.Client, testutil.WorkerPodFor(rc, "tpu").Obj(), testutil.Timeout)
+				Expect(err).NotTo(HaveOccurred())
+				waits <- took
+			}
+		}()
+		Expect(suite.Instances[holder].Crash()).To(Succeed())
+		inst, err := suite.StartInstance(ctx, replicas(holder))
+		Expect(err).NotTo(HaveOccurred())
+		suite.Instances[holder] = inst
+		suite.ServeWebhooksFrom(suite.Instances...)
+		Eventually(done, 2*testutil.Timeout).Should(BeClosed())
+		close(waits)
+		var longest time.Duration
+		for w := range waits {
+			longest = max(longest, w)
+		}
+		GinkgoWriter.Printf("failover: the longest wait of a Pod after the holder crashed was %s (bound %s)\n", longest, failoverBound)
+		Expect(longest).To(BeNumerically("<=", failoverBound), "the longest wait of one Pod's create")
+
+		framework.ExpectIDs(ctx, suite.Client, ns, map[int32][]int{0: framework.Seq(64)})
+		expectClaimsMatchPods(ns)
+		iw.Stop()
+		Expect(iw.Violations()).To(BeEmpty(), "I1 on every Pod watch event")
+	})
+})
+
+// groupOwner returns the index in suite.Instances of the instance that owns rc's group "tpu" under
+// claim forwarding: the holder of its reservations.
+func groupOwner(rc *rayv1.RayCluster) int {
+	GinkgoHelper()
+	members := suite.Instances[0].Peers.Members()
+	owner, ok := rendezvous.Owner(forward.GroupKey(allocator.Request{Namespace: rc.Namespace, ClusterUID: rc.UID, GroupName: "tpu"}), members)
+	Expect(ok).To(BeTrue())
+	i := slices.IndexFunc(suite.Instances, func(inst *framework.Instance) bool {
+		_, port, err := net.SplitHostPort(inst.Addr)
+		Expect(err).NotTo(HaveOccurred())
+		p, err := strconv.Atoi(port)
+		Expect(err).NotTo(HaveOccurred())
+		return framework.EndpointAddress(p) == owner
+	})
+	Expect(i).To(BeNumerically(">=", 0), "the owner %s is one of the instances", owner)
+	return i
+}
