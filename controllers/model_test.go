@@ -64,6 +64,8 @@ var (
 		"model test: admit 2-host Pods (topology 2x4) into the 4-host group, alone and in concurrent bursts")
 	modelCopiedTokens = flag.Bool("model.copied-tokens", true,
 		"model test: set a Pod's claim-token annotation to another Pod's token")
+	modelReservations = flag.Bool("model.reservations", true,
+		"model test: the allocator reserves blocks of IDs and hands them out from memory for the operator's default window (docs/spec.md §3.5)")
 )
 
 // defaultModelChecks is the model test's budget in `make test` when -rapid.checks is not given.
@@ -153,6 +155,7 @@ func (m *model) start() {
 		deleted: deleted,
 		alloc: allocator.New(cache, live, allocator.Options{
 			Timeout: allocator.DefaultTimeout, Tombstones: deleted, Metrics: counts,
+			ReservationWindow: reservationWindow(),
 		}),
 		rec: &TPUSliceAssignmentReconciler{
 			client: cache, reader: live, recorder: &events.FakeRecorder{}, tombstones: deleted,
@@ -160,6 +163,15 @@ func (m *model) start() {
 			seen: newObservations(),
 		},
 	}
+}
+
+// reservationWindow is the allocator's reservation window in the model: the operator's default,
+// or none with -model.reservations=false.
+func reservationWindow() time.Duration {
+	if *modelReservations {
+		return allocator.DefaultReservationWindow
+	}
+	return 0
 }
 
 func (m *model) logf(format string, args ...any) {
