@@ -73,7 +73,17 @@ type queue struct {
 // idle reports whether the queue may be forgotten at now: nothing recent to remember about its
 // group.
 func (q *queue) idle(now time.Time) bool {
-	return now.Sub(q.contended) >= contentionWindow && now.Sub(q.wrote) >= contentionWindow && len(q.unhanded) == 0
+	if now.Sub(q.contended) < contentionWindow || now.Sub(q.wrote) < contentionWindow {
+		return false
+	}
+	// Reserved tokens not handed out are dropped by the queue's next write or give-back; forgetting
+	// the queue before then would leave them to the pending TTL.
+	for _, u := range q.unhanded {
+		if now.Sub(u.at) < forgetUnhandedAfter {
+			return false
+		}
+	}
+	return true
 }
 
 // contentionWindow is how long after a lost conflict a group's batches confirm the slices they write

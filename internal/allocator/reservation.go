@@ -103,7 +103,9 @@ func (a *Allocator) handOut(q *queue, batch []*call) []*call {
 	now := a.clock.Now()
 	rest := batch[:0]
 	for _, c := range batch {
-		if c.giveBack {
+		if c.giveBack || c.ctx.Err() != nil {
+			// A call past its deadline is dropped by the commit: its caller has been denied, and an
+			// ID handed to it would wait for the pending TTL.
 			rest = append(rest, c)
 			continue
 		}
@@ -366,6 +368,13 @@ func sortedKeys[V any](m map[int32]V) []int32 {
 	return keys
 }
 
+// lowestKey returns the lowest key of a non-empty m, in one pass.
 func lowestKey(m map[int32]string) int32 {
-	return slices.Min(sortedKeys(m))
+	lowest, first := int32(0), true
+	for k := range m {
+		if first || k < lowest {
+			lowest, first = k, false
+		}
+	}
+	return lowest
 }

@@ -67,6 +67,9 @@ var (
 	plotBefore     string
 	// hostListsAbove is every operator instance's --host-lists-configmap-above (0: the default).
 	hostListsAbove int32
+	// reservationWindow is every operator instance's reservation window (0: the operator's
+	// default, negative: off).
+	reservationWindow time.Duration
 )
 
 func main() {
@@ -90,6 +93,17 @@ func main() {
 			return errors.New("must be a positive number of hosts, or -1")
 		}
 		hostListsAbove = int32(n)
+		return nil
+	})
+	flag.Func("claim-reservation-window", "The operator instances' --claim-reservation-window (default: the operator's, 5s); 0 makes every claim write its own, for the number before reservations (docs/spec.md §3.5).", func(v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return errors.New("must be a duration, 0 or more")
+		}
+		reservationWindow = d
+		if d == 0 {
+			reservationWindow = -1
+		}
 		return nil
 	})
 	flag.StringVar(&profileDir, "profile-dir", "", "Write CPU profiles of the bench process and the API server during each scenario's webhook run here.")

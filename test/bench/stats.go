@@ -46,6 +46,7 @@ func (b *bench) startInstances(ctx context.Context, forward bool, configure ...f
 	instances, err := b.env.StartInstances(ctx, instanceCount, func(i int) framework.InstanceOptions {
 		opts := operator.Options{DisableControllers: i > 0 || !withReconciler}
 		opts.Webhooks.HostListsConfigMapAbove = hostListsAbove
+		opts.ReservationWindow = reservationWindow
 		for _, f := range configure {
 			f(&opts)
 		}
