@@ -20,11 +20,14 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ray-tpu/tpu-slice-operator/internal/allocator"
 	"github.com/ray-tpu/tpu-slice-operator/internal/forward"
@@ -83,6 +86,43 @@ var _ = Describe("Reservations (docs/spec.md §3.5)", func() {
 
 		framework.ExpectIDs(ctx, suite.Client, ns, map[int32][]int{0: framework.Seq(64)})
 		expectClaimsMatchPods(ns)
+		iw.Stop()
+		Expect(iw.Violations()).To(BeEmpty(), "I1 on every Pod watch event")
+	})
+
+	It("keeps the ID of a late create that a crashed holder handed out, and frees the holder's other reserved IDs", func() {
+		rc := cluster(ns, "late-holder", 64, 1)
+		iw, err := suite.WatchI1(ctx, ns, nil)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(iw.Stop)
+		holder := groupOwner(rc)
+		framework.MustCreate(ctx, suite.Client, testutil.WorkerPodFor(rc, "tpu").Obj())
+		handed := suite.Instances[holder].ReservedCount()
+
+		By("a Pod handed a reserved ID whose create a slower webhook holds for 4 s")
+		var late *corev1.Pod
+		var lateErr error
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			late = testutil.WorkerPodFor(rc, "tpu").Label(framework.DelayLabel, "4s").Obj()
+			lateErr = suite.Client.Create(ctx, late)
+		})
+		Eventually(suite.Instances[holder].ReservedCount, testutil.Timeout, 10*time.Millisecond).Should(BeNumerically(">", handed))
+
+		By("the holder crashes before the create commits")
+		Expect(suite.Instances[holder].Crash()).To(Succeed())
+		inst, err := suite.StartInstance(ctx, replicas(holder))
+		Expect(err).NotTo(HaveOccurred())
+		suite.Instances[holder] = inst
+		suite.ServeWebhooksFrom(suite.Instances...)
+		wg.Wait()
+		Expect(lateErr).NotTo(HaveOccurred())
+		Expect(framework.WorkerID(late)).To(Equal("1"), "the late Pod got reserved ID 1")
+
+		By("the late Pod keeps its ID, and the IDs the holder never handed out are freed (I3)")
+		expectClaimsMatchPods(ns)
+		framework.ExpectIDs(ctx, suite.Client, ns, map[int32][]int{0: {0, 1}})
+		Expect(suite.Client.Get(ctx, client.ObjectKeyFromObject(late), &corev1.Pod{})).To(Succeed(), "the late Pod was not deleted")
 		iw.Stop()
 		Expect(iw.Violations()).To(BeEmpty(), "I1 on every Pod watch event")
 	})
