@@ -25,12 +25,12 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
-	clocktesting "k8s.io/utils/clock/testing"
 )
 
 // window is the reservation window of the tests (docs/spec.md §3.5).
@@ -285,7 +285,7 @@ func TestReservationsConcurrentReplicas(t *testing.T) {
 	const hosts, replicas, instances = 16, 4, 3
 	c := newClient(t, interceptor.Funcs{}, rayClusterOf(hosts, replicas))
 	clk := clocktesting.NewFakeClock(now)
-	var allocs []*Allocator
+	allocs := make([]*Allocator, 0, instances)
 	for range instances {
 		allocs = append(allocs, reservingAllocator(c, clk))
 	}
