@@ -73,6 +73,10 @@ type Request struct {
 	Placement PlacementRequest
 	// Claim carries KubeRay's index labels, when present.
 	Claim claims.Request
+	// NoReservation asks that the claim's write reserve no IDs (docs/spec.md §3.5): set by claim
+	// forwarding on a claim it makes locally because the group's owner did not answer, when every
+	// replica may be claiming the group's IDs at once. It never crosses the wire.
+	NoReservation bool `json:"-"`
 }
 
 // PlacementRequest is what the allocator decides a new slice's spec.placement from

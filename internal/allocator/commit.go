@@ -258,7 +258,10 @@ func (a *Allocator) apply(ctx context.Context, q *queue, pending []*call, p plan
 			continue // Plan writes only the slices it places requests in.
 		}
 		req := pending[placed[0]].req
-		ids := a.reserve(q, replica, req.Hosts, &w, placedIDs(p, placed))
+		var ids map[int32]string
+		if !anyNoReservation(pending, placed) {
+			ids = a.reserve(q, replica, req.Hosts, &w, placedIDs(p, placed))
+		}
 		sent := a.clock.Now()
 		written, over, err := a.writeSlice(ctx, req, replica, p.current[replica], w)
 		a.recordReservation(q, replica, maybeStored(ids, err), sent, written, err)
@@ -315,6 +318,16 @@ func (a *Allocator) apply(ctx context.Context, q *queue, pending []*call, p plan
 		}
 	}
 	return retry
+}
+
+// anyNoReservation reports whether a call placed asks for no reservation.
+func anyNoReservation(pending []*call, placed []int) bool {
+	for _, i := range placed {
+		if pending[i].req.NoReservation {
+			return true
+		}
+	}
+	return false
 }
 
 // placedIDs returns the worker IDs the plan gives the requests placed.

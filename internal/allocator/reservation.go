@@ -322,30 +322,49 @@ func (a *Allocator) giveBack(ctx context.Context, q *queue, req Request) {
 	if len(replicas) == 0 {
 		return
 	}
-	log := logf.FromContext(ctx)
 	current, err := a.readSlices(ctx, req)
 	if err != nil {
-		log.V(1).Info("Reading slices to give back reserved worker IDs failed; the pending TTL frees them", "err", err)
+		logf.FromContext(ctx).V(1).Info("Reading slices to give back reserved worker IDs failed; the pending TTL frees them", "err", err)
 		return
 	}
 	overlayOwnWrites(current, q.written)
-	stripped := a.stripOwn(q, current)
 	for _, replica := range replicas {
-		s, ok := current[replica]
-		if !ok || stripped[replica] == s {
-			continue // nothing of ours is stored there (any more).
+		a.giveBackSlice(ctx, q, req, replica, current[replica])
+	}
+}
+
+// giveBackAttempts bounds the writes of one slice's give-back: a conflict (the reconciler binding
+// the Pods that took the reservation's other IDs, most often) is retried on a live read.
+const giveBackAttempts = 5
+
+// giveBackSlice writes the slice of replica, as current shows it, without this process's unhanded
+// reserved claims, retrying conflicts on live reads.
+func (a *Allocator) giveBackSlice(ctx context.Context, q *queue, req Request, replica int32, current *tpuv1alpha1.TPUSliceAssignment) {
+	log := logf.FromContext(ctx)
+	for attempt := 0; current != nil && attempt < giveBackAttempts; attempt++ {
+		stripped := a.stripOwn(q, claims.Slices{replica: current})[replica]
+		if stripped == current {
+			return // nothing of ours is stored there (any more).
 		}
-		w := claims.Write{Claims: stripped[replica].Status.Claims, ReplicaName: s.Spec.ReplicaName}
+		w := claims.Write{Claims: stripped.Status.Claims, ReplicaName: current.Spec.ReplicaName}
 		sent := a.clock.Now()
-		written, over, err := a.writeSlice(ctx, req, replica, s, w)
+		written, over, err := a.writeSlice(ctx, req, replica, current, w)
 		a.recordReservation(q, replica, nil, sent, written, err)
-		if err != nil {
+		if err == nil {
+			a.m.GiveBacks.Inc()
+			q.remember(replica, over, written)
+			return
+		}
+		if !isConflict(err) {
 			log.V(1).Info("Giving back reserved worker IDs failed; the next write of the slice or the pending TTL frees them",
 				"slice", naming.SliceName(req.ClusterName, req.GroupName, replica), "err", err)
-			continue
+			return
 		}
-		a.m.GiveBacks.Inc()
-		q.remember(replica, over, written)
+		a.m.LostWrites.Inc()
+		a.backoff(ctx, attempt)
+		if current, err = a.readSlice(ctx, req, replica); err != nil {
+			return
+		}
 	}
 }
 

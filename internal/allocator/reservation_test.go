@@ -21,10 +21,12 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -187,6 +189,21 @@ func TestReservationsNewReplicaName(t *testing.T) {
 	}
 }
 
+// TestReservationsNotOnRequest: a claim that asks for no reservation (forwarding's local fallback)
+// writes its own claim only.
+func TestReservationsNotOnRequest(t *testing.T) {
+	c := newClient(t, interceptor.Funcs{}, rayClusterOf(64, 1))
+	a := reservingAllocator(c, clocktesting.NewFakeClock(now))
+	req := request(64)
+	req.NoReservation = true
+	if _, err := a.Claim(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(storedClaims(t, c, 0)); n != 1 {
+		t.Errorf("%d claims stored, want 1: the request's own", n)
+	}
+}
+
 // TestReservationsRetrySameToken: a retry with the token of a request that got a reserved ID (a
 // forwarded claim whose answer was lost) gets the same ID back, not a second one.
 func TestReservationsRetrySameToken(t *testing.T) {
@@ -256,7 +273,17 @@ func TestReservationsUnknownOutcome(t *testing.T) {
 // them back as free, so that another replica may claim them at once.
 func TestReservationsGiveBack(t *testing.T) {
 	const hosts = 64
-	c := newClient(t, interceptor.Funcs{}, rayClusterOf(hosts, 1))
+	// The give-back's first write loses a conflict (the reconciler binding a Pod meanwhile): it is
+	// retried on a live read rather than left to the pending TTL.
+	var updates atomic.Int32
+	c := newClient(t, interceptor.Funcs{
+		SubResourceUpdate: func(ctx context.Context, cl client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+			if updates.Add(1) == 2 {
+				return apierrors.NewConflict(sliceGVR, obj.GetName(), errors.New("the object has been modified"))
+			}
+			return cl.SubResource(sub).Update(ctx, obj, opts...)
+		},
+	}, rayClusterOf(hosts, 1))
 	clk := clocktesting.NewFakeClock(now)
 	a := New(c, c, Options{Timeout: timeout, Metrics: metrics.New(), Clock: clk, ReservationWindow: 100 * time.Millisecond})
 	first, err := a.Claim(t.Context(), request(hosts))

@@ -152,6 +152,9 @@ func (r *Router) Claim(ctx context.Context, req allocator.Request) (allocator.As
 	r.count(metrics.ForwardFallback, start)
 	r.opts.Log.Info("Forwarding a claim to its owner failed, claiming locally", "owner", owner,
 		"namespace", req.Namespace, "rayCluster", req.ClusterName, "group", req.GroupName, "err", err)
+	// Every replica may be claiming this group locally now: a block reserved here would only make
+	// the others' claims wait (docs/spec.md §3.5).
+	req.NoReservation = true
 	return r.local.Claim(ctx, req)
 }
 

@@ -302,6 +302,14 @@ func TestRouterFallsBack(t *testing.T) {
 			if forwards(r, metrics.ForwardFallback) != 1 || forwards(r, metrics.ForwardAnswered) != 0 {
 				t.Errorf("fallbacks %d, forwarded %d; want 1, 0", forwards(r, metrics.ForwardFallback), forwards(r, metrics.ForwardAnswered))
 			}
+			// Every replica may be claiming the group locally: the fallback reserves nothing
+			// (docs/spec.md §3.5), and the owner was never asked not to.
+			if !local.requests[0].NoReservation {
+				t.Error("the local fallback claim may reserve IDs, want NoReservation")
+			}
+			if tc.reaches && ownerLocal.requests[0].NoReservation {
+				t.Error("the owner was told not to reserve")
+			}
 		})
 	}
 }

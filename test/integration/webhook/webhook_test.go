@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
+	"github.com/ray-tpu/tpu-slice-operator/internal/allocator"
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
 	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
 	"github.com/ray-tpu/tpu-slice-operator/test/integration/framework"
@@ -101,15 +102,17 @@ var _ = Describe("TPU worker Pod admission", func() {
 		var slice tpuv1alpha1.TPUSliceAssignment
 		Expect(suite.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: pod.Labels[tpuv1alpha1.SliceLabel]}, &slice)).To(Succeed())
 		Expect(slice.Spec.RayClusterUID).To(Equal(rc.UID))
-		Expect(slice.Status.Claims).To(HaveLen(1))
+		By("the write claimed ID 0 under the Pod's token and reserved the slice's other 3 IDs (docs/spec.md §3.5)")
+		Expect(slice.Status.Claims).To(HaveLen(4))
 		Expect(slice.Status.Claims[0].Token).To(Equal(pod.Annotations[tpuv1alpha1.ClaimTokenAnnotation]))
 		Expect(slice.OwnerReferences).To(ContainElement(HaveField("UID", rc.UID)))
 
-		By("binding the claim to the Pod")
+		By("binding the claim to the Pod, and giving the unused reserved IDs back once the window ends")
 		Eventually(func(g Gomega) {
 			g.Expect(suite.Client.Get(ctx, client.ObjectKeyFromObject(&slice), &slice)).To(Succeed())
+			g.Expect(slice.Status.Claims).To(HaveLen(1))
 			g.Expect(slice.Status.Claims[0].PodUID).To(Equal(pod.UID))
-		}, testutil.Timeout, testutil.Interval).Should(Succeed())
+		}, allocator.DefaultReservationWindow+testutil.Timeout, testutil.Interval).Should(Succeed())
 	})
 
 	It("leaves non-TPU worker Pods untouched", func() {
