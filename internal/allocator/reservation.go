@@ -38,7 +38,9 @@ import (
 	"slices"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
@@ -161,11 +163,44 @@ func (a *Allocator) take(q *queue, c *call, now time.Time) (Assignment, bool) {
 	}
 	r := q.reserved[replica]
 	token := r.ids[id]
+	if !a.stillStored(c.ctx, q, c.req.Namespace, replica, r, id, token) {
+		// Someone else's write removed or bound the claim, or left lines that do not parse: the
+		// reservation is not trusted any more, and the slow path plans on the slice as it is.
+		delete(q.reserved, replica)
+		return Assignment{}, false
+	}
 	delete(r.ids, id)
 	delete(q.unhanded, token)
 	r.handed++
 	return Assignment{SliceName: r.sliceName, SliceUID: r.sliceUID, Replica: replica, WorkerID: id, Token: token,
 		AffinityTopologyKey: r.affinityKey, Placement: r.placement}, true
+}
+
+// stillStored reports whether the slice of replica, as the cache shows it (or as this process
+// last wrote it, while the cache is behind that write), still holds the reserved claim of id under
+// token, not bound to a Pod, and no line that does not parse. Only another writer can have changed
+// that: a status written by hand, or the reconciler binding the claim to a Pod that carries the ID
+// in its spec without the token (created past the webhook). It reads the cache without a copy.
+func (a *Allocator) stillStored(ctx context.Context, q *queue, namespace string, replica int32, r *reservation, id int32, token string) bool {
+	slice := &tpuv1alpha1.TPUSliceAssignment{}
+	err := a.client.Get(ctx, types.NamespacedName{Namespace: namespace, Name: r.sliceName}, slice, client.UnsafeDisableDeepCopy)
+	cachedVersion := slice.ResourceVersion
+	switch {
+	case apierrors.IsNotFound(err):
+		cachedVersion = ""
+	case err != nil:
+		return false
+	}
+	if w, ok := q.written[replica]; ok && w.slice != nil && slices.Contains(w.over, cachedVersion) {
+		slice = w.slice
+	} else if err != nil {
+		return false
+	}
+	if slice.UID != r.sliceUID || len(slice.Status.MalformedLines) > 0 {
+		return false
+	}
+	i := slices.IndexFunc(slice.Status.Claims, func(c tpuv1alpha1.WorkerClaim) bool { return c.WorkerID == id })
+	return i >= 0 && slice.Status.Claims[i].Token == token && slice.Status.Claims[i].PodUID == ""
 }
 
 // stripOwn returns current with every pending claim this process reserved and has not handed out

@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -201,6 +202,94 @@ func TestReservationsNotOnRequest(t *testing.T) {
 	}
 	if n := len(storedClaims(t, c, 0)); n != 1 {
 		t.Errorf("%d claims stored, want 1: the request's own", n)
+	}
+}
+
+// TestReservationsOtherWriters: a reserved ID is handed out only while its slice, as last read or
+// written, still holds the reserved claim unbound and no line that does not parse. A claim bound
+// meanwhile to a Pod created past the webhook, or a status written by hand, sends the request to a
+// plan on the slice as it is.
+func TestReservationsOtherWriters(t *testing.T) {
+	cases := map[string]struct {
+		edit func(s *tpuv1alpha1.TPUSliceAssignment)
+		// malformed: the slice's stored status holds a line that does not parse from then on.
+		malformed bool
+		// notID is an ID that must not be handed out.
+		notID int32
+	}{
+		"the reconciler bound reserved ID 1 to a Pod that carries it in its spec": {
+			edit: func(s *tpuv1alpha1.TPUSliceAssignment) {
+				for i := range s.Status.Claims {
+					if s.Status.Claims[i].WorkerID == 1 {
+						s.Status.Claims[i].PodName, s.Status.Claims[i].PodUID = "bypass", "bypass-uid"
+					}
+				}
+			},
+			notID: 1,
+		},
+		"a status written by hand holds a line that does not parse": {malformed: true, notID: -1},
+		"a status written by hand dropped reserved ID 1 (which is then free, and claimed by a write)": {
+			edit: func(s *tpuv1alpha1.TPUSliceAssignment) {
+				s.Status.Claims = slices.DeleteFunc(s.Status.Claims, func(c tpuv1alpha1.WorkerClaim) bool { return c.WorkerID == 1 })
+			},
+			notID: -1,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var malformed atomic.Bool
+			marking := withMalformedLines()
+			c := newClient(t, interceptor.Funcs{
+				Get: func(ctx context.Context, cl client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+					if malformed.Load() {
+						return marking.Get(ctx, cl, key, obj, opts...)
+					}
+					return cl.Get(ctx, key, obj, opts...)
+				},
+				List: func(ctx context.Context, cl client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+					if malformed.Load() {
+						return marking.List(ctx, cl, list, opts...)
+					}
+					return cl.List(ctx, list, opts...)
+				},
+			}, rayClusterOf(64, 1))
+			a := reservingAllocator(c, clocktesting.NewFakeClock(now))
+			if _, err := a.Claim(t.Context(), request(64)); err != nil {
+				t.Fatal(err)
+			}
+			writes := metrics.Value(a.m.Writes)
+			if tc.edit != nil {
+				slice := &tpuv1alpha1.TPUSliceAssignment{}
+				if err := c.Get(t.Context(), client.ObjectKey{Namespace: testNS, Name: sliceName(0)}, slice); err != nil {
+					t.Fatal(err)
+				}
+				tc.edit(slice)
+				if err := c.Status().Update(t.Context(), slice); err != nil {
+					t.Fatal(err)
+				}
+			}
+			malformed.Store(tc.malformed)
+			as, err := a.Claim(t.Context(), request(64))
+			if tc.malformed {
+				var denied *DeniedError
+				if !errors.As(err, &denied) || !denied.Transient {
+					t.Fatalf("Claim = %+v, %v; want a transient denial until the repair", as, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if as.WorkerID == tc.notID {
+				t.Fatalf("reserved ID %d was handed out after another writer bound it", as.WorkerID)
+			}
+			if metrics.Value(a.m.Writes) == writes {
+				t.Errorf("the claim was answered from the reservation, with no write")
+			}
+			if got := storedClaims(t, c, 0)[as.WorkerID].Token; got != as.Token {
+				t.Errorf("worker ID %d handed out under %q, stored under %q", as.WorkerID, as.Token, got)
+			}
+		})
 	}
 }
 
