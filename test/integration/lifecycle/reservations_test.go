@@ -90,6 +90,55 @@ var _ = Describe("Reservations (docs/spec.md §3.5)", func() {
 		Expect(iw.Violations()).To(BeEmpty(), "I1 on every Pod watch event")
 	})
 
+	It("admits a slice's Pods without a wait when the group's ownership moves to a new instance mid-burst", func() {
+		rc := cluster(ns, "move", 64, 1)
+		iw, err := suite.WatchI1(ctx, ns, nil)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(iw.Stop)
+		before := groupOwner(rc)
+		for range 20 {
+			framework.MustCreate(ctx, suite.Client, testutil.WorkerPodFor(rc, "tpu").Obj())
+		}
+
+		By("starting instances until one takes the group over from its live owner")
+		var joined *framework.Instance
+		for attempt := 0; joined == nil; attempt++ {
+			Expect(attempt).To(BeNumerically("<", 12), "no new instance took the group over")
+			inst, err := suite.StartInstance(ctx, replicas(len(suite.Instances)))
+			Expect(err).NotTo(HaveOccurred())
+			all := append(slices.Clone(suite.Instances), inst)
+			suite.ServeWebhooksFrom(all...)
+			Expect(framework.WaitForPeers(ctx, all...)).To(Succeed())
+			if owner := ownerAddr(rc, inst); owner == endpointOf(inst) {
+				joined = inst
+				DeferCleanup(func() {
+					Expect(joined.Stop()).To(Succeed())
+					suite.ServeWebhooksFrom(suite.Instances...)
+					Expect(framework.WaitForPeers(ctx, suite.Instances...)).To(Succeed())
+				})
+				continue
+			}
+			Expect(inst.Stop()).To(Succeed())
+			suite.ServeWebhooksFrom(suite.Instances...)
+			Expect(framework.WaitForPeers(ctx, suite.Instances...)).To(Succeed())
+		}
+		Expect(endpointOf(joined)).NotTo(Equal(endpointOf(suite.Instances[before])))
+
+		By("the other 44 Pods, one after another: the old owner's reservation ends with its window")
+		var longest time.Duration
+		for range 44 {
+			_, took, err := framework.CreateRetrying(ctx, suite.Client, testutil.WorkerPodFor(rc, "tpu").Obj(), testutil.Timeout)
+			Expect(err).NotTo(HaveOccurred())
+			longest = max(longest, took)
+		}
+		GinkgoWriter.Printf("ownership move: the longest wait of a Pod was %s\n", longest)
+		Expect(longest).To(BeNumerically("<=", 2*time.Second), "the longest wait of one Pod's create")
+		framework.ExpectIDs(ctx, suite.Client, ns, map[int32][]int{0: framework.Seq(64)})
+		expectClaimsMatchPods(ns)
+		iw.Stop()
+		Expect(iw.Violations()).To(BeEmpty(), "I1 on every Pod watch event")
+	})
+
 	It("keeps the ID of a late create that a crashed holder handed out, and frees the holder's other reserved IDs", func() {
 		rc := cluster(ns, "late-holder", 64, 1)
 		iw, err := suite.WatchI1(ctx, ns, nil)
@@ -128,20 +177,30 @@ var _ = Describe("Reservations (docs/spec.md §3.5)", func() {
 	})
 })
 
+// ownerAddr returns the owner of rc's group "tpu" as inst sees the webhook replicas.
+func ownerAddr(rc *rayv1.RayCluster, inst *framework.Instance) string {
+	GinkgoHelper()
+	owner, ok := rendezvous.Owner(forward.GroupKey(allocator.Request{Namespace: rc.Namespace, ClusterUID: rc.UID, GroupName: "tpu"}), inst.Peers.Members())
+	Expect(ok).To(BeTrue())
+	return owner
+}
+
+// endpointOf returns how the instance is listed among the webhook replicas.
+func endpointOf(inst *framework.Instance) string {
+	GinkgoHelper()
+	_, port, err := net.SplitHostPort(inst.Addr)
+	Expect(err).NotTo(HaveOccurred())
+	p, err := strconv.Atoi(port)
+	Expect(err).NotTo(HaveOccurred())
+	return framework.EndpointAddress(p)
+}
+
 // groupOwner returns the index in suite.Instances of the instance that owns rc's group "tpu" under
 // claim forwarding: the holder of its reservations.
 func groupOwner(rc *rayv1.RayCluster) int {
 	GinkgoHelper()
-	members := suite.Instances[0].Peers.Members()
-	owner, ok := rendezvous.Owner(forward.GroupKey(allocator.Request{Namespace: rc.Namespace, ClusterUID: rc.UID, GroupName: "tpu"}), members)
-	Expect(ok).To(BeTrue())
-	i := slices.IndexFunc(suite.Instances, func(inst *framework.Instance) bool {
-		_, port, err := net.SplitHostPort(inst.Addr)
-		Expect(err).NotTo(HaveOccurred())
-		p, err := strconv.Atoi(port)
-		Expect(err).NotTo(HaveOccurred())
-		return framework.EndpointAddress(p) == owner
-	})
+	owner := ownerAddr(rc, suite.Instances[0])
+	i := slices.IndexFunc(suite.Instances, func(inst *framework.Instance) bool { return endpointOf(inst) == owner })
 	Expect(i).To(BeNumerically(">=", 0), "the owner %s is one of the instances", owner)
 	return i
 }
