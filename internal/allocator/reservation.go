@@ -67,10 +67,10 @@ type reservation struct {
 	// sent is when the write that stored the tokens was sent: they are handed out only before
 	// sent plus the window.
 	sent time.Time
-	// ids maps each unhanded reserved worker ID to its token.
-	ids map[int32]string
-	// size is how many IDs the write reserved, handed how many have been handed out since.
-	size, handed int
+	// ids maps each unhanded reserved worker ID to its token, and handed counts the IDs handed
+	// out since the write (the next block is twice that).
+	ids    map[int32]string
+	handed int
 }
 
 // unhanded is one token this process reserved and has not handed out, until a write of its slice by
@@ -317,7 +317,7 @@ func (a *Allocator) recordReservation(q *queue, replica int32, ids map[int32]str
 	}
 	q.reserved[replica] = &reservation{sliceUID: written.UID, sliceName: written.Name, replicaName: written.Spec.ReplicaName,
 		affinityKey: written.Spec.AffinityTopologyKey, placement: written.Spec.Placement,
-		sent: sent, ids: ids, size: len(ids)}
+		sent: sent, ids: ids}
 	a.scheduleGiveBack(q, sent)
 }
 
