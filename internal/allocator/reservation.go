@@ -112,7 +112,8 @@ func (a *Allocator) handOut(q *queue, batch []*call) []*call {
 			continue
 		}
 		if h, ok := q.handed[c.token]; ok {
-			c.finish(result{assignment: h.assignment})
+			// The same claim again: answered, but not counted as a second one.
+			c.result <- result{assignment: h.assignment}
 			continue
 		}
 		as, ok := a.take(q, c, now)

@@ -314,6 +314,9 @@ func TestReservationsRetrySameToken(t *testing.T) {
 	if diff := cmp.Diff(first, again); diff != "" {
 		t.Errorf("a retry with the same token got another assignment (-first +retry):\n%s", diff)
 	}
+	if got := metrics.Value(a.m.Results.WithLabelValues(metrics.ClaimCommitted)); got != 2 {
+		t.Errorf("%v claims counted as committed, want 2: the retry is the same claim", got)
+	}
 }
 
 // TestReservationsUnknownOutcome: a write whose answer is lost may have stored its reservation;
