@@ -207,7 +207,8 @@ func (a *Allocator) stillStored(ctx context.Context, q *queue, namespace string,
 // stripOwn returns current with every pending claim this process reserved and has not handed out
 // removed: to the plan they are free, so that the write it makes of their slice drops them (or
 // hands them to its requests under their own tokens). Slices are copied only where a claim is
-// removed. Tokens whose claim is no longer there pending are forgotten.
+// removed. A token not found pending in current is forgotten once it is forgetUnhandedAfter old
+// (by then the pending TTL has freed it, if a write of this process has not).
 func (a *Allocator) stripOwn(q *queue, current claims.Slices) claims.Slices {
 	if len(q.unhanded) == 0 {
 		return current
