@@ -105,9 +105,11 @@ func (a *Allocator) handOut(q *queue, batch []*call) []*call {
 	now := a.clock.Now()
 	rest := batch[:0]
 	for _, c := range batch {
-		if c.giveBack || c.ctx.Err() != nil {
-			// A call past its deadline is dropped by the commit: its caller has been denied, and an
-			// ID handed to it would wait for the pending TTL.
+		if c.giveBack || !roomToHandOut(c.ctx) {
+			// A call past or near its deadline goes to the write path: its caller may give up
+			// (a forwarding replica then claims locally under the same request token), and an ID
+			// handed out under a reserved token would then wait for the pending TTL, whereas a
+			// claim written under the request's own token is found again by that retry.
 			rest = append(rest, c)
 			continue
 		}
@@ -129,6 +131,19 @@ func (a *Allocator) handOut(q *queue, batch []*call) []*call {
 		c.finish(result{assignment: as})
 	}
 	return rest
+}
+
+// handOutMargin is how much of its deadline a call must have left to be handed a reserved ID.
+const handOutMargin = time.Second
+
+// roomToHandOut reports whether ctx leaves a hand-out's answer time to reach its caller. Deadlines
+// are on the real clock.
+func roomToHandOut(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	d, ok := ctx.Deadline()
+	return !ok || time.Until(d) >= handOutMargin
 }
 
 // take hands c an ID of a valid reservation: the one KubeRay's labels name, or else the lowest

@@ -293,6 +293,32 @@ func TestReservationsOtherWriters(t *testing.T) {
 	}
 }
 
+// TestReservationsNearDeadline: a call with less than handOutMargin left is claimed by a write under
+// its own token, which a retry of its request elsewhere (forwarding's fallback) finds again, not
+// handed a reserved ID its caller may never use.
+func TestReservationsNearDeadline(t *testing.T) {
+	c := newClient(t, interceptor.Funcs{}, rayClusterOf(64, 1))
+	a := reservingAllocator(c, clocktesting.NewFakeClock(now))
+	if _, err := a.Claim(t.Context(), request(64)); err != nil {
+		t.Fatal(err)
+	}
+	writes := metrics.Value(a.m.Writes)
+	ctx, cancel := context.WithTimeout(t.Context(), handOutMargin/2)
+	defer cancel()
+	req := request(64)
+	req.Claim.Token = "forwarded-token"
+	as, err := a.Claim(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if as.Token != "forwarded-token" || metrics.Value(a.m.Writes) == writes {
+		t.Errorf("a call near its deadline got %+v with %v writes; want its own token, written", as, metrics.Value(a.m.Writes)-writes)
+	}
+	if got := storedClaims(t, c, 0)[as.WorkerID].Token; got != "forwarded-token" {
+		t.Errorf("worker ID %d stored under %q", as.WorkerID, got)
+	}
+}
+
 // TestReservationsRetrySameToken: a retry with the token of a request that got a reserved ID (a
 // forwarded claim whose answer was lost) gets the same ID back, not a second one.
 func TestReservationsRetrySameToken(t *testing.T) {
