@@ -251,7 +251,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"How long one Pod admission may retry its claim before it is denied as transient (below the webhook's 10s timeout).")
 	o.ReservationWindow = allocator.DefaultReservationWindow
 	fs.Func("claim-reservation-window", fmt.Sprintf(
-		"How long after a claim write this replica hands out, with no write of their own, the block of a slice's free worker IDs the write reserved (at most --claim-timeout); 0 makes every claim write its own. (default %s)",
+		"How long after a claim write this replica hands out, with no write of their own, the block of a slice's free worker IDs the write reserved (at most --claim-timeout and a quarter of --pending-claim-ttl); 0 makes every claim write its own. (default %s)",
 		allocator.DefaultReservationWindow), func(v string) error {
 		d, err := time.ParseDuration(v)
 		switch {
