@@ -377,6 +377,11 @@ func (i *Instance) stop(endpointFirst bool) error {
 	return i.stopErr
 }
 
+// Unlist removes the instance's endpoint from the webhook Service while it keeps running, as
+// Kubernetes does for a Pod whose readiness probe fails: its peers stop forwarding claims to it, and
+// the groups it owned move to them. Stop it later as usual.
+func (i *Instance) Unlist() error { return i.removeEndpoint() }
+
 func (i *Instance) removeEndpoint() error {
 	if i.endpointSlice == nil {
 		return nil

@@ -92,43 +92,33 @@ var _ = Describe("Reservations (docs/spec.md §3.5)", func() {
 		Expect(iw.Violations()).To(BeEmpty(), "I1 on every Pod watch event")
 	})
 
-	It("admits a slice's Pods without a wait when the group's ownership moves to a new instance mid-burst", func() {
+	It("admits a slice's Pods without a wait when the group's ownership moves away from its live holder mid-burst", func() {
 		rc := cluster(ns, "move", 64, 1)
 		iw, err := suite.WatchI1(ctx, ns, nil)
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(iw.Stop)
-		before := groupOwner(rc)
+		holder := groupOwner(rc)
 		for range 20 {
 			framework.MustCreate(ctx, suite.Client, testutil.WorkerPodFor(rc, "tpu").Obj())
 		}
 
-		By("starting instances until one takes the group over from its live owner")
-		var joined *framework.Instance
-		for attempt := 0; joined == nil; attempt++ {
-			// Rendezvous hashing gives each new (fourth) instance the group with probability 1/4:
-			// 48 tries all miss with probability (3/4)^48, about 1e-6.
-			Expect(attempt).To(BeNumerically("<", 48), "no new instance took the group over")
-			inst, err := suite.StartInstance(ctx, replicas(len(suite.Instances)))
+		By("the holder leaves the webhook Service but keeps running (a failing readiness probe): the group moves to a peer")
+		old := suite.Instances[holder]
+		Expect(old.Unlist()).To(Succeed())
+		others := slices.Delete(slices.Clone(suite.Instances), holder, holder+1)
+		suite.ServeWebhooksFrom(others...)
+		Expect(framework.WaitForPeers(ctx, others...)).To(Succeed())
+		DeferCleanup(func() {
+			Expect(old.Stop()).To(Succeed())
+			inst, err := suite.StartInstance(ctx, replicas(holder))
 			Expect(err).NotTo(HaveOccurred())
-			all := append(slices.Clone(suite.Instances), inst)
-			suite.ServeWebhooksFrom(all...)
-			Expect(framework.WaitForPeers(ctx, all...)).To(Succeed())
-			if owner := ownerAddr(rc, inst); owner == endpointOf(inst) {
-				joined = inst
-				DeferCleanup(func() {
-					Expect(joined.Stop()).To(Succeed())
-					suite.ServeWebhooksFrom(suite.Instances...)
-					Expect(framework.WaitForPeers(ctx, suite.Instances...)).To(Succeed())
-				})
-				continue
-			}
-			Expect(inst.Stop()).To(Succeed())
+			suite.Instances[holder] = inst
 			suite.ServeWebhooksFrom(suite.Instances...)
 			Expect(framework.WaitForPeers(ctx, suite.Instances...)).To(Succeed())
-		}
-		Expect(endpointOf(joined)).NotTo(Equal(endpointOf(suite.Instances[before])))
+		})
+		Expect(ownerAddr(rc, others[0])).NotTo(Equal(endpointOf(old)))
 
-		By("the other 44 Pods, one after another: the old owner's reservation ends with its window")
+		By("the other 44 Pods, one after another: the old holder's reservation ends with its window")
 		var longest time.Duration
 		for range 44 {
 			_, took, err := framework.CreateRetrying(ctx, suite.Client, testutil.WorkerPodFor(rc, "tpu").Obj(), testutil.Timeout)
@@ -136,7 +126,9 @@ var _ = Describe("Reservations (docs/spec.md §3.5)", func() {
 			longest = max(longest, took)
 		}
 		GinkgoWriter.Printf("ownership move: the longest wait of a Pod was %s\n", longest)
-		Expect(longest).To(BeNumerically("<=", 2*time.Second), "the longest wait of one Pod's create")
+		// The IDs the old holder reserved wait for its give-back at the window's end (0.5 s here):
+		// measured about 1 s; the bound leaves room for a loaded machine.
+		Expect(longest).To(BeNumerically("<=", 3*time.Second), "the longest wait of one Pod's create")
 		framework.ExpectIDs(ctx, suite.Client, ns, map[int32][]int{0: framework.Seq(64)})
 		expectClaimsMatchPods(ns)
 		iw.Stop()
