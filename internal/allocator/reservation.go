@@ -35,6 +35,7 @@ package allocator
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"time"
 
@@ -167,7 +168,7 @@ func (a *Allocator) take(q *queue, c *call, now time.Time) (Assignment, bool) {
 		}
 		replica, id = *idx, want
 	} else {
-		for _, rep := range sortedKeys(q.reserved) {
+		for _, rep := range slices.Sorted(maps.Keys(q.reserved)) {
 			if r := q.reserved[rep]; rep < c.cluster.desired && valid(r) {
 				replica, id = rep, lowestKey(r.ids)
 				break
@@ -356,8 +357,9 @@ func (a *Allocator) scheduleGiveBack(q *queue, sent time.Time) {
 
 // giveBack writes back as free the unhanded IDs of every reservation of q whose window has ended,
 // for the group of the request req (any request of the queue names its slices). A reservation still
-// valid is left alone: its window's own give-back comes later. A write that loses a conflict is not
-// retried: the next write of the slice, or the pending TTL, frees them.
+// valid is left alone: its window's own give-back comes later. A write that loses a conflict is
+// retried on a live read (giveBackSlice); past that, the next write of the slice or the pending TTL
+// frees them.
 func (a *Allocator) giveBack(ctx context.Context, q *queue, req Request) {
 	now := a.clock.Now()
 	for replica, r := range q.reserved {
@@ -428,15 +430,6 @@ func (a *Allocator) forgetHanded(q *queue) {
 			delete(q.handed, token)
 		}
 	}
-}
-
-func sortedKeys[V any](m map[int32]V) []int32 {
-	keys := make([]int32, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // lowestKey returns the lowest key of a non-empty m, in one pass.

@@ -17,8 +17,6 @@ limitations under the License.
 package operator
 
 import (
-	"flag"
-	"io"
 	"testing"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
@@ -39,12 +37,7 @@ func TestSlicePlacementFlag(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			var opts Options
-			fs := flag.NewFlagSet("test", flag.ContinueOnError)
-			fs.SetOutput(io.Discard)
-			opts.BindFlags(fs)
-
-			err := fs.Parse(tc.args)
+			opts, err := parseFlags(tc.args)
 
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("Parse(%q) = %v, want error %t", tc.args, err, tc.wantErr)

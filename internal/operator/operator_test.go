@@ -311,11 +311,7 @@ func TestHostListsConfigMapAboveFlag(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			var opts Options
-			fs := flag.NewFlagSet("test", flag.ContinueOnError)
-			fs.SetOutput(io.Discard)
-			opts.BindFlags(fs)
-			err := fs.Parse(tc.args)
+			opts, err := parseFlags(tc.args)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("Parse(%v) = %v, want error %t", tc.args, err, tc.wantErr)
 			}
@@ -344,11 +340,7 @@ func TestReservationWindow(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			var opts Options
-			fs := flag.NewFlagSet("test", flag.ContinueOnError)
-			fs.SetOutput(io.Discard)
-			opts.BindFlags(fs)
-			err := fs.Parse(tc.args)
+			opts, err := parseFlags(tc.args)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("Parse(%v) = %v, want error %t", tc.args, err, tc.wantErr)
 			}
@@ -360,4 +352,13 @@ func TestReservationWindow(t *testing.T) {
 	if got := reservationWindow(Options{}); got != allocator.DefaultReservationWindow {
 		t.Errorf("reservation window of zero Options = %s, want the default %s", got, allocator.DefaultReservationWindow)
 	}
+}
+
+// parseFlags binds Options' flags and parses args, as the manager does.
+func parseFlags(args []string) (Options, error) {
+	var opts Options
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	opts.BindFlags(fs)
+	return opts, fs.Parse(args)
 }
