@@ -57,6 +57,8 @@ type bigResult struct {
 	admission      floor
 	// payload is the same Pods created with the identity already injected, no webhook.
 	payload floor
+	// injection is the same Pods through a stand-in webhook that injects the identity, no claim.
+	injection floor
 	// health is S5-health: the same slice's Pods bound and readied after the webhook run.
 	health healthResult
 }
@@ -109,14 +111,17 @@ func (b *bench) bigSlice(ctx context.Context, s scenario) (bigResult, error) {
 	if err := b.bigBaseline(ctx, s, &r); err != nil {
 		return r, err
 	}
+	if err := b.registerPodWebhook(ctx, saved); err != nil {
+		return r, err
+	}
+	if r.injection, err = b.injectionFloor(ctx, s); err != nil {
+		return r, err
+	}
 	instances, err := b.startInstances(ctx, forwarding)
 	if err != nil {
 		return r, err
 	}
 	defer stopAll(instances)
-	if err := b.registerPodWebhook(ctx, saved); err != nil {
-		return r, err
-	}
 	b.env.ServeWebhooksFrom(instances...)
 	defer b.env.ServeWebhooksFrom(b.validator)
 	if r.admission, err = b.admissionFloor(ctx, s); err != nil {
@@ -214,6 +219,7 @@ func (r *bigResult) report() string {
 		r.hosts, r.admission.name, ratio(r.admission.wall, r.baselineWall), r.perPod(r.forwarded, r.pods),
 		float64(r.claimNanos)/n/1e6)
 	fmt.Fprintf(os.Stderr, "S5-%d: %s: ratio %.2f%s\n", r.hosts, r.payload.name, ratio(r.payload.wall, r.baselineWall), r.payload.extra)
+	fmt.Fprintf(os.Stderr, "S5-%d: %s: ratio %.2f%s\n", r.hosts, r.injection.name, ratio(r.injection.wall, r.baselineWall), r.injection.extra)
 	fmt.Fprintf(os.Stderr, "S5-%d: stored: %d Pods %.1f MiB, %d ConfigMaps %.1f KiB, %.1f KiB per Pod; payload floor %d Pods %.1f MiB\n",
 		r.hosts, r.stored.pods, float64(r.stored.podBytes)/(1<<20), r.stored.configMaps, float64(r.stored.configMapBytes)/1024,
 		float64(r.stored.perPod())/1024, r.payload.stored.pods, float64(r.payload.stored.podBytes)/(1<<20))
@@ -231,9 +237,10 @@ func (r *bigResult) benchLines() []string {
 	first, last := r.firstLast()
 	flatness := ratio(mean(last), mean(first))
 	return []string{
-		fmt.Sprintf("BENCH S5-floor hosts=%d write_1_ms=%.1f write_1_p99_ms=%.1f write_h_ms=%.1f write_h_p99_ms=%.1f payload_ratio=%.2f admission_ratio=%.2f %s",
+		fmt.Sprintf("BENCH S5-floor hosts=%d write_1_ms=%.1f write_1_p99_ms=%.1f write_h_ms=%.1f write_h_p99_ms=%.1f payload_ratio=%.2f admission_ratio=%.2f injection_ratio=%.2f injection_flatness=%.2f %s",
 			r.hosts, ms(r.write1.mean), ms(r.write1.p99), ms(r.writeH.mean), ms(r.writeH.p99),
-			ratio(r.payload.wall, r.baselineWall), ratio(r.admission.wall, r.baselineWall), r.payload.stored.fields("payload_")),
+			ratio(r.payload.wall, r.baselineWall), ratio(r.admission.wall, r.baselineWall),
+			ratio(r.injection.wall, r.baselineWall), r.injection.flatness, r.payload.stored.fields("payload_")),
 		fmt.Sprintf("BENCH S5 hosts=%d pods=%d ratio=%.2f flatness=%.2f p99_ms=%.1f status_kib=%.1f writes_per_pod=%.2f duplicates=%d %s",
 			r.hosts, r.pods, ratio(r.wall, r.baselineWall), flatness, ms(percentile(r.lat, 99)),
 			float64(r.statusBytes)/1024, float64(r.writes)/n, r.duplicates, r.stored.fields("")),

@@ -46,6 +46,9 @@ type floor struct {
 	extra     string
 	// stored is what the floor's first slice takes as stored (the payload floor's Pods).
 	stored storedBytes
+	// flatness is the mean create of the last flatWindow Pods over that of the first (the
+	// injection floor's).
+	flatness float64
 }
 
 // admissionFloor creates as many worker Pods without TPUs as the scenario has, through the webhook
@@ -99,6 +102,42 @@ func (b *bench) payloadFloor(ctx context.Context, s scenario) (floor, error) {
 	f.extra += fmt.Sprintf(", %.1f KiB per Pod as stored (protobuf)", float64(f.stored.perPod())/1024)
 	// Gone before the webhook run: the Pods carry slice labels and tokens of slices that do not
 	// exist, which the instances' reconciler would otherwise adopt.
+	return f, b.c.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(rc.Namespace))
+}
+
+// injectionFloor creates the scenario's worker Pods, one at a time, through a stand-in for the
+// webhook (framework.Env.ServeStandIn: a webhook server behind the same proxy as the operator's
+// instances) that injects into each the identity the operator would (injectPayload, worker IDs in
+// creation order), with no claim and no API call: the API server's webhook call through the
+// bench's Service, the patch and the Pods' size, which no webhook that injects this identity at
+// admission avoids. It runs before the scenario's instances start, so that no reconciler sees its
+// Pods, and deletes them.
+func (b *bench) injectionFloor(ctx context.Context, s scenario) (floor, error) {
+	rc, err := b.rayCluster(ctx, "inject", s)
+	if err != nil {
+		return floor{}, err
+	}
+	var next, failed atomic.Int64
+	stop, err := b.env.ServeStandIn(func(pod *corev1.Pod) {
+		i := int32(next.Add(1) - 1) //nolint:gosec // at most a few thousand.
+		if injectPayload(pod, rc.Name, i/s.hosts, i%s.hosts) != nil {
+			failed.Add(1)
+		}
+	})
+	if err != nil {
+		return floor{}, err
+	}
+	lat, wall, denied := b.create(ctx, rc, s.pods(), 1)
+	if err := stop(); err != nil {
+		return floor{}, err
+	}
+	if n := failed.Load(); denied > 0 || n > 0 {
+		return floor{}, fmt.Errorf("injection floor: %d creates failed, %d Pods without a TPU topology", denied, n)
+	}
+	first, last := lat[:min(flatWindow, len(lat))], lat[max(len(lat)-flatWindow, 0):]
+	f := floor{name: "injection floor (a stand-in webhook injects the identity, no claim)", wall: wall, p99: percentile(lat, 99),
+		flatness: ratio(mean(last), mean(first))}
+	f.extra = fmt.Sprintf(", flatness %.2f, mean create %.1f ms", f.flatness, ms(mean(lat)))
 	return f, b.c.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(rc.Namespace))
 }
 

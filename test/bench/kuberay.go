@@ -189,17 +189,18 @@ func (b *bench) kubeRayReplica(ctx context.Context, hosts int32) (replicaResult,
 	return r, b.removeReplica(ctx, rc)
 }
 
-// kubeRayPayloadFloor times the same replica through a stand-in for the webhook that injects into
-// each worker Pod the identity KubeRay's index labels name (injectPayload), with no claim and no
-// API call: the admission round trip, the patch and the Pods' size, which no webhook that injects
-// this payload avoids.
+// kubeRayPayloadFloor times the same replica through a stand-in for the webhook, behind the same
+// proxy as the operator's instances (framework.Env.ServeStandIn), that injects into each worker Pod
+// the identity KubeRay's index labels name (injectPayload), with no claim and no API call: the
+// admission round trip, the patch and the Pods' size, which no webhook that injects this payload
+// avoids.
 func (b *bench) kubeRayPayloadFloor(ctx context.Context, hosts int32, topo string, r *replicaResult) error {
 	rc, err := b.replicaCluster(ctx, "floor-s7", hosts, topo)
 	if err != nil {
 		return err
 	}
 	var failed atomic.Int64
-	b.env.BypassWith(func(pod *corev1.Pod) {
+	stop, err := b.env.ServeStandIn(func(pod *corev1.Pod) {
 		if pod.Labels[rayutils.RayNodeTypeLabelKey] != string(rayv1.WorkerNode) {
 			return // the head
 		}
@@ -209,9 +210,11 @@ func (b *bench) kubeRayPayloadFloor(ctx context.Context, hosts int32, topo strin
 			failed.Add(1)
 		}
 	})
-	r.floor, err = b.applyAndCount(ctx, rc, int(hosts), s7Timeout)
-	b.env.BypassWith(nil)
 	if err != nil {
+		return err
+	}
+	r.floor, err = b.applyAndCount(ctx, rc, int(hosts), s7Timeout)
+	if err := errors.Join(err, stop()); err != nil {
 		return err
 	}
 	if n := failed.Load(); n > 0 {

@@ -90,6 +90,20 @@ func (b *bench) scenario(ctx context.Context, s scenario) (result, error) {
 	if err != nil {
 		return r, err
 	}
+	registered := false
+	if s.clients == 1 {
+		// The floor of a webhook that only injects: sequential scenarios only, before the
+		// instances start.
+		if err := b.registerPodWebhook(ctx, saved); err != nil {
+			return r, err
+		}
+		registered = true
+		f, err := b.injectionFloor(ctx, s)
+		if err != nil {
+			return r, err
+		}
+		floors = append(floors, f)
+	}
 	// Three fresh instances, each with its own client and cache, started after the baseline so that
 	// the reconciler does not act on its Pods.
 	instances, err := b.startInstances(ctx, forwarding)
@@ -106,8 +120,10 @@ func (b *bench) scenario(ctx context.Context, s scenario) (result, error) {
 		}
 		floors = append(floors, f)
 	}
-	if err := b.registerPodWebhook(ctx, saved); err != nil {
-		return r, err
+	if !registered {
+		if err := b.registerPodWebhook(ctx, saved); err != nil {
+			return r, err
+		}
 	}
 	b.env.ServeWebhooksFrom(instances...)
 	f, err := b.admissionFloor(ctx, s)
