@@ -111,10 +111,11 @@ func TestS5Lines(t *testing.T) {
 		writeH:    writeStats{mean: 16 * time.Millisecond, p99: 20 * time.Millisecond},
 		admission: floor{wall: 2 * time.Second},
 		payload:   floor{wall: 3 * time.Second, stored: storedBytes{pods: 128, podBytes: 128 * 60000}},
+		injection: floor{wall: 2500 * time.Millisecond, flatness: 1.1},
 	}
 	want := []string{
 		"BENCH S5-floor hosts=128 write_1_ms=7.0 write_1_p99_ms=9.0 write_h_ms=16.0 write_h_p99_ms=20.0 payload_ratio=3.00 admission_ratio=2.00" +
-			" payload_stored_pod_bytes=7680000 payload_stored_configmap_bytes=0 payload_stored_bytes_per_pod=60000",
+			" injection_ratio=2.50 injection_flatness=1.10 payload_stored_pod_bytes=7680000 payload_stored_configmap_bytes=0 payload_stored_bytes_per_pod=60000",
 		"BENCH S5 hosts=128 pods=128 ratio=4.00 flatness=1.50 p99_ms=15.0 status_kib=2.0 writes_per_pod=1.00 duplicates=0" +
 			" stored_pod_bytes=512000 stored_configmap_bytes=12800 stored_bytes_per_pod=4100",
 	}
