@@ -96,6 +96,9 @@ type auditor struct {
 	// liveDeleted are the Pods (by UID) an operator instance sent a deletion for while they were
 	// live, repairs included.
 	liveDeleted map[types.UID]bool
+	// releases counts the operator's releases of gated Pods judged (judgeRelease), and
+	// timedOutReleases those of a slice missing IDs whose assembly timeout had passed.
+	releases, timedOutReleases int
 	// ownersGone are the RayCluster generations (UIDs) the run deleted and left to the garbage
 	// collector; namespacesGone the namespaces it deleted.
 	ownersGone     map[types.UID]bool
@@ -157,6 +160,9 @@ type auditTransport struct {
 }
 
 func (t *auditTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method == http.MethodPatch && t.actor == actorOperator {
+		return t.release(req)
+	}
 	if req.Method != http.MethodDelete {
 		return t.next.RoundTrip(req)
 	}

@@ -123,6 +123,8 @@ type runner struct {
 	// and repairsBefore the auditor's counts.
 	adoptedBefore                float64
 	deletedBefore, repairsBefore int
+	// releasesBefore and timedOutBefore are the auditor's release counts when the run started.
+	releasesBefore, timedOutBefore int
 
 	// What hostile_test.go's operations did and saw (issue 20).
 	hostile hostileStats
@@ -168,6 +170,7 @@ func run(seed, stream uint64, gate bool, d time.Duration) {
 	Expect(err).NotTo(HaveOccurred())
 	r.adoptedBefore = adoptions(append(r.retired, r.instances...))
 	r.deletedBefore, r.repairsBefore = audit.counts()
+	r.releasesBefore, r.timedOutBefore = audit.releaseCounts()
 	for i := range instances {
 		r.instances = append(r.instances, r.startInstance(i))
 	}
@@ -248,15 +251,20 @@ func run(seed, stream uint64, gate bool, d time.Duration) {
 	GinkgoWriter.Println(line, "faults_injected:", r.faults.injected.Load())
 	fmt.Fprintf(os.Stdout, "CHAOS-OPS gate=%s %v judged_repairs=%d\n", gateName, r.opCounts, repairs-r.repairsBefore)
 	GinkgoWriter.Println("replacements:", r.replaceTimes)
+	releases := -1
 	if r.cluster {
 		r.deleteRunNamespace()
-		r.reportCluster(gateName)
+		releases = r.reportCluster(gateName)
 	}
 	Expect(errors.Join(r.errs...)).NotTo(HaveOccurred(), "docs/spec.md §9 violations (rerun with -chaos.seed=%d)", seed)
 	// A run that admits nothing, or never settles, would pass the invariants vacuously.
 	Expect(admitted).To(BeNumerically(">", 0), "no Pod was admitted")
 	Expect(r.hostListsRefs).To(BeNumerically(">", 0), "no Pod took its host lists from a ConfigMap: checkHostLists checked only inline lists")
 	Expect(reserved).To(BeNumerically(">", 0), "no ID was handed out from a reservation: the invariants checked only IDs claimed by their own write")
+	if r.cluster && r.slicePlacement() == tpuv1alpha1.PlacementChosenDomain {
+		// Otherwise "no partial binding" (release.go) held vacuously.
+		Expect(releases).To(BeNumerically(">", 0), "no gated Pod was released: the run judged no ChosenDomain release")
+	}
 	Expect(r.settled).To(BeTrue(), "KubeRay did not get every Pod the RayClusters ask for within two minutes of the chaos ending")
 }
 

@@ -1,0 +1,197 @@
+/*
+Copyright 2026 The tpu-slice-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
+	"github.com/ray-tpu/tpu-slice-operator/internal/gate"
+	"github.com/ray-tpu/tpu-slice-operator/internal/identity"
+	"github.com/ray-tpu/tpu-slice-operator/internal/lifecycle"
+	"github.com/ray-tpu/tpu-slice-operator/internal/tpuenv"
+)
+
+// "No partial binding" (docs/spec.md §12, issue 24): the operator releases a ChosenDomain slice
+// as one unit. Every Pod PATCH an operator instance sends that takes the placement gate off
+// (gate.ReleasePatch) is judged the moment it is sent, on a live read, before it reaches the API
+// server:
+//   - the domain it adds to the Pod's nodeSelector is the slice's status.domain (recorded before
+//     any Pod is released);
+//   - every worker ID 0..H-1 of the slice is held by a live Pod of the same RayCluster generation
+//     (by its spec identity), or was until less than holderGrace ago (the runner or KubeRay may
+//     have deleted it since the reconciler's read), unless the slice is already committed to the
+//     domain (a live Pod of it bound, or ungated and selecting the domain: a late Pod or a
+//     replacement joins it) or its oldest gated Pod was created more than the assembly timeout
+//     ago (the bound §12 states for a slice whose Pods do not all arrive).
+// So a slice never starts binding with hosts missing. The operators run with the default
+// --slice-assembly-timeout.
+
+// releaseSkew is what the assembly-timeout exception allows for the operator's clock against the
+// API server's creation timestamps.
+const releaseSkew = 2 * time.Second
+
+type patchOp struct {
+	Op    string          `json:"op"`
+	Path  string          `json:"path"`
+	Value json.RawMessage `json:"value"`
+}
+
+// release judges an operator's Pod PATCH that takes the placement gate off, then sends it.
+func (t *auditTransport) release(req *http.Request) (*http.Response, error) {
+	ns, name, ok := podPath(req.URL.Path)
+	if !ok || name == "" || req.Body == nil {
+		return t.next.RoundTrip(req)
+	}
+	body, err := io.ReadAll(req.Body)
+	_ = req.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	req.Body = io.NopCloser(bytes.NewReader(body))
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	if key, domain, ok := releaseOf(body); ok {
+		t.a.judgeRelease(req.Context(), ns, name, key, domain)
+	}
+	return t.next.RoundTrip(req)
+}
+
+// releaseOf reads a JSON patch: it is a release when it changes /spec/schedulingGates and adds a
+// nodeSelector entry; key and domain are that entry.
+func releaseOf(body []byte) (key, domain string, ok bool) {
+	var ops []patchOp
+	if json.Unmarshal(body, &ops) != nil {
+		return "", "", false
+	}
+	gates := false
+	for _, op := range ops {
+		switch {
+		case op.Path == "/spec/schedulingGates" && (op.Op == "remove" || op.Op == "replace"):
+			gates = true
+		case op.Op == "add" && op.Path == "/spec/nodeSelector":
+			var sel map[string]string
+			if json.Unmarshal(op.Value, &sel) == nil && len(sel) == 1 {
+				for k, v := range sel {
+					key, domain = k, v
+				}
+			}
+		case op.Op == "add" && strings.HasPrefix(op.Path, "/spec/nodeSelector/"):
+			k := strings.TrimPrefix(op.Path, "/spec/nodeSelector/")
+			key = strings.ReplaceAll(strings.ReplaceAll(k, "~1", "/"), "~0", "~")
+			_ = json.Unmarshal(op.Value, &domain)
+		}
+	}
+	return key, domain, gates && key != ""
+}
+
+// judgeRelease judges the operator's release of Pod ns/name onto key=domain.
+func (a *auditor) judgeRelease(ctx context.Context, ns, name, key, domain string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	pod := &corev1.Pod{}
+	if err := a.reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pod); err != nil || !tpuenv.HasGate(pod) {
+		return // gone, or no longer gated: the patch's tests make it apply nothing
+	}
+	id, ok := identity.FromPod(pod)
+	if !ok {
+		a.violatef("§12: the operator released Pod %s, which carries no TPU identity", name)
+		return
+	}
+	var slice tpuv1alpha1.TPUSliceAssignment
+	if err := a.reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: id.SliceName()}, &slice); err != nil {
+		a.violatef("§12: the operator released Pod %s of slice %s, which could not be read: %v", name, id.SliceName(), err)
+		return
+	}
+	if slice.Status.Domain != domain || slice.Spec.AffinityTopologyKey != key {
+		a.violatef("§12: the operator released Pod %s of slice %s onto %s=%s, but the slice records %s=%q",
+			name, slice.Name, key, domain, slice.Spec.AffinityTopologyKey, slice.Status.Domain)
+		return
+	}
+	var pods corev1.PodList
+	if err := a.reader.List(ctx, &pods, client.InNamespace(ns)); err != nil {
+		a.violatef("§12: could not judge the operator's release of Pod %s: %v", name, err)
+		return
+	}
+	held := make([]bool, id.Hosts)
+	var oldestGated time.Time
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		pid, ok := identity.FromPod(p)
+		if !ok || !lifecycle.PodLive(p) || pid.SliceName() != id.SliceName() || pid.ClusterUID != id.ClusterUID || pid.Hosts != id.Hosts {
+			continue
+		}
+		if p.Spec.NodeName != "" || (!tpuenv.HasGate(p) && p.Spec.NodeSelector[key] == domain) {
+			a.countRelease(false)
+			return // committed: a late Pod or a replacement joins the slice's domain
+		}
+		if pid.WorkerID >= 0 && pid.WorkerID < id.Hosts {
+			held[pid.WorkerID] = true
+		}
+		if tpuenv.HasGate(p) && (oldestGated.IsZero() || p.CreationTimestamp.Time.Before(oldestGated)) {
+			oldestGated = p.CreationTimestamp.Time
+		}
+	}
+	a.mu.Lock()
+	for _, g := range a.gone {
+		if time.Since(g.at) < holderGrace && g.id.SliceName() == id.SliceName() && g.id.ClusterUID == id.ClusterUID &&
+			g.id.Hosts == id.Hosts && g.id.WorkerID >= 0 && g.id.WorkerID < id.Hosts {
+			held[g.id.WorkerID] = true
+		}
+	}
+	a.mu.Unlock()
+	var missing []int32
+	for w, ok := range held {
+		if !ok {
+			missing = append(missing, int32(w)) //nolint:gosec // w < hosts, an int32.
+		}
+	}
+	if len(missing) == 0 {
+		a.countRelease(false)
+		return
+	}
+	if !oldestGated.IsZero() && time.Since(oldestGated) > gate.DefaultAssemblyTimeout-releaseSkew {
+		a.countRelease(true)
+		return
+	}
+	a.violatef("§12 (no partial binding): the operator released Pod %s of slice %s onto %s=%s while worker IDs %v of its %d had no live Pod and its oldest gated Pod was created %v ago (assembly timeout %v)",
+		name, slice.Name, key, domain, missing, id.Hosts, time.Since(oldestGated).Round(time.Second), gate.DefaultAssemblyTimeout)
+}
+
+func (a *auditor) countRelease(timedOut bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.releases++
+	if timedOut {
+		a.timedOutReleases++
+	}
+}
+
+// releaseCounts returns the releases judged and those allowed by the assembly timeout.
+func (a *auditor) releaseCounts() (judged, timedOut int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.releases, a.timedOutReleases
+}
