@@ -17,6 +17,7 @@ limitations under the License.
 package controllers
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -79,7 +80,8 @@ func (r *TPUSliceAssignmentReconciler) place(ctx context.Context, rc *rayv1.RayC
 	pods []corev1.Pod) (time.Duration, error) {
 	switch slice.Spec.Placement {
 	case tpuv1alpha1.PlacementInterPodAffinity:
-		if r.slicePlacement == tpuv1alpha1.PlacementChosenDomain {
+		// Unset is the default, as the webhook reads it (placement.DecideMode).
+		if cmp.Or(r.slicePlacement, placement.DefaultMode) == tpuv1alpha1.PlacementChosenDomain {
 			r.warnInterPodAffinity(rc, slice)
 		}
 		return 0, nil

@@ -317,6 +317,15 @@ func TestReconcile(t *testing.T) {
 			},
 			wantPlacement: tpuv1alpha1.PlacementChosenDomain, wantKey: constants.NodePoolTopologyKey,
 		},
+		"§12 a slice the webhook placed by inter-pod affinity while the operator chooses domains (--slice-placement unset: the default): one Warning": {
+			rc:            reconcileCluster("uid-rc"),
+			slice:         reconcileSlice(0).Placement(tpuv1alpha1.PlacementInterPodAffinity, constants.NodePoolTopologyKey).Claim(0, "t-p", "", ""),
+			pods:          []*testutil.PodWrapper{p},
+			rounds:        append(reconcileSettled(ctrl.Result{}), reconcileRound{at: 2 * DefaultBindSettle}),
+			wantClaims:    []tpuv1alpha1.WorkerClaim{claimP},
+			wantEvents:    []testutil.Event{event("p", normal, tpuv1alpha1.ReasonTPUWorkerIDAssigned), event("rc", warning, tpuv1alpha1.ReasonTPUSliceInterPodAffinity)},
+			wantPlacement: tpuv1alpha1.PlacementInterPodAffinity, wantKey: constants.NodePoolTopologyKey,
+		},
 		"§8, §12 a ChosenDomain slice still missing a Pod waits for the bind settle": {
 			rc: reconcileCluster("uid-rc"), slice: chosenDomain(allPending), pods: gated(workers[:3]),
 			rounds:        []reconcileRound{{want: ctrl.Result{RequeueAfter: DefaultBindSettle}}},

@@ -75,7 +75,8 @@ type Options struct {
 	// empty: the operator's own, as leader election's).
 	PlacementNamespace string
 	// SlicePlacement is how the operator places new multi-host slices (the webhook's
-	// --slice-placement): with ChosenDomain, a slice created with InterPodAffinity is warned of.
+	// --slice-placement; "" is placement.DefaultMode, as for the webhook): with ChosenDomain, a
+	// slice created with InterPodAffinity is warned of.
 	SlicePlacement tpuv1alpha1.SlicePlacement
 }
 
