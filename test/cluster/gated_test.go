@@ -232,6 +232,62 @@ func gatedScenarios(ns *string, pw **framework.PlacementWatcher) {
 		expectSlicesReady(*ns, fresh.Name, 1)
 	})
 
+	It("gives a slice created before its node pool exists inter-pod terms and a Warning, and runs it once the pool appears", func() {
+		// As with GKE's node auto-provisioning: no TPU Node of the slice's accelerator and topology
+		// exists when its Pods are admitted, so no domain can be chosen and the slice keeps
+		// today's terms (docs/spec.md §12, "No Node with the key's label"), which a pool created
+		// later satisfies.
+		rc := create(testutil.MakeRayCluster("autoscaled", *ns).TPUGroup("tpu", latePool.Accelerator, latePool.Topology, 4, 4, 1).Obj())
+		var name string
+		Eventually(func(g Gomega) {
+			var list tpuv1alpha1.TPUSliceAssignmentList
+			g.Expect(suite.Client.List(ctx, &list, client.InNamespace(*ns))).To(Succeed())
+			g.Expect(list.Items).To(HaveLen(1))
+			name = list.Items[0].Name
+			g.Expect(list.Items[0].Spec.Placement).To(Equal(tpuv1alpha1.PlacementInterPodAffinity))
+			pods := workerPods(rc)
+			g.Expect(pods).To(HaveLen(4))
+			for _, pod := range pods {
+				g.Expect(pod.Spec.SchedulingGates).To(BeEmpty(), "Pod %s: not gated, the scheduler waits for a Node", pod.Name)
+				g.Expect(pod.Spec.NodeName).To(BeEmpty(), "Pod %s: no Node fits yet", pod.Name)
+				g.Expect(interPodTerms(&pod)).To(BeNumerically(">", 0), "Pod %s carries the slice's terms", pod.Name)
+			}
+		}, testutil.Timeout, testutil.Interval).Should(Succeed())
+		expectSliceEvent(rc, name, tpuv1alpha1.ReasonTPUSliceInterPodAffinity)
+
+		By("the node pool appears")
+		nodes, err := localcluster.Nodes([]localcluster.Pool{latePool})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func() {
+			// The slice's Pods go first, so that none is left bound to a deleted Node.
+			Expect(client.IgnoreNotFound(suite.Client.Delete(ctx, rc))).To(Succeed())
+			Expect(suite.Client.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(*ns))).To(Succeed())
+			Eventually(func(g Gomega) {
+				var pods corev1.PodList
+				g.Expect(suite.Client.List(ctx, &pods, client.InNamespace(*ns))).To(Succeed())
+				g.Expect(pods.Items).To(BeEmpty())
+			}, testutil.LongTimeout, testutil.Interval).Should(Succeed())
+			for _, n := range nodes {
+				Expect(client.IgnoreNotFound(suite.Client.Delete(ctx, n))).To(Succeed())
+			}
+		})
+		appeared := time.Now()
+		for _, n := range nodes {
+			Expect(suite.Client.Create(ctx, n)).To(Succeed())
+		}
+		Eventually(func(g Gomega) {
+			pool, ok := placementsIn(g, *ns, constants.NodePoolTopologyKey)[name].Domain()
+			g.Expect(ok).To(BeTrue(), "Running and Ready in one pool")
+			g.Expect(pool).To(Equal(latePool.Name))
+		}, testutil.LongTimeout, testutil.Interval).Should(Succeed())
+		report("node pool created after the slice: slice Running and Ready", time.Since(appeared))
+		s := slice(Default, *ns, name)
+		Expect(s.Spec.Placement).To(Equal(tpuv1alpha1.PlacementInterPodAffinity), "a slice's placement is decided once, at its first claim")
+		Expect(s.Status.Domain).To(BeEmpty())
+		expectSettled(*ns)
+		expectSlicesReady(*ns, rc.Name, 1)
+	})
+
 	It("leaves Kueue-managed and dynamic-slicing slices ungated, with their own nodeSelector and no terms", func() {
 		// Kueue is not installed: each template selects a pool, as Kueue's topology-aware
 		// scheduling would have, so that each slice runs whole and turns Ready.

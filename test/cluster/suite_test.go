@@ -64,6 +64,10 @@ const (
 
 var contendedPools = []string{"pool-a", "pool-b", "pool-c"}
 
+// latePool is a v5p node pool of 4 hosts that no slice but one spec's uses, and that exists only
+// while that spec runs: created after its slice, as GKE's node auto-provisioning creates a pool.
+var latePool = localcluster.Pool{Name: "pool-late", Accelerator: "tpu-v5p-slice", Topology: "2x2x4"}
+
 func pools() []localcluster.Pool {
 	var out []localcluster.Pool
 	for _, name := range contendedPools {
