@@ -26,6 +26,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
@@ -122,8 +123,10 @@ func (a *auditor) judgeRelease(ctx context.Context, ns, name, key, domain string
 	}
 	var slice tpuv1alpha1.TPUSliceAssignment
 	if err := a.reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: id.SliceName()}, &slice); err != nil {
-		a.violatef("§12: the operator released Pod %s of slice %s, which could not be read: %v", name, id.SliceName(), err)
-		return
+		if !apierrors.IsNotFound(err) {
+			a.violatef("§12: the operator released Pod %s of slice %s, which could not be read: %v", name, id.SliceName(), err)
+		}
+		return // deleted since (its RayCluster or namespace went): nothing left to judge against
 	}
 	if slice.Status.Domain != domain || slice.Spec.AffinityTopologyKey != key {
 		a.violatef("§12: the operator released Pod %s of slice %s onto %s=%s, but the slice records %s=%q",
