@@ -175,13 +175,10 @@ func (t *auditTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	var uid types.UID
 	if req.Body != nil {
-		body, err := io.ReadAll(req.Body)
-		_ = req.Body.Close()
+		body, err := readBody(req)
 		if err != nil {
 			return nil, err
 		}
-		req.Body = io.NopCloser(bytes.NewReader(body))
-		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 		var opts metav1.DeleteOptions
 		if json.Unmarshal(body, &opts) == nil && opts.Preconditions != nil && opts.Preconditions.UID != nil {
 			uid = *opts.Preconditions.UID
@@ -201,6 +198,18 @@ func (t *auditTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		t.a.mu.Unlock()
 	}
 	return resp, err
+}
+
+// readBody reads req's body and leaves it readable again for the request's transport.
+func readBody(req *http.Request) ([]byte, error) {
+	body, err := io.ReadAll(req.Body)
+	_ = req.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	req.Body = io.NopCloser(bytes.NewReader(body))
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	return body, nil
 }
 
 func (t *auditTransport) collection(req *http.Request, ns string) (*http.Response, error) {

@@ -17,16 +17,16 @@ limitations under the License.
 package chaos
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"io"
+	"math"
 	"net/http"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
@@ -44,10 +44,11 @@ import (
 //     any Pod is released);
 //   - every worker ID 0..H-1 of the slice is held by a live Pod of the same RayCluster generation
 //     (by its spec identity), or was until less than holderGrace ago (the runner or KubeRay may
-//     have deleted it since the reconciler's read), unless the slice is already committed to the
-//     domain (a live Pod of it bound, or ungated and selecting the domain: a late Pod or a
-//     replacement joins it) or its oldest gated Pod was created more than the assembly timeout
-//     ago (the bound §12 states for a slice whose Pods do not all arrive).
+//     have deleted it since the reconciler's read: a Pod the watch saw go, one terminating since,
+//     or as many deletions sent in the namespace as IDs are missing), unless the slice is already
+//     committed to the domain (a live Pod of it bound, or ungated and selecting the domain: a
+//     late Pod or a replacement joins it) or its oldest gated Pod was created more than the
+//     assembly timeout ago (the bound §12 states for a slice whose Pods do not all arrive).
 // So a slice never starts binding with hosts missing. The operators run with the default
 // --slice-assembly-timeout.
 
@@ -67,13 +68,10 @@ func (t *auditTransport) release(req *http.Request) (*http.Response, error) {
 	if !ok || name == "" || req.Body == nil {
 		return t.next.RoundTrip(req)
 	}
-	body, err := io.ReadAll(req.Body)
-	_ = req.Body.Close()
+	body, err := readBody(req)
 	if err != nil {
 		return nil, err
 	}
-	req.Body = io.NopCloser(bytes.NewReader(body))
-	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	if key, domain, ok := releaseOf(body); ok {
 		t.a.judgeRelease(req.Context(), ns, name, key, domain)
 	}
@@ -143,7 +141,15 @@ func (a *auditor) judgeRelease(ctx context.Context, ns, name, key, domain string
 	for i := range pods.Items {
 		p := &pods.Items[i]
 		pid, ok := identity.FromPod(p)
-		if !ok || !lifecycle.PodLive(p) || pid.SliceName() != id.SliceName() || pid.ClusterUID != id.ClusterUID || pid.Hosts != id.Hosts {
+		if !ok || pid.SliceName() != id.SliceName() || pid.ClusterUID != id.ClusterUID || pid.Hosts != id.Hosts {
+			continue
+		}
+		if !lifecycle.PodLive(p) {
+			// Deleted less than holderGrace ago: the reconciler may have seen it live.
+			if d := p.DeletionTimestamp; d != nil && pid.WorkerID >= 0 && pid.WorkerID < id.Hosts &&
+				time.Since(d.Add(-time.Duration(ptr.Deref(p.DeletionGracePeriodSeconds, 0))*time.Second)) < holderGrace {
+				held[pid.WorkerID] = true
+			}
 			continue
 		}
 		if p.Spec.NodeName != "" || (!tpuenv.HasGate(p) && p.Spec.NodeSelector[key] == domain) {
@@ -171,7 +177,10 @@ func (a *auditor) judgeRelease(ctx context.Context, ns, name, key, domain string
 			missing = append(missing, int32(w)) //nolint:gosec // w < hosts, an int32.
 		}
 	}
-	if len(missing) == 0 {
+	if len(missing) == 0 || a.recentDeletions(ns) >= len(missing) {
+		// All held, or as many Pods of the namespace deleted in the last holderGrace as IDs are
+		// missing: the watch may not have reported them yet, and the reconciler may have seen
+		// them live.
 		a.countRelease(false)
 		return
 	}
@@ -181,6 +190,31 @@ func (a *auditor) judgeRelease(ctx context.Context, ns, name, key, domain string
 	}
 	a.violatef("§12 (no partial binding): the operator released Pod %s of slice %s onto %s=%s while worker IDs %v of its %d had no live Pod and its oldest gated Pod was created %v ago (assembly timeout %v)",
 		name, slice.Name, key, domain, missing, id.Hosts, time.Since(oldestGated).Round(time.Second), gate.DefaultAssemblyTimeout)
+}
+
+// recentDeletions counts the deletions of Pods of namespace ns sent in the last holderGrace (a
+// collection deletion counts as many as there can be).
+func (a *auditor) recentDeletions(ns string) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	since := time.Now().Add(-holderGrace)
+	n := 0
+	for key, ds := range a.single {
+		if !strings.HasPrefix(key, ns+"/") {
+			continue
+		}
+		for _, d := range ds {
+			if d.at.After(since) {
+				n++
+			}
+		}
+	}
+	for _, c := range a.collections {
+		if c.namespace == ns && (c.end.IsZero() || c.end.After(since)) {
+			return math.MaxInt
+		}
+	}
+	return n
 }
 
 func (a *auditor) countRelease(timedOut bool) {
