@@ -107,13 +107,29 @@ func (a *Allocator) adoptReplica(ctx context.Context, q *queue, req Request, rep
 		if err != nil {
 			return err
 		}
-		if slice != nil && (slice.Spec.RayClusterUID != req.ClusterUID || slice.Spec.Hosts != req.Hosts) {
-			// Another RayCluster UID or host count: the planner decides what happens to that slice.
+		if slice != nil && slice.Spec.RayClusterUID == req.ClusterUID && slice.Spec.Hosts != req.Hosts {
+			// Another host count of this RayCluster: the planner decides what happens to it.
 			return nil
 		}
-		w, adopted := adoption(slice, pods)
+		older := slice != nil && slice.Spec.RayClusterUID != req.ClusterUID
+		current := slice
+		if older {
+			// The slice of an older RayCluster generation (the same name): the planner would
+			// replace it with this generation's claims, so this generation's Pods are adopted
+			// into the replacement first. Skipping them, and remembering the group as adopted,
+			// let the planner hand out their IDs (a Pod made by hand right after the RayCluster
+			// was re-created, before the reconciler removed the old slice).
+			current = nil
+		}
+		w, adopted := adoption(current, pods)
 		if len(adopted) == 0 {
 			return nil
+		}
+		if older {
+			if err := a.confirmLiveClusterUID(ctx, req); err != nil {
+				return err
+			}
+			w.Replace = true
 		}
 		written, over, err := a.writeSlice(ctx, req, replica, slice, w)
 		if err == nil {

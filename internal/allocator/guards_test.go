@@ -116,6 +116,27 @@ func TestClaimAdoptionLeavesTakenIDsAlone(t *testing.T) {
 	}
 }
 
+// TestClaimAdoptsIntoTheSliceOfAnOlderGeneration: the RayCluster was re-created under its name
+// and a Pod of the new generation was made by hand with worker ID 0 while the old generation's
+// slice (the same name) was still stored. The Pod is adopted into the slice that replaces the old
+// one, and the first claim of the new generation does not get its ID (I1).
+func TestClaimAdoptsIntoTheSliceOfAnOlderGeneration(t *testing.T) {
+	old := existingSlice(0, oldUID).Claim(0, "t-old", "old-w", "uid-old-w").Claim(1, "t-old-1", "", "").Obj()
+	c := newClient(t, interceptor.Funcs{}, rayCluster(1), old, identityPod("ref-0-0", 0, 0).Obj())
+	a := newAllocator(c, c, timeout)
+	got, err := a.Claim(t.Context(), request(4))
+	if err != nil {
+		t.Fatalf("Claim() error: %v", err)
+	}
+	if got.WorkerID == 0 {
+		t.Fatalf("Claim() = ID 0, which Pod ref-0-0 of this generation holds by its spec")
+	}
+	want := []tpuv1alpha1.TPUSliceAssignment{createdSlice(0, "", adopted(0, "ref-0-0"), claim(got.WorkerID, got.Token))}
+	if diff := cmp.Diff(want, storedSlices(t, c), cmpSlices); diff != "" {
+		t.Errorf("stored slices (-want,+got):\n%s", diff)
+	}
+}
+
 // TestClaimTakesOverAPendingClaimWhosePodWasSeenGone: fast release (docs/spec.md §8). A pending
 // claim whose Pod was seen and then deleted is taken over at once, without waiting for the TTL; one
 // whose Pod was never seen is not.
