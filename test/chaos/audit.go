@@ -109,6 +109,9 @@ type deletion struct {
 	actor string
 	uid   types.UID // the precondition, when the request had one
 	at    time.Time
+	// id is the TPU identity the Pod carried when the deletion was sent (a live read), if any:
+	// the release check (release.go) counts it as held for holderGrace.
+	id identity.Identity
 }
 
 type collectionDeletion struct {
@@ -187,9 +190,14 @@ func (t *auditTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if t.actor == actorOperator {
 		t.a.judge(req.Context(), ns, name, uid)
 	}
+	d := deletion{actor: t.actor, uid: uid, at: time.Now()}
+	var pod corev1.Pod
+	if t.a.reader.Get(req.Context(), client.ObjectKey{Namespace: ns, Name: name}, &pod) == nil && (uid == "" || pod.UID == uid) {
+		d.id, _ = identity.FromPod(&pod)
+	}
 	t.a.mu.Lock()
 	key := ns + "/" + name
-	t.a.single[key] = append(t.a.single[key], deletion{actor: t.actor, uid: uid, at: time.Now()})
+	t.a.single[key] = append(t.a.single[key], d)
 	t.a.mu.Unlock()
 	resp, err := t.next.RoundTrip(req)
 	if err == nil && t.actor == actorOperator && resp.StatusCode/100 == 2 {

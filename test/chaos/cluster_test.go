@@ -111,6 +111,7 @@ var clusterOperations = []operation{
 	{"pod-fail", 6, (*runner).failRandomPod},
 	{"gc-delete", 4, (*runner).deleteForCollection},
 	{"ns-delete", 3, (*runner).deleteSideNamespace},
+	{"late-host", 3, (*runner).lateHost},
 }
 
 // clusterStats is what the cluster operations did and saw.
@@ -120,6 +121,8 @@ type clusterStats struct {
 	// collecting are the deleted RayCluster generations whose Pods and slices must go, with when
 	// they were deleted.
 	collecting map[types.UID]collecting
+	// lateHosts counts the late-host operations.
+	lateHosts int
 	// sides are the namespaces ns-delete created.
 	sides []*sideNamespace
 	// finished are the run's Pods seen Failed or Succeeded, by UID.
@@ -310,6 +313,53 @@ func (r *runner) checkNodeFailures() {
 			}
 		}
 	}
+}
+
+// --- a slice whose last Pod comes late ---
+
+// lateHost gives the burst cluster a fresh generation and, once the garbage collector took the
+// old one's Pods, creates all of its Pods but one, waits lateHostWait (past the bind settle, so
+// the reconciler places what it has), then the last: the slice it misses must stay gated until
+// then (docs/spec.md §12; the release check of release.go judges every release meanwhile).
+func (r *runner) lateHost() {
+	i := burstCluster
+	was := r.clusters[i].UID
+	if r.recreate(i); r.clusters[i].UID == was {
+		return
+	}
+	r.waitForGeneration(r.clusters[i])
+	for deadline := time.Now().Add(gcBound); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if r.generationGone(was) {
+			break
+		}
+	}
+	rc := r.clusters[i]
+	if n := r.missing(i); n > 1 {
+		createAll(rc, n-1, nil)
+		time.Sleep(lateHostWait)
+		r.check(false)
+		createAll(rc, 1, nil)
+	}
+	r.cl.lateHosts++
+	r.check(false)
+}
+
+// lateHostWait is how long lateHost holds a slice's last Pod back.
+const lateHostWait = 3 * time.Second
+
+// generationGone reports whether no live Pod of the RayCluster generation uid is left.
+func (r *runner) generationGone(uid types.UID) bool {
+	var pods corev1.PodList
+	if err := k8sClient.List(ctx, &pods, client.InNamespace(r.ns)); err != nil {
+		return false
+	}
+	for j := range pods.Items {
+		p := &pods.Items[j]
+		if ref := metav1.GetControllerOfNoCopy(p); ref != nil && ref.UID == uid && lifecycle.PodLive(p) {
+			return false
+		}
+	}
+	return true
 }
 
 // --- Pod failures ---
@@ -823,17 +873,18 @@ func podReady(p *corev1.Pod) bool {
 
 // reportCluster prints what the cluster operations did:
 //
-//	CHAOS-cluster gate=<on|off> node_fails=<n> node_recoveries=<n> pod_fails=<n> max_release_s=<x> gc_deletes=<n> max_gc_s=<x> ns_deletes=<n> max_ns_delete_s=<x> degraded_checks=<n> one_pool_slices=<n> split_slices=<n> chosen_domain_slices=<n> bypassed_elsewhere=<n> gate_releases=<n> gate_releases_timed_out=<n>
+//	CHAOS-cluster gate=<on|off> node_fails=<n> node_recoveries=<n> pod_fails=<n> max_release_s=<x> gc_deletes=<n> max_gc_s=<x> ns_deletes=<n> max_ns_delete_s=<x> degraded_checks=<n> one_pool_slices=<n> split_slices=<n> chosen_domain_slices=<n> bypassed_elsewhere=<n> gate_releases=<n> gate_releases_timed_out=<n> late_hosts=<n>
 //
 // gate_releases counts the operator's releases of gated Pods judged for "no partial binding"
 // (release.go), gate_releases_timed_out those allowed because the slice's assembly timeout had
-// passed; a ChosenDomain run that judged none fails. It returns gate_releases.
+// passed; a ChosenDomain run that judged none fails. late_hosts counts the slices created with
+// their last Pod held back (lateHost). It returns gate_releases.
 func (r *runner) reportCluster(gate string) (releases int) {
 	c := &r.cl
 	released, timedOut := audit.releaseCounts()
 	released, timedOut = released-r.releasesBefore, timedOut-r.timedOutBefore
-	fmt.Fprintf(os.Stdout, "CHAOS-cluster gate=%s node_fails=%d node_recoveries=%d pod_fails=%d max_release_s=%.2f gc_deletes=%d max_gc_s=%.2f ns_deletes=%d max_ns_delete_s=%.2f degraded_checks=%d one_pool_slices=%d split_slices=%d chosen_domain_slices=%d bypassed_elsewhere=%d gate_releases=%d gate_releases_timed_out=%d\n",
+	fmt.Fprintf(os.Stdout, "CHAOS-cluster gate=%s node_fails=%d node_recoveries=%d pod_fails=%d max_release_s=%.2f gc_deletes=%d max_gc_s=%.2f ns_deletes=%d max_ns_delete_s=%.2f degraded_checks=%d one_pool_slices=%d split_slices=%d chosen_domain_slices=%d bypassed_elsewhere=%d gate_releases=%d gate_releases_timed_out=%d late_hosts=%d\n",
 		gate, c.nodeFails, c.nodeRecoveries, c.podFails, c.maxRelease.Seconds(), c.gcDeletes, c.maxGC.Seconds(), c.nsDeletes, c.maxNSDelete.Seconds(), c.degradedChecks, c.onePool, c.split, len(c.chosen),
-		len(c.bypassedElsewhere), released, timedOut)
+		len(c.bypassedElsewhere), released, timedOut, c.lateHosts)
 	return released
 }

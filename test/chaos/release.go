@@ -19,7 +19,6 @@ package chaos
 import (
 	"context"
 	"encoding/json"
-	"math"
 	"net/http"
 	"strings"
 	"time"
@@ -45,7 +44,7 @@ import (
 //   - every worker ID 0..H-1 of the slice is held by a live Pod of the same RayCluster generation
 //     (by its spec identity), or was until less than holderGrace ago (the runner or KubeRay may
 //     have deleted it since the reconciler's read: a Pod the watch saw go, one terminating since,
-//     or as many deletions sent in the namespace as IDs are missing), unless the slice is already
+//     or one whose deletion an audited actor sent while it carried that ID), unless the slice is already
 //     committed to the domain (a live Pod of it bound, or ungated and selecting the domain: a
 //     late Pod or a replacement joins it) or its oldest gated Pod was created more than the
 //     assembly timeout ago (the bound §12 states for a slice whose Pods do not all arrive).
@@ -163,26 +162,19 @@ func (a *auditor) judgeRelease(ctx context.Context, ns, name, key, domain string
 			oldestGated = p.CreationTimestamp.Time
 		}
 	}
-	a.mu.Lock()
-	for _, g := range a.gone {
-		if time.Since(g.at) < holderGrace && g.id.SliceName() == id.SliceName() && g.id.ClusterUID == id.ClusterUID &&
-			g.id.Hosts == id.Hosts && g.id.WorkerID >= 0 && g.id.WorkerID < id.Hosts {
-			held[g.id.WorkerID] = true
-		}
-	}
-	a.mu.Unlock()
+	a.heldByRecent(id, held)
 	var missing []int32
 	for w, ok := range held {
 		if !ok {
 			missing = append(missing, int32(w)) //nolint:gosec // w < hosts, an int32.
 		}
 	}
-	if len(missing) == 0 || a.recentDeletions(ns) >= len(missing) {
-		// All held, or as many Pods of the namespace deleted in the last holderGrace as IDs are
-		// missing: the watch may not have reported them yet, and the reconciler may have seen
-		// them live.
+	if len(missing) == 0 {
 		a.countRelease(false)
 		return
+	}
+	if a.collectionDeletedSince(ns, time.Now().Add(-holderGrace)) {
+		return // a collection deletion went through the namespace: not judged
 	}
 	if !oldestGated.IsZero() && time.Since(oldestGated) > gate.DefaultAssemblyTimeout-releaseSkew {
 		a.countRelease(true)
@@ -192,29 +184,43 @@ func (a *auditor) judgeRelease(ctx context.Context, ns, name, key, domain string
 		name, slice.Name, key, domain, missing, id.Hosts, time.Since(oldestGated).Round(time.Second), gate.DefaultAssemblyTimeout)
 }
 
-// recentDeletions counts the deletions of Pods of namespace ns sent in the last holderGrace (a
-// collection deletion counts as many as there can be).
-func (a *auditor) recentDeletions(ns string) int {
+// heldByRecent marks in held the worker IDs of id's slice (same RayCluster generation and host
+// count) that a Pod held until less than holderGrace ago: one the watch saw stop being live, or
+// one whose deletion was sent (by any audited actor) while it carried that identity. The
+// reconciler may have seen such a Pod live.
+func (a *auditor) heldByRecent(id identity.Identity, held []bool) {
+	same := func(o identity.Identity) bool {
+		return o.SliceName() == id.SliceName() && o.ClusterUID == id.ClusterUID && o.Hosts == id.Hosts &&
+			o.WorkerID >= 0 && o.WorkerID < id.Hosts
+	}
+	since := time.Now().Add(-holderGrace)
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	since := time.Now().Add(-holderGrace)
-	n := 0
-	for key, ds := range a.single {
-		if !strings.HasPrefix(key, ns+"/") {
-			continue
+	for _, g := range a.gone {
+		if g.at.After(since) && same(g.id) {
+			held[g.id.WorkerID] = true
 		}
+	}
+	for _, ds := range a.single {
 		for _, d := range ds {
-			if d.at.After(since) {
-				n++
+			if d.at.After(since) && same(d.id) {
+				held[d.id.WorkerID] = true
 			}
 		}
 	}
+}
+
+// collectionDeletedSince reports whether a collection deletion of Pods of ns was in flight or
+// ended after since.
+func (a *auditor) collectionDeletedSince(ns string, since time.Time) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	for _, c := range a.collections {
 		if c.namespace == ns && (c.end.IsZero() || c.end.After(since)) {
-			return math.MaxInt
+			return true
 		}
 	}
-	return n
+	return false
 }
 
 func (a *auditor) countRelease(timedOut bool) {
