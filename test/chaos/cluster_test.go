@@ -339,8 +339,8 @@ func (r *runner) lateHost() {
 		time.Sleep(lateHostWait)
 		r.check(false)
 		createAll(rc, 1, nil)
+		r.cl.lateHosts++
 	}
-	r.cl.lateHosts++
 	r.check(false)
 }
 
