@@ -37,6 +37,7 @@ import (
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
+	"github.com/ray-tpu/tpu-slice-operator/internal/gate"
 	"github.com/ray-tpu/tpu-slice-operator/internal/health"
 )
 
@@ -44,16 +45,25 @@ import (
 // it is Ready, and writes it, with the Scheduled, Placed, Ready and Degraded conditions, in the same
 // status update as the claims. It never deletes, evicts or cordons anything for it.
 
-// NodeNameIndex indexes the cached Pods by spec.nodeName, so that a Node event finds the slices
-// with a host on that Node. An index rather than a map kept from Pod events: the informer updates
+// NodeNameIndex indexes the cached Pods by spec.nodeName (or their pinned Node), so that a Node
+// event finds the slices with a host on that Node. An index rather than a map kept from Pod events: the informer updates
 // it under its own lock with the same event that updates the Pod, so it cannot drift from the
 // cache, and a Pod deleted or re-bound leaves it with no bookkeeping of ours.
 const NodeNameIndex = "spec.nodeName"
 
-// NodeNameIndexValue is NodeNameIndex's indexer: the node a Pod is bound to, none while unbound.
+// NodeNameIndexValue is NodeNameIndex's indexer: the node a Pod is bound to, or, while it is
+// unbound, the Node it is pinned to (gate.PinnedNode: a Node that goes strands it, docs/spec.md
+// §12), none otherwise.
 func NodeNameIndexValue(obj client.Object) []string {
-	if pod, ok := obj.(*corev1.Pod); ok && pod.Spec.NodeName != "" {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return nil
+	}
+	if pod.Spec.NodeName != "" {
 		return []string{pod.Spec.NodeName}
+	}
+	if n := gate.PinnedNode(pod); n != "" {
+		return []string{n}
 	}
 	return nil
 }

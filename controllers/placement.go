@@ -21,6 +21,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -43,6 +44,7 @@ import (
 	"github.com/ray-tpu/tpu-slice-operator/internal/lifecycle"
 	"github.com/ray-tpu/tpu-slice-operator/internal/placement"
 	"github.com/ray-tpu/tpu-slice-operator/internal/reads"
+	"github.com/ray-tpu/tpu-slice-operator/internal/tpuenv"
 )
 
 // The placement step of a ChosenDomain slice (docs/spec.md §4): the webhook admits its Pods with
@@ -51,7 +53,7 @@ import (
 // (placement.Choose), takes it by creating the domain's Lease, records it in status.domain with
 // condition DomainChosen, and releases every gated Pod with a nodeSelector on it.
 
-// +kubebuilder:rbac:groups="",resources=pods,verbs=patch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=patch;delete
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=system,resources=leases,verbs=get;list;watch;create;update;delete
 
 const (
@@ -103,6 +105,9 @@ func (r *TPUSliceAssignmentReconciler) place(ctx context.Context, rc *rayv1.RayC
 	if live == 0 {
 		// No Pod left: the slice gives its domain back; its next Pods choose again.
 		return 0, r.forgetDomain(ctx, slice)
+	}
+	if err := r.replaceStranded(ctx, slice, pods); err != nil {
+		return 0, err
 	}
 	asm := gate.Assemble(slice.Spec.Hosts, pods, r.clock.Now(), r.assemblyTimeout)
 	if len(asm.Gated) == 0 {
@@ -172,7 +177,7 @@ func (r *TPUSliceAssignmentReconciler) choose(ctx context.Context, rc *rayv1.Ray
 			holds = append(holds, *held)
 			continue
 		}
-		return 0, r.release(ctx, rc, slice, pods, choice, asm)
+		return 0, r.release(ctx, rc, slice, pods, choice, placement.UsableNodes(req, choice.Domain), asm)
 	}
 	return heldRequeueDelay, nil
 }
@@ -408,9 +413,10 @@ func (r *TPUSliceAssignmentReconciler) noFit(ctx context.Context, rc *rayv1.RayC
 	return nil
 }
 
-// release records the chosen domain, gives back any other, and releases the gated Pods onto it.
+// release records the chosen domain, gives back any other, and releases the gated Pods onto it,
+// each pinned to a free Node of usable (the domain's usable Nodes) where one is left.
 func (r *TPUSliceAssignmentReconciler) release(ctx context.Context, rc *rayv1.RayCluster, slice *tpuv1alpha1.TPUSliceAssignment,
-	pods []corev1.Pod, choice placement.Choice, asm gate.Assembly) error {
+	pods []corev1.Pod, choice placement.Choice, usable []string, asm gate.Assembly) error {
 	reason := tpuv1alpha1.ReasonDomainFits
 	if choice.Outcome == placement.OutcomeBound {
 		reason = tpuv1alpha1.ReasonPodsBound
@@ -421,32 +427,61 @@ func (r *TPUSliceAssignmentReconciler) release(ctx context.Context, rc *rayv1.Ra
 	if err := r.giveBack(ctx, slice, choice.Domain); err != nil {
 		return err
 	}
-	released, err := r.releasePods(ctx, asm.Gated, choice.Key, choice.Domain)
+	gated, pins, err := r.pins(ctx, slice, asm.Gated, usable)
+	if err != nil {
+		return err
+	}
+	released, pinned, err := r.releasePods(ctx, gated, choice.Key, choice.Domain, pins)
 	if released > 0 {
-		note := fmt.Sprintf(noteTPUSliceDomainChosen, released, slice.Name, choice.Key, choice.Domain, choice.Reason)
+		note := fmt.Sprintf(noteTPUSliceDomainChosen, released, slice.Name, choice.Key, choice.Domain, pinned, choice.Reason)
 		if asm.TimedOut {
 			note += fmt.Sprintf(" (released after the %s assembly timeout without %s)", r.assemblyTimeout, missingHosts(asm.Missing))
 		}
 		r.recorder.Eventf(rc, slice, corev1.EventTypeNormal, tpuv1alpha1.ReasonTPUSliceDomainChosen, "Place", "%s", boundedNote(note))
 		ctrl.LoggerFrom(ctx).Info("Released gated Pods of slice onto its domain", "slice", klog.KObj(slice), "key", choice.Key,
-			"domain", choice.Domain, "pods", released, "timedOut", asm.TimedOut)
+			"domain", choice.Domain, "pods", released, "pinned", pinned, "timedOut", asm.TimedOut)
 	}
 	return err
 }
 
-// releasePods patches each gated Pod, releaseConcurrency at once, with ReleasePatch. A patch that
-// fails its test (the Pod was released or changed since it was read) or finds the Pod gone is
-// skipped: the Pod's own event reconciles the slice again. It returns how many Pods it released.
-func (r *TPUSliceAssignmentReconciler) releasePods(ctx context.Context, gated []*corev1.Pod, key, domain string) (int, error) {
+// pins returns the gated Pods to release and the Node each is pinned to (gate.AssignNodes), on a
+// live read of the slice's Pods: a pin the cache has not seen yet, or a Pod bound since, must not
+// be handed out again (two Pods pinned to one Node: one never binds). Without a pinnable gated Pod
+// or a usable Node it reads nothing and pins nothing.
+func (r *TPUSliceAssignmentReconciler) pins(ctx context.Context, slice *tpuv1alpha1.TPUSliceAssignment, cached []*corev1.Pod,
+	usable []string) ([]*corev1.Pod, map[types.UID]string, error) {
+	if len(usable) == 0 || !slices.ContainsFunc(cached, gate.Pinnable) {
+		return cached, nil, nil
+	}
+	lv, err := r.livePods(ctx, slice)
+	if err != nil {
+		return nil, nil, err
+	}
+	live := slicePods(slice, lv.pods)
+	gated := make([]*corev1.Pod, 0, len(cached))
+	for i := range live {
+		if lifecycle.PodLive(&live[i]) && tpuenv.HasGate(&live[i]) {
+			gated = append(gated, &live[i])
+		}
+	}
+	return gated, gate.AssignNodes(gated, live, usable), nil
+}
+
+// releasePods patches each gated Pod, releaseConcurrency at once, with ReleasePatch, pinned to
+// its Node in pins. A patch that fails its test (the Pod was released or changed since it was
+// read) or finds the Pod gone is skipped: the Pod's own event reconciles the slice again. It
+// returns how many Pods it released, and how many of them pinned.
+func (r *TPUSliceAssignmentReconciler) releasePods(ctx context.Context, gated []*corev1.Pod, key, domain string,
+	pins map[types.UID]string) (released, pinned int, _ error) {
 	var (
-		mu       sync.Mutex
-		released int
-		errs     []error
-		wg       sync.WaitGroup
-		slots    = make(chan struct{}, releaseConcurrency)
+		mu    sync.Mutex
+		errs  []error
+		wg    sync.WaitGroup
+		slots = make(chan struct{}, releaseConcurrency)
 	)
 	for _, pod := range gated {
-		patch, err := gate.ReleasePatch(pod, key, domain)
+		node := pins[pod.UID]
+		patch, err := gate.ReleasePatch(pod, key, domain, node)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -461,6 +496,9 @@ func (r *TPUSliceAssignmentReconciler) releasePods(ctx context.Context, gated []
 			switch {
 			case err == nil:
 				released++
+				if node != "" {
+					pinned++
+				}
 			case apierrors.IsNotFound(err), apierrors.IsInvalid(err), apierrors.IsConflict(err):
 				ctrl.LoggerFrom(ctx).V(1).Info("Gated Pod changed since it was read; not released now", "pod", klog.KObj(pod), "err", err.Error())
 			default:
@@ -469,7 +507,56 @@ func (r *TPUSliceAssignmentReconciler) releasePods(ctx context.Context, gated []
 		})
 	}
 	wg.Wait()
-	return released, errors.Join(errs...)
+	return released, pinned, errors.Join(errs...)
+}
+
+// replaceStranded deletes the slice's released Pods that can never bind where they are pinned
+// (gate.Stranded: their Node is gone, or another Pod of the slice is bound to it), so that their
+// owner re-creates them and they are released onto a free Node of the domain. The cache only
+// nominates: each is confirmed on a live read of the slice's Pods and of the Node, and deleted
+// conditional on the UID and resourceVersion read, so a Pod that bound since is never deleted.
+func (r *TPUSliceAssignmentReconciler) replaceStranded(ctx context.Context, slice *tpuv1alpha1.TPUSliceAssignment, pods []corev1.Pod) error {
+	cachedGone := func(name string) bool {
+		node := &corev1.Node{}
+		err := r.client.Get(ctx, types.NamespacedName{Name: name}, node)
+		return apierrors.IsNotFound(err) || (err == nil && node.DeletionTimestamp != nil)
+	}
+	if len(gate.Stranded(pods, cachedGone)) == 0 {
+		return nil
+	}
+	lv, err := r.livePods(ctx, slice)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	liveGone := func(name string) bool {
+		node := &corev1.Node{}
+		err := r.reader.Get(ctx, types.NamespacedName{Name: name}, node)
+		if err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("reading Node %s: %w", name, err))
+			return false
+		}
+		return err != nil || node.DeletionTimestamp != nil
+	}
+	for _, s := range gate.Stranded(slicePods(slice, lv.pods), liveGone) {
+		why := fmt.Sprintf("Node %s is gone", s.Node)
+		if s.Holder != "" {
+			why = fmt.Sprintf("Pod %s of the slice is bound to Node %s", s.Holder, s.Node)
+		}
+		uid, rv := s.Pod.UID, s.Pod.ResourceVersion
+		if err := r.client.Delete(ctx, s.Pod, client.Preconditions{UID: &uid, ResourceVersion: &rv}); err != nil {
+			if !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+				errs = append(errs, fmt.Errorf("deleting stranded Pod %s: %w", s.Pod.Name, err))
+			}
+			continue
+		}
+		r.recorder.Eventf(s.Pod, slice, corev1.EventTypeWarning, tpuv1alpha1.ReasonTPUPodStranded, "Delete",
+			noteTPUPodStranded, slice.Name, slice.Spec.AffinityTopologyKey, slice.Status.Domain, s.Node, why)
+		r.metrics.PodsDeleted.Inc()
+		ctrl.LoggerFrom(ctx).Info("Deleted a released Pod that cannot bind where it is pinned", "pod", klog.KObj(s.Pod),
+			"slice", klog.KObj(slice), "node", s.Node, "why", why)
+	}
+	return errors.Join(errs...)
 }
 
 // setDomainChosen writes status.domain and DomainChosen, with the health conditions they change

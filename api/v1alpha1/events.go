@@ -36,6 +36,11 @@ const (
 	// fresh ID.
 	ReasonTPUWorkerIDTaken = "TPUWorkerIDTaken"
 
+	// ReasonTPUPodStranded is recorded (Warning) on a released Pod of a ChosenDomain slice that is
+	// deleted because it can never bind where it is pinned: its Node is gone, or another Pod of
+	// the slice is bound to it (docs/spec.md §12, "Pinning"). Its owner re-creates it.
+	ReasonTPUPodStranded = "TPUPodStranded"
+
 	// ReasonTPUClaimRepaired is recorded on a Pod this operator admitted whose released claim was
 	// claimed again for it.
 	ReasonTPUClaimRepaired = "TPUClaimRepaired"

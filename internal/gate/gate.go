@@ -229,10 +229,12 @@ type jsonPatchOp struct {
 // the one read (its UID: a later Pod of the same name is another Pod) and that its
 // scheduling gates are still the ones read (so it fails, with nothing applied, when the Pod was
 // released or changed since: a second release, by this replica or another, never applies), adds
-// {key: domain} to its nodeSelector, and removes the operator's gate, all in one write: the API
-// server lets a gated Pod's nodeSelector grow, and a Pod never runs with the gate off and no
-// selector. It fails for a Pod without the gate.
-func ReleasePatch(pod *corev1.Pod, key, domain string) ([]byte, error) {
+// {key: domain} to its nodeSelector, pins it to node (unless node is "": a required node affinity
+// term PinTerm, set where the Pod has none, see Pinnable), and removes the operator's gate, all in
+// one write: the API server lets a gated Pod's nodeSelector grow and its node affinity be set,
+// and a Pod never runs with the gate off and no selector. It fails for a Pod without the gate,
+// and for a pin on a Pod that is not Pinnable.
+func ReleasePatch(pod *corev1.Pod, key, domain, node string) ([]byte, error) {
 	if !tpuenv.HasGate(pod) {
 		return nil, fmt.Errorf("pod %s/%s does not carry the scheduling gate %s", pod.Namespace, pod.Name, tpuv1alpha1.PlacementSchedulingGate)
 	}
@@ -254,12 +256,42 @@ func ReleasePatch(pod *corev1.Pod, key, domain string) ([]byte, error) {
 	} else {
 		ops = append(ops, jsonPatchOp{Op: "add", Path: "/spec/nodeSelector/" + escapePointer(key), Value: domain})
 	}
+	if node != "" {
+		op, err := pinOp(pod, node)
+		if err != nil {
+			return nil, err
+		}
+		ops = append(ops, op)
+	}
 	if len(kept) == 0 {
 		ops = append(ops, jsonPatchOp{Op: "remove", Path: "/spec/schedulingGates"})
 	} else {
 		ops = append(ops, jsonPatchOp{Op: "replace", Path: "/spec/schedulingGates", Value: kept})
 	}
 	return json.Marshal(ops)
+}
+
+// pinOp is the operation that gives pod, which has no required node affinity term, the one term
+// PinTerm(node), at the shallowest part of its affinity that is unset.
+func pinOp(pod *corev1.Pod, node string) (jsonPatchOp, error) {
+	if !Pinnable(pod) {
+		return jsonPatchOp{}, fmt.Errorf("pod %s/%s has required node affinity terms of its own: not pinned", pod.Namespace, pod.Name)
+	}
+	required := &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{PinTerm(node)}}
+	a := pod.Spec.Affinity
+	switch {
+	case a == nil:
+		return jsonPatchOp{Op: "add", Path: "/spec/affinity",
+			Value: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: required}}}, nil
+	case a.NodeAffinity == nil:
+		return jsonPatchOp{Op: "add", Path: "/spec/affinity/nodeAffinity",
+			Value: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: required}}, nil
+	case a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil:
+		return jsonPatchOp{Op: "add", Path: "/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution", Value: required}, nil
+	default: // a required node selector with no term
+		return jsonPatchOp{Op: "add", Path: "/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms",
+			Value: required.NodeSelectorTerms}, nil
+	}
 }
 
 // escapePointer escapes a map key as one JSON pointer token (RFC 6901).

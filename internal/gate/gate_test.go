@@ -267,6 +267,7 @@ func TestRequestedChips(t *testing.T) {
 func TestReleasePatch(t *testing.T) {
 	cases := map[string]struct {
 		pod       *corev1.Pod
+		node      string
 		wantSpec  func(*corev1.PodSpec)
 		wantError bool
 	}{
@@ -295,6 +296,55 @@ func TestReleasePatch(t *testing.T) {
 				s.SchedulingGates = nil
 			},
 		},
+		"pinned, no affinity: one made with the pin": {
+			pod:  worker(0, t0).Obj(),
+			node: "n-3",
+			wantSpec: func(s *corev1.PodSpec) {
+				s.NodeSelector[poolKey] = "pool-a"
+				s.SchedulingGates = nil
+				s.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+					RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{PinTerm("n-3")}},
+				}}
+			},
+		},
+		"pinned, pod anti-affinity of the user's: kept, node affinity added": {
+			pod:  worker(0, t0).Affinity(&corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{TopologyKey: "kubernetes.io/hostname"}}}}).Obj(),
+			node: "n-3",
+			wantSpec: func(s *corev1.PodSpec) {
+				s.NodeSelector[poolKey] = "pool-a"
+				s.SchedulingGates = nil
+				s.Affinity.NodeAffinity = &corev1.NodeAffinity{
+					RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{PinTerm("n-3")}},
+				}
+			},
+		},
+		"pinned, preferred node affinity of the user's: kept, the required term added": {
+			pod: worker(0, t0).Affinity(&corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{
+				Weight: 1, Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "zone", Operator: corev1.NodeSelectorOpIn, Values: []string{"a"}}}},
+			}}}}).Obj(),
+			node: "n-3",
+			wantSpec: func(s *corev1.PodSpec) {
+				s.NodeSelector[poolKey] = "pool-a"
+				s.SchedulingGates = nil
+				s.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution = &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{PinTerm("n-3")}}
+			},
+		},
+		"pinned, a required node selector with no term: the term set": {
+			pod:  worker(0, t0).Affinity(&corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{}}}).Obj(),
+			node: "n-3",
+			wantSpec: func(s *corev1.PodSpec) {
+				s.NodeSelector[poolKey] = "pool-a"
+				s.SchedulingGates = nil
+				s.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms = []corev1.NodeSelectorTerm{PinTerm("n-3")}
+			},
+		},
+		"a pin on a Pod with required node affinity terms of its own is refused": {
+			pod: worker(0, t0).Affinity(&corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "zone", Operator: corev1.NodeSelectorOpIn, Values: []string{"a"}}}}},
+			}}}).Obj(),
+			node:      "n-3",
+			wantError: true,
+		},
 		"a Pod without our gate is never patched": {
 			pod:       ungated(worker(0, t0)).Obj(),
 			wantError: true,
@@ -310,7 +360,7 @@ func TestReleasePatch(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			patch, err := ReleasePatch(tc.pod, poolKey, "pool-a")
+			patch, err := ReleasePatch(tc.pod, poolKey, "pool-a", tc.node)
 			if tc.wantError {
 				if err == nil {
 					t.Fatalf("ReleasePatch = %s, want an error", patch)

@@ -219,6 +219,13 @@ var identityEnv = []string{constants.EnvWorkerID, constants.EnvName}
 func trimSpec(spec *corev1.PodSpec) corev1.PodSpec {
 	out := corev1.PodSpec{NodeSelector: spec.NodeSelector, Hostname: spec.Hostname, Subdomain: spec.Subdomain, NodeName: spec.NodeName,
 		SchedulingGates: spec.SchedulingGates, Tolerations: spec.Tolerations}
+	if a := spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+		// The required node selector alone: a released Pod's pin (gate.PinnedNode), and whether
+		// a gated Pod can be pinned (gate.Pinnable).
+		out.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution: a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution,
+		}}
+	}
 	for _, i := range topology.TPUContainers(spec) {
 		c := &spec.Containers[i]
 		kept := corev1.Container{Name: c.Name, Resources: corev1.ResourceRequirements{

@@ -278,6 +278,34 @@ func TestTrimPodKeepsWhatPlacementReads(t *testing.T) {
 	}
 }
 
+// TestTrimPodKeepsThePin: the cached Pod keeps its required node affinity, what gate.PinnedNode
+// (a released Pod's Node, for the strand check and the pins left free) and gate.Pinnable read,
+// and no other affinity.
+func TestTrimPodKeepsThePin(t *testing.T) {
+	pinned := testutil.MakeWorkerPod("ml", "rc", "uid-rc", "tpu").Named("w").UID("uid-w").PinnedTo("n-7").Obj()
+	pinned.Spec.Affinity.PodAntiAffinity = &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{TopologyKey: "kubernetes.io/hostname"}}}
+	pinned.Spec.Affinity.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution = []corev1.PreferredSchedulingTerm{{Weight: 1}}
+	trimmed, err := TrimPod(pinned)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := trimmed.(*corev1.Pod)
+	if got := gate.PinnedNode(tp); got != "n-7" {
+		t.Errorf("trimmed Pod is pinned to %q, want n-7", got)
+	}
+	want := &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: pinned.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution,
+	}}
+	if diff := cmp.Diff(want, tp.Spec.Affinity); diff != "" {
+		t.Errorf("trimmed affinity (-want,+got):\n%s", diff)
+	}
+	bare := testutil.MakeWorkerPod("ml", "rc", "uid-rc", "tpu").Named("w").UID("uid-w").Obj()
+	bare.Spec.Affinity = &corev1.Affinity{PodAffinity: &corev1.PodAffinity{}}
+	if trimmed, err = TrimPod(bare); err != nil || trimmed.(*corev1.Pod).Spec.Affinity != nil {
+		t.Errorf("trimmed Pod without node affinity keeps %+v (err %v), want no affinity", trimmed.(*corev1.Pod).Spec.Affinity, err)
+	}
+}
+
 // TestTrimNodeKeepsAllocatableChips: the TPU Node cache keeps allocatable google.com/tpu (the
 // placement step's free chips) and no other resource.
 func TestTrimNodeKeepsAllocatableChips(t *testing.T) {

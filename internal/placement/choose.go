@@ -295,6 +295,32 @@ func Choose(req Request) (Choice, error) {
 	return choice, nil
 }
 
+// UsableNodes returns, sorted by name, the Nodes of domain (their value of req.Key) that match
+// req.NodeSelector and that Choose counts as usable: Ready, not being deleted, not cordoned, no
+// taint the Pods do not tolerate, and req.ChipsPerHost chips free. The reconciler pins each
+// released Pod to one of them (docs/spec.md §12, "Pinning"). One pass over the Nodes.
+func UsableNodes(req Request, domain string) []string {
+	if req.Key == "" || domain == "" {
+		return nil
+	}
+	selector := make([][2]string, 0, len(req.NodeSelector))
+	for k, v := range req.NodeSelector {
+		selector = append(selector, [2]string{k, v})
+	}
+	var out []string
+	for i := range req.Nodes {
+		n := &req.Nodes[i]
+		if n.Labels[req.Key] != domain || !matchesPairs(n.Labels, selector) {
+			continue
+		}
+		if p, _ := req.problem(n); p == problemNone {
+			out = append(out, n.Name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // tally groups the Nodes matching req.NodeSelector by their value of req.Key, sorted by value,
 // and returns them with the number of matching Nodes (those without the label included).
 func tally(req *Request) (domains []domainTally, matching int) {

@@ -620,3 +620,36 @@ func BenchmarkChoose(b *testing.B) {
 		})
 	}
 }
+
+func TestUsableNodes(t *testing.T) {
+	cases := map[string]struct {
+		nodes  []Candidate
+		domain string
+		want   []string
+	}{
+		"every Node of the domain usable, sorted by name, other domains left out": {
+			nodes:  slices.Concat(candidates("pool-b", 3), []Candidate{candidates("pool-a", 12)[11]}, candidates("pool-a", 2)),
+			domain: "pool-a",
+			want:   []string{"pool-a-0", "pool-a-1", "pool-a-11"},
+		},
+		"each kind of unusable Node left out": {
+			nodes: nodeSet([][]Candidate{candidates("pool-a", 8)}, map[string]func(*Candidate){
+				"pool-a-0": notReady, "pool-a-1": cordoned, "pool-a-2": deleting, "pool-a-3": chipsTaken,
+				"pool-a-4": taint("example.com/dedicated", corev1.TaintEffectNoSchedule),
+				"pool-a-5": label(constants.TopologyNodeSelectorKey, "2x2"),
+				"pool-a-6": taint("example.com/soft", corev1.TaintEffectPreferNoSchedule),
+			}),
+			domain: "pool-a",
+			want:   []string{"pool-a-6", "pool-a-7"},
+		},
+		"a domain with no Node": {nodes: candidates("pool-a", 4), domain: "pool-z"},
+		"no domain":             {nodes: candidates("pool-a", 4)},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, UsableNodes(request(tc.nodes), tc.domain)); diff != "" {
+				t.Errorf("UsableNodes (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -524,3 +524,23 @@ func (p *PodWrapper) Toleration(t corev1.Toleration) *PodWrapper {
 	p.Spec.Tolerations = append(p.Spec.Tolerations, t)
 	return p
 }
+
+// BoundTo sets the Node the Pod is bound to (spec.nodeName).
+func (p *PodWrapper) BoundTo(node string) *PodWrapper {
+	p.Spec.NodeName = node
+	return p
+}
+
+// PinnedTo gives the Pod the operator's pin on node (a required node affinity on metadata.name),
+// as a release leaves it.
+func (p *PodWrapper) PinnedTo(node string) *PodWrapper {
+	if p.Spec.Affinity == nil {
+		p.Spec.Affinity = &corev1.Affinity{}
+	}
+	p.Spec.Affinity.NodeAffinity = &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+		NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{{
+			Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{node},
+		}}}},
+	}}
+	return p
+}

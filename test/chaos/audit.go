@@ -99,6 +99,8 @@ type auditor struct {
 	// releases counts the operator's releases of gated Pods judged (judgeRelease), and
 	// timedOutReleases those of a slice missing IDs whose assembly timeout had passed.
 	releases, timedOutReleases int
+	// pins counts the releases whose pin on a Node was judged (judgePin) and passed.
+	pins int
 	// ownersGone are the RayCluster generations (UIDs) the run deleted and left to the garbage
 	// collector; namespacesGone the namespaces it deleted.
 	ownersGone     map[types.UID]bool

@@ -123,8 +123,9 @@ type runner struct {
 	// and repairsBefore the auditor's counts.
 	adoptedBefore                float64
 	deletedBefore, repairsBefore int
-	// releasesBefore and timedOutBefore are the auditor's release counts when the run started.
-	releasesBefore, timedOutBefore int
+	// releasesBefore, timedOutBefore and pinsBefore are the auditor's release counts when the run
+	// started.
+	releasesBefore, timedOutBefore, pinsBefore int
 
 	// What hostile_test.go's operations did and saw (issue 20).
 	hostile hostileStats
@@ -170,7 +171,7 @@ func run(seed, stream uint64, gate bool, d time.Duration) {
 	Expect(err).NotTo(HaveOccurred())
 	r.adoptedBefore = adoptions(append(r.retired, r.instances...))
 	r.deletedBefore, r.repairsBefore = audit.counts()
-	r.releasesBefore, r.timedOutBefore = audit.releaseCounts()
+	r.releasesBefore, r.timedOutBefore, r.pinsBefore = audit.releaseCounts()
 	for i := range instances {
 		r.instances = append(r.instances, r.startInstance(i))
 	}
@@ -251,10 +252,10 @@ func run(seed, stream uint64, gate bool, d time.Duration) {
 	GinkgoWriter.Println(line, "faults_injected:", r.faults.injected.Load())
 	fmt.Fprintf(os.Stdout, "CHAOS-OPS gate=%s %v judged_repairs=%d\n", gateName, r.opCounts, repairs-r.repairsBefore)
 	GinkgoWriter.Println("replacements:", r.replaceTimes)
-	releases := -1
+	releases, pins := -1, -1
 	if r.cluster {
 		r.deleteRunNamespace()
-		releases = r.reportCluster(gateName)
+		releases, pins = r.reportCluster(gateName)
 	}
 	Expect(errors.Join(r.errs...)).NotTo(HaveOccurred(), "docs/spec.md §9 violations (rerun with -chaos.seed=%d)", seed)
 	// A run that admits nothing, or never settles, would pass the invariants vacuously.
@@ -264,6 +265,7 @@ func run(seed, stream uint64, gate bool, d time.Duration) {
 	if r.cluster && r.slicePlacement() == tpuv1alpha1.PlacementChosenDomain {
 		// Otherwise "no partial binding" (release.go) held vacuously.
 		Expect(releases).To(BeNumerically(">", 0), "no gated Pod was released: the run judged no ChosenDomain release")
+		Expect(pins).To(BeNumerically(">", 0), "no released Pod was pinned to a Node: the run judged no pin")
 	}
 	Expect(r.settled).To(BeTrue(), "KubeRay did not get every Pod the RayClusters ask for within two minutes of the chaos ending")
 }

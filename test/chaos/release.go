@@ -71,20 +71,23 @@ func (t *auditTransport) release(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	if key, domain, ok := releaseOf(body); ok {
-		t.a.judgeRelease(req.Context(), ns, name, key, domain)
+	if key, domain, node, ok := releaseOf(body); ok {
+		t.a.judgeRelease(req.Context(), ns, name, key, domain, node)
 	}
 	return t.next.RoundTrip(req)
 }
 
 // releaseOf reads a JSON patch: it is a release when it changes /spec/schedulingGates and adds a
-// nodeSelector entry; key and domain are that entry.
-func releaseOf(body []byte) (key, domain string, ok bool) {
+// nodeSelector entry; key and domain are that entry, node the Node it pins the Pod to ("" for
+// none: gate.PinnedNode of the affinity it adds).
+func releaseOf(body []byte) (key, domain, node string, ok bool) {
 	var ops []patchOp
 	if json.Unmarshal(body, &ops) != nil {
-		return "", "", false
+		return "", "", "", false
 	}
 	gates := false
+	pinned := &corev1.Pod{}
+	const required = "/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution"
 	for _, op := range ops {
 		switch {
 		case op.Path == "/spec/schedulingGates" && (op.Op == "remove" || op.Op == "replace"):
@@ -100,13 +103,25 @@ func releaseOf(body []byte) (key, domain string, ok bool) {
 			k := strings.TrimPrefix(op.Path, "/spec/nodeSelector/")
 			key = strings.ReplaceAll(strings.ReplaceAll(k, "~1", "/"), "~0", "~")
 			_ = json.Unmarshal(op.Value, &domain)
+		case op.Op == "add" && op.Path == "/spec/affinity":
+			_ = json.Unmarshal(op.Value, &pinned.Spec.Affinity)
+		case op.Op == "add" && op.Path == "/spec/affinity/nodeAffinity":
+			pinned.Spec.Affinity = &corev1.Affinity{}
+			_ = json.Unmarshal(op.Value, &pinned.Spec.Affinity.NodeAffinity)
+		case op.Op == "add" && op.Path == required:
+			pinned.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{}}
+			_ = json.Unmarshal(op.Value, &pinned.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution)
+		case op.Op == "add" && op.Path == required+"/nodeSelectorTerms":
+			sel := &corev1.NodeSelector{}
+			_ = json.Unmarshal(op.Value, &sel.NodeSelectorTerms)
+			pinned.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: sel}}
 		}
 	}
-	return key, domain, gates && key != ""
+	return key, domain, gate.PinnedNode(pinned), gates && key != ""
 }
 
 // judgeRelease judges the operator's release of Pod ns/name onto key=domain.
-func (a *auditor) judgeRelease(ctx context.Context, ns, name, key, domain string) {
+func (a *auditor) judgeRelease(ctx context.Context, ns, name, key, domain, node string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	pod := &corev1.Pod{}
@@ -133,6 +148,9 @@ func (a *auditor) judgeRelease(ctx context.Context, ns, name, key, domain string
 	var pods corev1.PodList
 	if err := a.reader.List(ctx, &pods, client.InNamespace(ns)); err != nil {
 		a.violatef("§12: could not judge the operator's release of Pod %s: %v", name, err)
+		return
+	}
+	if node != "" && !a.judgePin(ctx, pod, &slice, pods.Items, node) {
 		return
 	}
 	held := make([]bool, id.Hosts)
@@ -184,6 +202,40 @@ func (a *auditor) judgeRelease(ctx context.Context, ns, name, key, domain string
 		name, slice.Name, key, domain, missing, id.Hosts, time.Since(oldestGated).Round(time.Second), gate.DefaultAssemblyTimeout)
 }
 
+// judgePin judges the Node a release pins pod to: a Node of the slice's domain, and no other live
+// Pod of the slice (same RayCluster generation) bound or pinned to it, so that every Pod the
+// operator releases has a Node of its own to bind to (docs/spec.md §12, "Pinning"). It reports
+// whether the pin passed.
+func (a *auditor) judgePin(ctx context.Context, pod *corev1.Pod, slice *tpuv1alpha1.TPUSliceAssignment, pods []corev1.Pod, node string) bool {
+	n := &corev1.Node{}
+	if err := a.reader.Get(ctx, client.ObjectKey{Name: node}, n); err != nil {
+		a.violatef("§12 (pinning): the operator pinned Pod %s of slice %s to Node %s, which could not be read: %v", pod.Name, slice.Name, node, err)
+		return false
+	}
+	if got := n.Labels[slice.Spec.AffinityTopologyKey]; got != slice.Status.Domain {
+		a.violatef("§12 (pinning): the operator pinned Pod %s of slice %s to Node %s, which is in %s=%q, not the slice's domain %q",
+			pod.Name, slice.Name, node, slice.Spec.AffinityTopologyKey, got, slice.Status.Domain)
+		return false
+	}
+	id, _ := identity.FromPod(pod)
+	for i := range pods {
+		p := &pods[i]
+		pid, ok := identity.FromPod(p)
+		if p.UID == pod.UID || !ok || pid.SliceName() != id.SliceName() || pid.ClusterUID != id.ClusterUID || !lifecycle.PodLive(p) {
+			continue
+		}
+		if p.Spec.NodeName == node || (p.Spec.NodeName == "" && !tpuenv.HasGate(p) && gate.PinnedNode(p) == node) {
+			a.violatef("§12 (pinning): the operator pinned Pod %s of slice %s to Node %s, which live Pod %s of the slice is bound or pinned to",
+				pod.Name, slice.Name, node, p.Name)
+			return false
+		}
+	}
+	a.mu.Lock()
+	a.pins++
+	a.mu.Unlock()
+	return true
+}
+
 // heldByRecent marks in held the worker IDs of id's slice (same RayCluster generation and host
 // count) that a Pod held until less than holderGrace ago: one the watch saw stop being live, or
 // one whose deletion was sent (by any audited actor) while it carried that identity. The
@@ -232,9 +284,10 @@ func (a *auditor) countRelease(timedOut bool) {
 	}
 }
 
-// releaseCounts returns the releases judged and those allowed by the assembly timeout.
-func (a *auditor) releaseCounts() (judged, timedOut int) {
+// releaseCounts returns the releases judged, those allowed by the assembly timeout, and the pins
+// judged.
+func (a *auditor) releaseCounts() (judged, timedOut, pins int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.releases, a.timedOutReleases
+	return a.releases, a.timedOutReleases, a.pins
 }

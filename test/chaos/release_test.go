@@ -39,19 +39,28 @@ func TestReleaseOf(t *testing.T) {
 		return p
 	}
 	const key, domain = constants.NodePoolTopologyKey, "pool-a"
+	withAffinity := func(p *corev1.Pod, a *corev1.Affinity) *corev1.Pod {
+		p.Spec.Affinity = a
+		return p
+	}
 	for name, pod := range map[string]*corev1.Pod{
 		"no nodeSelector":         gated(nil),
 		"a nodeSelector":          gated(map[string]string{"cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice"}),
 		"another gate stays":      gated(nil, "example.com/other"),
 		"selector and other gate": gated(map[string]string{"a/b~c": "x"}, "example.com/other"),
+		"pod anti-affinity":       withAffinity(gated(nil), &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{}}),
+		"preferred node affinity": withAffinity(gated(nil), &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{}}),
+		"required, no term":       withAffinity(gated(nil), &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{}}}),
 	} {
-		body, err := gate.ReleasePatch(pod, key, domain)
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		gotKey, gotDomain, ok := releaseOf(body)
-		if !ok || gotKey != key || gotDomain != domain {
-			t.Errorf("%s: releaseOf(%s) = %q, %q, %v; want %q, %q, true", name, body, gotKey, gotDomain, ok, key, domain)
+		for _, node := range []string{"", "pool-a-3"} {
+			body, err := gate.ReleasePatch(pod, key, domain, node)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			gotKey, gotDomain, gotNode, ok := releaseOf(body)
+			if !ok || gotKey != key || gotDomain != domain || gotNode != node {
+				t.Errorf("%s: releaseOf(%s) = %q, %q, %q, %v; want %q, %q, %q, true", name, body, gotKey, gotDomain, gotNode, ok, key, domain, node)
+			}
 		}
 	}
 	for _, body := range []string{
@@ -60,7 +69,7 @@ func TestReleaseOf(t *testing.T) {
 		`[{"op":"remove","path":"/spec/schedulingGates"}]`,
 		`{"metadata":{"labels":{"x":"y"}}}`,
 	} {
-		if _, _, ok := releaseOf([]byte(body)); ok {
+		if _, _, _, ok := releaseOf([]byte(body)); ok {
 			t.Errorf("releaseOf(%s) = true, want false: not a release", body)
 		}
 	}

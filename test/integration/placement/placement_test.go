@@ -18,6 +18,9 @@ package placement
 
 import (
 	"fmt"
+	"maps"
+	"slices"
+	"strconv"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -26,6 +29,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -119,6 +123,79 @@ var _ = Describe("The placement step of a ChosenDomain slice", func() {
 		expectReleased(pods, full)
 	})
 
+	It("pins no Pod to a Node that is not usable", func() {
+		wide := pool(ns, "a", hosts+2)
+		Expect(framework.SetNodeReady(ctx, suite.Client, wide+"-0", false)).To(Succeed())
+		cordon := &corev1.Node{}
+		Expect(suite.Client.Get(ctx, client.ObjectKey{Name: wide + "-1"}, cordon)).To(Succeed())
+		cordon.Spec.Unschedulable = true
+		Expect(suite.Client.Update(ctx, cordon)).To(Succeed())
+		createSlice(rc, 0)
+		pins := expectReleased(createGated(rc, 0, 0, 1, 2, 3), wide)
+		Expect(slices.Sorted(maps.Values(pins))).To(Equal([]string{wide + "-2", wide + "-3", wide + "-4", wide + "-5"}))
+	})
+
+	It("replaces a released Pod whose Node goes, or that another Pod of the slice took, before it binds; the replacement gets a free Node", func() {
+		domain := pool(ns, "a", hosts+1)
+		s := createSlice(rc, 0)
+		pods := createGated(rc, 0, 0, 1, 2, 3)
+		pins := expectReleased(pods, domain)
+		free := domain + "-" + strconv.Itoa(hosts)
+		Expect(pins).NotTo(ContainElement(free), "the best fit leaves the last Node by name free")
+		Expect(framework.BindPod(ctx, suite.Client, pods[0], pins[pods[0].Name])).To(Succeed())
+		// The reconciles the bind causes are over (its Event recorded, then no write and no
+		// requeue for two bind settles): what follows must come from the Node's own event.
+		expectEvents(rc, tpuv1alpha1.ReasonTPUSlicePlaced)
+		rv := getSlice(s).ResourceVersion
+		Consistently(func() string { return getSlice(s).ResourceVersion }, 2*time.Second, testutil.Interval).Should(Equal(rv))
+
+		By("the Node Pod 3 is pinned to is deleted before it binds: the Pod is deleted, a bound Pod is not")
+		stranded := pods[3]
+		deleted := time.Now()
+		Expect(suite.Client.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: pins[stranded.Name]}})).To(Succeed())
+		expectDeleted(stranded)
+		AddReportEntry("stranded Pod: Node deleted to Pod deleted", ReportEntryVisibilityAlways, time.Since(deleted).Round(time.Millisecond).String())
+		Expect(time.Since(deleted)).To(BeNumerically("<", 2*time.Second), "a stranded Pod waits for its replacement")
+		expectPodEvent(stranded, tpuv1alpha1.ReasonTPUPodStranded)
+
+		By("its replacement arrives gated and is pinned to the Node left free at once")
+		created := time.Now()
+		replacement := createGated(rc, 0, 3)
+		Expect(expectReleased(replacement, domain)).To(HaveKeyWithValue(replacement[0].Name, free))
+		Expect(time.Since(created)).To(BeNumerically("<", 2*time.Second), "a late Pod of a committed slice waits")
+
+		By("Pod 1 binds to the Node Pod 2 is pinned to (as a view that missed a pin could cause): Pod 2 is replaced, no bound Pod is")
+		Expect(framework.BindPod(ctx, suite.Client, pods[1], pins[pods[2].Name])).To(Succeed())
+		expectDeleted(pods[2])
+		Consistently(func(g Gomega) {
+			for _, p := range []*corev1.Pod{pods[0], pods[1], replacement[0]} {
+				cur := &corev1.Pod{}
+				g.Expect(suite.Client.Get(ctx, client.ObjectKeyFromObject(p), cur)).To(Succeed())
+				g.Expect(cur.DeletionTimestamp).To(BeNil(), "Pod %s", p.Name)
+			}
+		}, time.Second, testutil.Interval).Should(Succeed())
+		Expect(getSlice(s).Status.Domain).To(Equal(domain))
+	})
+
+	It("releases a Pod with required node affinity of its own onto the domain without a pin", func() {
+		domain := pool(ns, "a", hosts)
+		createSlice(rc, 0)
+		own := &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+			NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: specLabel, Operator: corev1.NodeSelectorOpExists}}}},
+		}}}
+		pods := createGated(rc, 0, 0, 1, 2)
+		mine := framework.MustCreate(ctx, suite.Client, testutil.WorkerPodFor(rc, "tpu").TPUIdentity("tpu", 0, 3).NodeSelector(specLabel, ns).
+			Affinity(own).SchedulingGate(tpuv1alpha1.PlacementSchedulingGate).Obj())
+		expectReleased(pods, domain)
+		Eventually(func(g Gomega) {
+			cur := &corev1.Pod{}
+			g.Expect(suite.Client.Get(ctx, client.ObjectKeyFromObject(mine), cur)).To(Succeed())
+			g.Expect(tpuenv.HasGate(cur)).To(BeFalse())
+			g.Expect(cur.Spec.NodeSelector).To(HaveKeyWithValue(poolKey, domain))
+			g.Expect(cur.Spec.Affinity).To(Equal(own), "the Pod's own affinity, unchanged")
+		}, testutil.Timeout, testutil.Interval).Should(Succeed())
+	})
+
 	It("joins the pool where a Pod of the slice that bypassed admission runs, not the best fit (docs/spec.md §12)", func() {
 		pool(ns, "a", hosts)
 		wide := pool(ns, "b", hosts+1)
@@ -128,7 +205,7 @@ var _ = Describe("The placement step of a ChosenDomain slice", func() {
 			NodeSelector(specLabel, rc.Namespace).NodeName(wide+"-4").Obj())
 		pods := createGated(rc, 0, 0, 1, 2)
 		Expect(expectDomainChosen(s, metav1.ConditionTrue, tpuv1alpha1.ReasonDomainFits).Status.Domain).To(Equal(wide))
-		expectReleased(pods, wide)
+		Expect(expectReleased(pods, wide)).NotTo(ContainElement(wide+"-4"), "a Pod pinned to the Node the bypassing Pod runs on")
 	})
 
 	It("keeps an incomplete slice gated until the assembly timeout, then releases it; a late Pod follows", func() {
@@ -148,9 +225,10 @@ var _ = Describe("The placement step of a ChosenDomain slice", func() {
 		Expect(time.Since(start)).To(BeNumerically(">=", assemblyTimeout-time.Second))
 		Expect(getSlice(s).Status.Domain).To(Equal(domain))
 
-		By("the fourth Pod arrives late, gated: it is released onto the same domain at once")
+		By("the fourth Pod arrives late, gated: it is released onto the same domain at once, on the Node left free")
+		pins := expectReleased(pods, domain)
 		late := createGated(rc, 0, 3)
-		expectReleased(late, domain)
+		Expect(expectReleased(late, domain)).NotTo(ContainElement(BeElementOf(slices.Collect(maps.Values(pins)))))
 	})
 
 	It("never lets two reconcilers take one domain", func() {
@@ -369,17 +447,29 @@ func expectDomainChosen(s *tpuv1alpha1.TPUSliceAssignment, status metav1.Conditi
 	return out
 }
 
-// expectReleased waits until every Pod has lost the operator's gate and selects domain.
-func expectReleased(pods []*corev1.Pod, domain string) {
+// expectReleased waits until every Pod has lost the operator's gate and selects domain, pinned to
+// a Node of its own in domain (the pools' Nodes are named <domain>-<i>), and returns each Pod's
+// Node by Pod name.
+func expectReleased(pods []*corev1.Pod, domain string) map[string]string {
 	GinkgoHelper()
+	var pins map[string]string
 	Eventually(func(g Gomega) {
+		pins = map[string]string{}
 		for _, p := range pods {
 			cur := &corev1.Pod{}
 			g.Expect(suite.Client.Get(ctx, client.ObjectKeyFromObject(p), cur)).To(Succeed())
 			g.Expect(tpuenv.HasGate(cur)).To(BeFalse(), "Pod %s is gated", cur.Name)
 			g.Expect(cur.Spec.NodeSelector).To(HaveKeyWithValue(poolKey, domain), "Pod %s", cur.Name)
+			pins[cur.Name] = gate.PinnedNode(cur)
 		}
 	}, testutil.Timeout, testutil.Interval).Should(Succeed())
+	seen := map[string]string{}
+	for pod, node := range pins {
+		Expect(node).To(HavePrefix(domain+"-"), "Pod %s is pinned to a Node of %s", pod, domain)
+		Expect(seen).NotTo(HaveKey(node), "Pods %s and %s are pinned to one Node", pod, seen[node])
+		seen[node] = pod
+	}
+	return pins
 }
 
 // expectGated checks that every Pod still carries the gate and selects no domain.
@@ -390,6 +480,32 @@ func expectGated(g Gomega, pods []*corev1.Pod) {
 		g.Expect(tpuenv.HasGate(cur)).To(BeTrue(), "Pod %s was released", cur.Name)
 		g.Expect(cur.Spec.NodeSelector).NotTo(HaveKey(poolKey), "Pod %s", cur.Name)
 	}
+}
+
+// expectDeleted waits until the Pod is gone or terminating.
+func expectDeleted(p *corev1.Pod) {
+	GinkgoHelper()
+	Eventually(func(g Gomega) {
+		cur := &corev1.Pod{}
+		err := suite.Client.Get(ctx, client.ObjectKeyFromObject(p), cur)
+		if apierrors.IsNotFound(err) {
+			return
+		}
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(cur.UID != p.UID || cur.DeletionTimestamp != nil).To(BeTrue(), "Pod %s is not deleted", p.Name)
+	}, testutil.Timeout, 20*time.Millisecond).Should(Succeed())
+}
+
+// expectPodEvent waits for an Event of reason on the Pod.
+func expectPodEvent(p *corev1.Pod, reason string) {
+	GinkgoHelper()
+	Eventually(func(g Gomega) {
+		var list eventsv1.EventList
+		g.Expect(suite.Client.List(ctx, &list, client.InNamespace(p.Namespace))).To(Succeed())
+		g.Expect(slices.ContainsFunc(list.Items, func(e eventsv1.Event) bool {
+			return e.Regarding.Kind == "Pod" && e.Regarding.Name == p.Name && e.Reason == reason
+		})).To(BeTrue(), "an Event %s on Pod %s", reason, p.Name)
+	}, testutil.Timeout, testutil.Interval).Should(Succeed())
 }
 
 // expectEvents waits for Events of each reason on the RayCluster.

@@ -1,0 +1,183 @@
+/*
+Copyright 2026 The tpu-slice-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controllers
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
+	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
+	"github.com/ray-tpu/tpu-slice-operator/internal/gate"
+	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
+	"github.com/ray-tpu/tpu-slice-operator/internal/tombstones"
+)
+
+// notYetCached hides the Pods named from c's reads, as an informer that has not seen their
+// creates yet.
+func notYetCached(c client.WithWatch, names ...string) client.WithWatch {
+	return interceptor.NewClient(c, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if err := c.Get(ctx, key, obj, opts...); err != nil {
+				return err
+			}
+			if _, ok := obj.(*corev1.Pod); ok && slices.Contains(names, key.Name) {
+				return apierrors.NewNotFound(corev1.Resource("pods"), key.Name)
+			}
+			return nil
+		},
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if err := c.List(ctx, list, opts...); err != nil {
+				return err
+			}
+			if pods, ok := list.(*corev1.PodList); ok {
+				pods.Items = slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool { return slices.Contains(names, p.Name) })
+			}
+			return nil
+		},
+	})
+}
+
+// TestPinning runs Reconcile on a ChosenDomain slice of 4 hosts in pool-a (Nodes n-0..n-4)
+// whose Pod w-0 is bound, and checks the pins and deletions it leaves (docs/spec.md §12,
+// "Pinning" and "Stranded Pods").
+func TestPinning(t *testing.T) {
+	const pool = "pool-a"
+	worker := func(id int32) *testutil.PodWrapper {
+		return releasePod("w-"+strconv.Itoa(int(id)), "t-w-"+strconv.Itoa(int(id)), id)
+	}
+	released := func(id int32, node string) *testutil.PodWrapper { return worker(id).NodeSelector(constants.NodePoolTopologyKey, pool).PinnedTo(node) }
+	lateGated := func(id int32) *testutil.PodWrapper {
+		return worker(id).SchedulingGate(tpuv1alpha1.PlacementSchedulingGate).Phase(corev1.PodPending)
+	}
+	cases := map[string]struct {
+		pods []*testutil.PodWrapper
+		// hidden are Pods the cache has not seen yet (the live reads do); their claims are pending.
+		hidden []string
+		// nodes are the Nodes of pool-a present, by index.
+		nodes       []int
+		wantPins    map[string]string
+		wantDeleted []string
+	}{
+		"a late Pod is pinned to a Node no Pod of the slice is bound or pinned to": {
+			pods: []*testutil.PodWrapper{
+				released(0, "n-0").BoundTo("n-0"), released(1, "n-1"), released(2, "n-2"), lateGated(3),
+			},
+			nodes:    []int{0, 1, 2, 3, 4},
+			wantPins: map[string]string{"w-0": "n-0", "w-1": "n-1", "w-2": "n-2", "w-3": "n-3"},
+		},
+		"a pin the cache has not seen is not handed out again: the pins are computed on a live read": {
+			pods: []*testutil.PodWrapper{
+				released(0, "n-0").BoundTo("n-0"), released(1, "n-1"), released(2, "n-2"), lateGated(3),
+			},
+			hidden:   []string{"w-1"},
+			nodes:    []int{0, 1, 2, 3, 4},
+			wantPins: map[string]string{"w-0": "n-0", "w-1": "n-1", "w-2": "n-2", "w-3": "n-3"},
+		},
+		"a released Pod pinned to a Node that is gone is deleted; a bound Pod on a gone Node is not": {
+			pods: []*testutil.PodWrapper{
+				released(0, "n-0").BoundTo("n-0"), released(1, "n-1"), released(2, "n-2"), released(3, "n-3"),
+			},
+			nodes:       []int{2, 3, 4},
+			wantPins:    map[string]string{"w-0": "n-0", "w-2": "n-2", "w-3": "n-3"},
+			wantDeleted: []string{"w-1"},
+		},
+		"a released Pod pinned to the Node another Pod of the slice is bound to is deleted": {
+			pods: []*testutil.PodWrapper{
+				released(0, "n-0").BoundTo("n-0"), released(1, "n-1").BoundTo("n-2"), released(2, "n-2"), released(3, "n-3"),
+			},
+			nodes:       []int{0, 1, 2, 3, 4},
+			wantPins:    map[string]string{"w-0": "n-0", "w-1": "n-1", "w-3": "n-3"},
+			wantDeleted: []string{"w-2"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			claims := testutil.Bound(4, "w")
+			for i := range claims {
+				if slices.Contains(tc.hidden, claims[i].PodName) {
+					claims[i].PodName, claims[i].PodUID = "", ""
+				}
+			}
+			objs := []client.Object{reconcileCluster("uid-rc").Obj().DeepCopy(),
+				chosenDomain(reconcileSlice(0).Claims(claims...)).Domain(pool).Obj().DeepCopy()}
+			for _, i := range tc.nodes {
+				objs = append(objs, testutil.MakeNode("n-"+strconv.Itoa(i)).TPU("tpu-v4-podslice", "2x2x4", pool).TPUCapacity(4).Ready(true).Obj())
+			}
+			for _, p := range tc.pods {
+				objs = append(objs, p.Clone().Obj())
+			}
+			store := testutil.NewClientBuilder().WithObjects(objs...).Build()
+			events := &testutil.EventRecorder{}
+			clock := clocktesting.NewFakePassiveClock(t0)
+			r := newReconcileTestReconciler(notYetCached(workerPodCache(store), tc.hidden...), store, events, tombstones.New(0), clock)
+			r.leaseNamespace = "tpu-system"
+			key := types.NamespacedName{Namespace: releaseNamespace, Name: releaseSlice}
+			// The first pass writes the slice's bookkeeping a bind settle later (docs/spec.md §8).
+			for _, at := range []time.Duration{0, DefaultBindSettle} {
+				clock.SetTime(t0.Add(at))
+				if _, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: key}); err != nil {
+					t.Fatalf("Reconcile at t0+%v: %v", at, err)
+				}
+			}
+
+			var pods corev1.PodList
+			if err := store.List(t.Context(), &pods); err != nil {
+				t.Fatal(err)
+			}
+			gotPins := map[string]string{}
+			for i := range pods.Items {
+				p := &pods.Items[i]
+				if gate.PinnedNode(p) != "" {
+					gotPins[p.Name] = gate.PinnedNode(p)
+				}
+				if len(p.Spec.SchedulingGates) > 0 {
+					t.Errorf("Pod %s is still gated", p.Name)
+				}
+			}
+			if diff := cmp.Diff(tc.wantPins, gotPins); diff != "" {
+				t.Errorf("pins (-want,+got):\n%s", diff)
+			}
+			for _, name := range tc.wantDeleted {
+				if slices.ContainsFunc(pods.Items, func(p corev1.Pod) bool { return p.Name == name }) {
+					t.Errorf("Pod %s was not deleted", name)
+				}
+				if !slices.ContainsFunc(events.Recorded(), func(e testutil.Event) bool {
+					return e.Regarding == releaseNamespace+"/"+name && e.Reason == tpuv1alpha1.ReasonTPUPodStranded
+				}) {
+					t.Errorf("no %s Event on Pod %s", tpuv1alpha1.ReasonTPUPodStranded, name)
+				}
+			}
+			if want, got := len(tc.pods)-len(tc.wantDeleted), len(pods.Items); got != want {
+				t.Errorf("%d Pods left, want %d", got, want)
+			}
+		})
+	}
+}
+

@@ -1,0 +1,183 @@
+/*
+Copyright 2026 The tpu-slice-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package gate
+
+import (
+	"cmp"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/ray-tpu/tpu-slice-operator/internal/identity"
+	"github.com/ray-tpu/tpu-slice-operator/internal/lifecycle"
+	"github.com/ray-tpu/tpu-slice-operator/internal/tpuenv"
+)
+
+// Pinning (docs/spec.md §12): a released Pod gets, next to the domain's nodeSelector, a required
+// node affinity on one usable Node of the domain by name. kube-scheduler then looks at that one
+// Node (its NodeAffinity PreFilter narrows the Nodes to those a metadata.name term names) instead
+// of filtering every Node of the cluster for the H of one pool: the scheduler's cost per Pod no
+// longer grows with the Nodes. The Pods of a slice are pinned to distinct Nodes, so that none
+// waits for a Node another of them took.
+
+// PinTerm is the node selector term that pins a Pod to node.
+func PinTerm(node string) corev1.NodeSelectorTerm {
+	return corev1.NodeSelectorTerm{MatchFields: []corev1.NodeSelectorRequirement{{
+		Key: metav1.ObjectNameField, Operator: corev1.NodeSelectorOpIn, Values: []string{node},
+	}}}
+}
+
+// Pinnable reports whether the operator pins pod when it releases it: the Pod has no required node
+// affinity term of its own. Terms of the Pod's own may exclude the Node a pin would name (the
+// chooser reads nodeSelectors, not terms), and the API server lets a gated Pod's terms only grow,
+// so such a Pod is released with the domain's nodeSelector alone and the scheduler picks its Node.
+func Pinnable(pod *corev1.Pod) bool {
+	a := pod.Spec.Affinity
+	return a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil ||
+		len(a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms) == 0
+}
+
+// PinnedNode returns the Node a Pod's required node affinity names as its only possible Node, "" for
+// none: every term requires metadata.name In one same Node (the operator's pin, PinTerm, or the
+// user's own). The Pod cannot run anywhere else.
+func PinnedNode(pod *corev1.Pod) string {
+	a := pod.Spec.Affinity
+	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		return ""
+	}
+	node := ""
+	for _, term := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+		named := ""
+		for _, r := range term.MatchFields {
+			if r.Key == metav1.ObjectNameField && r.Operator == corev1.NodeSelectorOpIn && len(r.Values) == 1 {
+				named = r.Values[0]
+				break
+			}
+		}
+		if named == "" || (node != "" && named != node) {
+			return ""
+		}
+		node = named
+	}
+	return node
+}
+
+// takenNodes returns the Nodes live Pods among pods are bound or pinned to.
+func takenNodes(pods []corev1.Pod) map[string]bool {
+	taken := make(map[string]bool, len(pods))
+	for i := range pods {
+		p := &pods[i]
+		if !lifecycle.PodLive(p) {
+			continue
+		}
+		if p.Spec.NodeName != "" {
+			taken[p.Spec.NodeName] = true
+		} else if n := PinnedNode(p); n != "" {
+			taken[n] = true
+		}
+	}
+	return taken
+}
+
+// AssignNodes pins each pinnable gated Pod of a slice to a distinct Node of usable (the chosen
+// domain's usable Nodes, sorted by name) that no live Pod of the slice (among pods) is bound or
+// pinned to: the gated Pods by worker ID, then name, take the free Nodes in name order. So the
+// same Pods and Nodes give the same pins, whoever computes them. A gated Pod left without a free
+// Node (the domain has fewer usable Nodes than the slice has Pods waiting: a domain kept because
+// the slice's Pods are bound to it) is not in the map and is released with the nodeSelector
+// alone. The result is by Pod UID.
+func AssignNodes(gated []*corev1.Pod, pods []corev1.Pod, usable []string) map[types.UID]string {
+	taken := takenNodes(pods)
+	free := make([]string, 0, len(usable))
+	for _, n := range usable {
+		if !taken[n] {
+			free = append(free, n)
+		}
+	}
+	order := make([]*corev1.Pod, 0, len(gated))
+	for _, p := range gated {
+		if tpuenv.HasGate(p) && Pinnable(p) {
+			order = append(order, p)
+		}
+	}
+	slices.SortFunc(order, func(a, b *corev1.Pod) int {
+		return cmp.Or(cmp.Compare(workerID(a), workerID(b)), cmp.Compare(a.Name, b.Name))
+	})
+	out := make(map[types.UID]string, min(len(order), len(free)))
+	for i, p := range order {
+		if i == len(free) {
+			break
+		}
+		out[p.UID] = free[i]
+	}
+	return out
+}
+
+// workerID is a Pod's worker ID by its spec identity, -1 without one.
+func workerID(p *corev1.Pod) int32 {
+	if id, ok := identity.FromPod(p); ok {
+		return id.WorkerID
+	}
+	return -1
+}
+
+// Strand is a released Pod that can never bind where it is pinned.
+type Strand struct {
+	Pod  *corev1.Pod
+	Node string
+	// Holder is the Pod of the slice bound to Node, "" when Node is gone.
+	Holder string
+}
+
+// Stranded returns the live, released, unbound Pods among pods (a slice's) that are pinned to a
+// Node that is gone (gone reports it: not found, or being deleted) or that another live Pod of the
+// slice is bound to (a pin made on a view that missed that Pod). A pin cannot change once the gate
+// is off, so such a Pod would stay Pending for good: the reconciler deletes it and its owner
+// re-creates it, gated, and it is released onto a free Node of the slice's domain (docs/spec.md
+// §12, "Pinning").
+func Stranded(pods []corev1.Pod, gone func(node string) bool) []Strand {
+	var boundTo map[string]string // Node -> the Pod bound to it, built on first use
+	var out []Strand
+	for i := range pods {
+		p := &pods[i]
+		if !lifecycle.PodLive(p) || p.Spec.NodeName != "" || tpuenv.HasGate(p) {
+			continue
+		}
+		n := PinnedNode(p)
+		if n == "" {
+			continue
+		}
+		if gone(n) {
+			out = append(out, Strand{Pod: p, Node: n})
+			continue
+		}
+		if boundTo == nil {
+			boundTo = map[string]string{}
+			for j := range pods {
+				if q := &pods[j]; lifecycle.PodLive(q) && q.Spec.NodeName != "" {
+					boundTo[q.Spec.NodeName] = q.Name
+				}
+			}
+		}
+		if h, ok := boundTo[n]; ok {
+			out = append(out, Strand{Pod: p, Node: n, Holder: h})
+		}
+	}
+	return out
+}
