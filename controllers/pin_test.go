@@ -72,7 +72,9 @@ func TestPinning(t *testing.T) {
 	worker := func(id int32) *testutil.PodWrapper {
 		return releasePod("w-"+strconv.Itoa(int(id)), "t-w-"+strconv.Itoa(int(id)), id)
 	}
-	released := func(id int32, node string) *testutil.PodWrapper { return worker(id).NodeSelector(constants.NodePoolTopologyKey, pool).PinnedTo(node) }
+	released := func(id int32, node string) *testutil.PodWrapper {
+		return worker(id).NodeSelector(constants.NodePoolTopologyKey, pool).PinnedTo(node)
+	}
 	lateGated := func(id int32) *testutil.PodWrapper {
 		return worker(id).SchedulingGate(tpuv1alpha1.PlacementSchedulingGate).Phase(corev1.PodPending)
 	}
@@ -180,4 +182,3 @@ func TestPinning(t *testing.T) {
 		})
 	}
 }
-
