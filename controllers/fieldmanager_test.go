@@ -21,7 +21,6 @@ import (
 	"time"
 
 	rayutils "github.com/ray-project/kuberay/ray-operator/controllers/ray/utils"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -43,7 +42,6 @@ func TestReconcileWritesNameTheFieldManager(t *testing.T) {
 	unlabeled := testutil.MakeSlice(naming.SliceName("rc", "tpu", 1), releaseNamespace, "rc", "uid-rc", "tpu", 1, 4).SelectorLabels().Obj()
 	c := testutil.NewClientBuilder().
 		WithObjects(rc, releasePod("p", "t-p", 0).Obj(), unlabeled).
-		WithIndex(&corev1.Pod{}, NodeNameIndex, NodeNameIndexValue).
 		WithInterceptorFuncs(testutil.RequireFieldManager(t, constants.FieldManager)).
 		Build()
 	r := &TPUSliceAssignmentReconciler{client: c, reader: c, recorder: &events.FakeRecorder{}, tombstones: tombstones.New(0),

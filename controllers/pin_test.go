@@ -110,6 +110,15 @@ func TestPinning(t *testing.T) {
 			wantPins:    map[string]string{"w-0": "n-0", "w-2": "n-2", "w-3": "n-3"},
 			wantDeleted: []string{"w-1"},
 		},
+		"a released Pod pinned to a Node a Pod of another RayCluster took (one that bypassed admission) is deleted": {
+			pods: []*testutil.PodWrapper{
+				released(0, "n-0").BoundTo("n-0"), released(1, "n-1"), released(2, "n-2"), released(3, "n-3"),
+				testutil.MakeWorkerPod(releaseNamespace, "other", "uid-other", "tpu").Named("o-0").UID("uid-o-0").TPU(4).BoundTo("n-3"),
+			},
+			nodes:       []int{0, 1, 2, 3, 4},
+			wantPins:    map[string]string{"w-0": "n-0", "w-1": "n-1", "w-2": "n-2"},
+			wantDeleted: []string{"w-3"},
+		},
 		"a released Pod pinned to the Node another Pod of the slice is bound to is deleted": {
 			pods: []*testutil.PodWrapper{
 				released(0, "n-0").BoundTo("n-0"), released(1, "n-1").BoundTo("n-2"), released(2, "n-2"), released(3, "n-3"),

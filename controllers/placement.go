@@ -21,6 +21,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -511,17 +512,20 @@ func (r *TPUSliceAssignmentReconciler) releasePods(ctx context.Context, gated []
 }
 
 // replaceStranded deletes the slice's released Pods that can never bind where they are pinned
-// (gate.Stranded: their Node is gone, or another Pod of the slice is bound to it), so that their
-// owner re-creates them and they are released onto a free Node of the domain. The cache only
-// nominates: each is confirmed on a live read of the slice's Pods and of the Node, and deleted
-// conditional on the UID and resourceVersion read, so a Pod that bound since is never deleted.
+// (gate.Stranded: their Node is gone, or Pods bound to it took its chips), so that their owner
+// re-creates them and they are released onto a free Node of the domain. The caches only
+// nominate: each is confirmed on live reads of the slice's Pods, the Node and the Pods bound to
+// it, and deleted conditional on the UID and resourceVersion read, so a Pod that bound since is
+// never deleted.
 func (r *TPUSliceAssignmentReconciler) replaceStranded(ctx context.Context, slice *tpuv1alpha1.TPUSliceAssignment, pods []corev1.Pod) error {
-	cachedGone := func(name string) bool {
-		node := &corev1.Node{}
-		err := r.client.Get(ctx, types.NamespacedName{Name: name}, node)
-		return apierrors.IsNotFound(err) || (err == nil && node.DeletionTimestamp != nil)
+	if !slices.ContainsFunc(pods, func(p corev1.Pod) bool { return p.Spec.NodeName == "" && gate.PinnedNode(&p) != "" }) {
+		return nil
 	}
-	if len(gate.Stranded(pods, cachedGone)) == 0 {
+	cached, err := r.cachedNodeView(ctx)
+	if err != nil {
+		return err
+	}
+	if len(gate.Stranded(pods, cached)) == 0 {
 		return nil
 	}
 	lv, err := r.livePods(ctx, slice)
@@ -529,20 +533,7 @@ func (r *TPUSliceAssignmentReconciler) replaceStranded(ctx context.Context, slic
 		return err
 	}
 	var errs []error
-	liveGone := func(name string) bool {
-		node := &corev1.Node{}
-		err := r.reader.Get(ctx, types.NamespacedName{Name: name}, node)
-		if err != nil && !apierrors.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("reading Node %s: %w", name, err))
-			return false
-		}
-		return err != nil || node.DeletionTimestamp != nil
-	}
-	for _, s := range gate.Stranded(slicePods(slice, lv.pods), liveGone) {
-		why := fmt.Sprintf("Node %s is gone", s.Node)
-		if s.Holder != "" {
-			why = fmt.Sprintf("Pod %s of the slice is bound to Node %s", s.Holder, s.Node)
-		}
+	for _, s := range gate.Stranded(slicePods(slice, lv.pods), r.liveNodeView(ctx, &errs)) {
 		uid, rv := s.Pod.UID, s.Pod.ResourceVersion
 		if err := r.client.Delete(ctx, s.Pod, client.Preconditions{UID: &uid, ResourceVersion: &rv}); err != nil {
 			if !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
@@ -550,13 +541,102 @@ func (r *TPUSliceAssignmentReconciler) replaceStranded(ctx context.Context, slic
 			}
 			continue
 		}
-		r.recorder.Eventf(s.Pod, slice, corev1.EventTypeWarning, tpuv1alpha1.ReasonTPUPodStranded, "Delete",
-			noteTPUPodStranded, slice.Name, slice.Spec.AffinityTopologyKey, slice.Status.Domain, s.Node, why)
+		r.recorder.Eventf(s.Pod, slice, corev1.EventTypeWarning, tpuv1alpha1.ReasonTPUPodStranded, "Delete", "%s",
+			boundedNote(fmt.Sprintf(noteTPUPodStranded, slice.Name, slice.Spec.AffinityTopologyKey, slice.Status.Domain, s.Node, s.Why)))
 		r.metrics.PodsDeleted.Inc()
 		ctrl.LoggerFrom(ctx).Info("Deleted a released Pod that cannot bind where it is pinned", "pod", klog.KObj(s.Pod),
-			"slice", klog.KObj(slice), "node", s.Node, "why", why)
+			"slice", klog.KObj(slice), "node", s.Node, "why", s.Why)
 	}
 	return errors.Join(errs...)
+}
+
+// cachedNodeView is gate.NodeView on the caches: the TPU Nodes, and the worker Pods bound to them.
+func (r *TPUSliceAssignmentReconciler) cachedNodeView(ctx context.Context) (gate.NodeView, error) {
+	var all corev1.PodList
+	if err := r.client.List(ctx, &all, client.UnsafeDisableDeepCopy); err != nil {
+		return gate.NodeView{}, fmt.Errorf("listing Pods for the Nodes they are bound to: %w", err)
+	}
+	nodes := map[string]*corev1.Node{}
+	get := func(name string) *corev1.Node {
+		if n, ok := nodes[name]; ok {
+			return n
+		}
+		n := &corev1.Node{}
+		if err := r.client.Get(ctx, types.NamespacedName{Name: name}, n); err != nil {
+			n = nil
+		}
+		nodes[name] = n
+		return n
+	}
+	return gate.NodeView{
+		Gone:             func(name string) bool { n := get(name); return n == nil || n.DeletionTimestamp != nil },
+		AllocatableChips: func(name string) int64 { return allocatableChips(get(name)) },
+		BoundTo:          gate.BoundByNode(all.Items),
+	}, nil
+}
+
+// liveNodeView is gate.NodeView on live reads: each Node by name, and the Pods bound to it by a
+// field selector. A read that fails is recorded in errs and reads as a Node that takes the Pod.
+func (r *TPUSliceAssignmentReconciler) liveNodeView(ctx context.Context, errs *[]error) gate.NodeView {
+	type read struct {
+		node   *corev1.Node // nil: not found
+		failed bool
+	}
+	nodes := map[string]read{}
+	get := func(name string) read {
+		if rd, ok := nodes[name]; ok {
+			return rd
+		}
+		n := &corev1.Node{}
+		rd := read{node: n}
+		switch err := r.reader.Get(ctx, types.NamespacedName{Name: name}, n); {
+		case apierrors.IsNotFound(err):
+			rd.node = nil
+		case err != nil:
+			*errs = append(*errs, fmt.Errorf("reading Node %s: %w", name, err))
+			rd.failed = true
+		}
+		nodes[name] = rd
+		return rd
+	}
+	return gate.NodeView{
+		Gone: func(name string) bool {
+			rd := get(name)
+			return !rd.failed && (rd.node == nil || rd.node.DeletionTimestamp != nil)
+		},
+		AllocatableChips: func(name string) int64 {
+			if rd := get(name); !rd.failed {
+				return allocatableChips(rd.node)
+			}
+			return math.MaxInt64
+		},
+		BoundTo: func(name string) []*corev1.Pod {
+			var list corev1.PodList
+			if err := r.reader.List(ctx, &list, client.MatchingFields{NodeNameIndex: name}); err != nil {
+				*errs = append(*errs, fmt.Errorf("listing the Pods bound to Node %s: %w", name, err))
+				return nil
+			}
+			var out []*corev1.Pod
+			for i := range list.Items {
+				if lifecycle.PodLive(&list.Items[i]) && list.Items[i].Spec.NodeName == name {
+					out = append(out, &list.Items[i])
+				}
+			}
+			return out
+		},
+	}
+}
+
+// allocatableChips is a Node's allocatable google.com/tpu, 0 for none (or no Node).
+func allocatableChips(n *corev1.Node) int64 {
+	if n == nil {
+		return 0
+	}
+	q, ok := n.Status.Allocatable[constants.TPUResourceName]
+	if !ok {
+		return 0
+	}
+	return q.Value()
 }
 
 // setDomainChosen writes status.domain and DomainChosen, with the health conditions they change

@@ -37,8 +37,8 @@ const (
 	ReasonTPUWorkerIDTaken = "TPUWorkerIDTaken"
 
 	// ReasonTPUPodStranded is recorded (Warning) on a released Pod of a ChosenDomain slice that is
-	// deleted because it can never bind where it is pinned: its Node is gone, or another Pod of
-	// the slice is bound to it (docs/spec.md §12, "Pinning"). Its owner re-creates it.
+	// deleted because it can never bind where it is pinned: its Node is gone, or Pods bound to it
+	// took its TPU chips (docs/spec.md §12, "Stranded Pods"). Its owner re-creates it.
 	ReasonTPUPodStranded = "TPUPodStranded"
 
 	// ReasonTPUClaimRepaired is recorded on a Pod this operator admitted whose released claim was

@@ -18,7 +18,9 @@ package gate
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -141,18 +143,41 @@ func workerID(p *corev1.Pod) int32 {
 type Strand struct {
 	Pod  *corev1.Pod
 	Node string
-	// Holder is the Pod of the slice bound to Node, "" when Node is gone.
-	Holder string
+	// Why says what keeps the Pod off Node.
+	Why string
+}
+
+// NodeView is what Stranded reads of the Nodes and of the Pods bound to them.
+type NodeView struct {
+	// Gone reports a Node not found, or being deleted.
+	Gone func(node string) bool
+	// AllocatableChips is a present Node's allocatable google.com/tpu.
+	AllocatableChips func(node string) int64
+	// BoundTo returns the live Pods bound to a Node: every Pod whose chips count, of any slice or
+	// none.
+	BoundTo func(node string) []*corev1.Pod
+}
+
+// BoundByNode groups the live Pods among pods that are bound to a Node by that Node, for
+// NodeView.BoundTo.
+func BoundByNode(pods []corev1.Pod) func(node string) []*corev1.Pod {
+	out := map[string][]*corev1.Pod{}
+	for i := range pods {
+		if p := &pods[i]; p.Spec.NodeName != "" && lifecycle.PodLive(p) {
+			out[p.Spec.NodeName] = append(out[p.Spec.NodeName], p)
+		}
+	}
+	return func(node string) []*corev1.Pod { return out[node] }
 }
 
 // Stranded returns the live, released, unbound Pods among pods (a slice's) that are pinned to a
-// Node that is gone (gone reports it: not found, or being deleted) or that another live Pod of the
-// slice is bound to (a pin made on a view that missed that Pod). A pin cannot change once the gate
-// is off, so such a Pod would stay Pending for good: the reconciler deletes it and its owner
-// re-creates it, gated, and it is released onto a free Node of the slice's domain (docs/spec.md
-// §12, "Pinning").
-func Stranded(pods []corev1.Pod, gone func(node string) bool) []Strand {
-	var boundTo map[string]string // Node -> the Pod bound to it, built on first use
+// Node that can no longer take them: the Node is gone (not found, or being deleted), or the Pods
+// bound to it leave fewer of its free TPU chips than the Pod requests (another Pod of the slice bound
+// there after a pin made on a view that missed it, or a Pod that bypassed admission and that
+// the scheduler put there). A pin cannot change once the gate is off, so such a Pod would stay
+// Pending for good: the reconciler deletes it and its owner re-creates it, gated, and it is
+// released onto a free Node of the slice's domain (docs/spec.md §12, "Stranded Pods").
+func Stranded(pods []corev1.Pod, v NodeView) []Strand {
 	var out []Strand
 	for i := range pods {
 		p := &pods[i]
@@ -163,20 +188,28 @@ func Stranded(pods []corev1.Pod, gone func(node string) bool) []Strand {
 		if n == "" {
 			continue
 		}
-		if gone(n) {
-			out = append(out, Strand{Pod: p, Node: n})
+		if v.Gone(n) {
+			out = append(out, Strand{Pod: p, Node: n, Why: fmt.Sprintf("Node %s is gone", n)})
 			continue
 		}
-		if boundTo == nil {
-			boundTo = map[string]string{}
-			for j := range pods {
-				if q := &pods[j]; lifecycle.PodLive(q) && q.Spec.NodeName != "" {
-					boundTo[q.Spec.NodeName] = q.Name
-				}
+		need := PodChips(p)
+		if need == 0 {
+			continue
+		}
+		var used int64
+		var holders []string
+		for _, q := range v.BoundTo(n) {
+			if c := PodChips(q); c > 0 && q.UID != p.UID {
+				used += c
+				holders = append(holders, q.Namespace+"/"+q.Name)
 			}
 		}
-		if h, ok := boundTo[n]; ok {
-			out = append(out, Strand{Pod: p, Node: n, Holder: h})
+		// Only Pods bound there strand it: a Node that reports no chips yet (one just created
+		// again, whose kubelet has not reported) may still take it.
+		if alloc := v.AllocatableChips(n); len(holders) > 0 && alloc-used < need {
+			slices.Sort(holders)
+			out = append(out, Strand{Pod: p, Node: n, Why: fmt.Sprintf("Node %s has %d of its %d TPU chips free, %d needed: Pods %s are bound to it",
+				n, max(alloc-used, 0), alloc, need, strings.Join(holders, ", "))})
 		}
 	}
 	return out

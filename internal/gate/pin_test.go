@@ -165,17 +165,36 @@ func TestAssignNodes(t *testing.T) {
 
 func TestStranded(t *testing.T) {
 	gone := map[string]bool{"n-gone": true}
+	other := testutil.MakeWorkerPod("ml", "other", "uid-other", "tpu").Named("o-0").UID("uid-o-0").TPU(4).TPUIdentity("tpu", 0, 0)
 	cases := map[string]struct {
 		pods []*testutil.PodWrapper
-		want []string // "pod node holder"
+		// others are Pods of no slice of this one, bound where they say.
+		others []*testutil.PodWrapper
+		// chips is every present Node's allocatable google.com/tpu (4 when 0).
+		chips int64
+		want  []string // "pod node: why"
 	}{
 		"pinned to a gone Node, unbound: stranded": {
 			pods: []*testutil.PodWrapper{ungated(worker(0, t0)).PinnedTo("n-gone"), ungated(worker(1, t0)).PinnedTo("n-1")},
-			want: []string{"w-0 n-gone "},
+			want: []string{"w-0 n-gone: Node n-gone is gone"},
 		},
 		"pinned to a Node another Pod of the slice is bound to: stranded": {
 			pods: []*testutil.PodWrapper{ungated(worker(0, t0)).PinnedTo("n-1"), ungated(worker(1, t0)).PinnedTo("n-1").BoundTo("n-1")},
-			want: []string{"w-0 n-1 w-1"},
+			want: []string{"w-0 n-1: Node n-1 has 0 of its 4 TPU chips free, 4 needed: Pods ml/w-1 are bound to it"},
+		},
+		"pinned to a Node a Pod of another slice took (one that bypassed admission): stranded": {
+			pods:   []*testutil.PodWrapper{ungated(worker(0, t0)).PinnedTo("n-1")},
+			others: []*testutil.PodWrapper{other.Clone().BoundTo("n-1")},
+			want:   []string{"w-0 n-1: Node n-1 has 0 of its 4 TPU chips free, 4 needed: Pods ml/o-0 are bound to it"},
+		},
+		"a Node with room for both: not stranded": {
+			pods:   []*testutil.PodWrapper{ungated(worker(0, t0)).PinnedTo("n-1")},
+			others: []*testutil.PodWrapper{other.Clone().BoundTo("n-1")},
+			chips:  8,
+		},
+		"a Node that reports no chips yet and holds no Pod (created again): it may still take the Pod": {
+			pods:  []*testutil.PodWrapper{ungated(worker(0, t0)).PinnedTo("n-1")},
+			chips: -1,
 		},
 		"bound Pods are never stranded, even on a gone Node": {
 			pods: []*testutil.PodWrapper{ungated(worker(0, t0)).PinnedTo("n-gone").BoundTo("n-gone")},
@@ -195,13 +214,27 @@ func TestStranded(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			stranded := Stranded(pods(tc.pods...), func(n string) bool { return gone[n] })
+			slicePods := pods(tc.pods...)
+			all := append(slicePods, pods(tc.others...)...)
+			chips := tc.chips
+			switch chips {
+			case 0:
+				chips = 4
+			case -1:
+				chips = 0
+			}
+			v := NodeView{
+				Gone:             func(n string) bool { return gone[n] },
+				AllocatableChips: func(string) int64 { return chips },
+				BoundTo:          BoundByNode(all),
+			}
+			stranded := Stranded(slicePods, v)
 			var got []string
 			if len(stranded) > 0 {
 				got = make([]string, 0, len(stranded))
 			}
 			for _, s := range stranded {
-				got = append(got, s.Pod.Name+" "+s.Node+" "+s.Holder)
+				got = append(got, s.Pod.Name+" "+s.Node+": "+s.Why)
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("Stranded (-want,+got):\n%s", diff)

@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
@@ -49,5 +50,12 @@ func NewClientBuilder() *fake.ClientBuilder {
 		WithScheme(Scheme()).
 		WithStatusSubresource(&tpuv1alpha1.TPUSliceAssignment{}).
 		WithIndex(&corev1.Pod{}, identity.SliceIndex, identity.SliceIndexValue).
-		WithIndex(&corev1.Pod{}, identity.TokenIndex, identity.TokenIndexValue)
+		WithIndex(&corev1.Pod{}, identity.TokenIndex, identity.TokenIndexValue).
+		// The API server's own field selector on Pods, which the reconciler's live reads use.
+		WithIndex(&corev1.Pod{}, "spec.nodeName", func(o client.Object) []string {
+			if p, ok := o.(*corev1.Pod); ok && p.Spec.NodeName != "" {
+				return []string{p.Spec.NodeName}
+			}
+			return nil
+		})
 }

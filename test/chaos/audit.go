@@ -101,6 +101,8 @@ type auditor struct {
 	releases, timedOutReleases int
 	// pins counts the releases whose pin on a Node was judged (judgePin) and passed.
 	pins int
+	// nodesDeleted are the Nodes the run deleted (node-replace), with when.
+	nodesDeleted map[string]time.Time
 	// ownersGone are the RayCluster generations (UIDs) the run deleted and left to the garbage
 	// collector; namespacesGone the namespaces it deleted.
 	ownersGone     map[types.UID]bool

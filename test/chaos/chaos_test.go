@@ -224,6 +224,7 @@ func run(seed, stream uint64, gate bool, d time.Duration) {
 	if r.cluster {
 		r.measureOnePool()
 		r.checkSideNamespaces(true)
+		r.checkPinsBind()
 	}
 
 	c := framework.TotalCounts(append(r.retired, r.instances...))
@@ -321,7 +322,7 @@ type operation struct {
 }
 
 // operations are the kinds of step. Steps are dealt from a shuffled deck that holds each kind
-// weight times (123 cards, 144 with clusterOperations on the local cluster; a fresh deck when it
+// weight times (123 cards, 151 with clusterOperations on the local cluster; a fresh deck when it
 // runs out), so that each kind runs about weight times every 120 steps: `make test`'s two minutes
 // (40 to 100 steps per gate setting) see most kinds several times, and the kinds' order depends on
 // the seed alone.

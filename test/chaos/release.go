@@ -202,6 +202,28 @@ func (a *auditor) judgeRelease(ctx context.Context, ns, name, key, domain, node 
 		name, slice.Name, key, domain, missing, id.Hosts, time.Since(oldestGated).Round(time.Second), gate.DefaultAssemblyTimeout)
 }
 
+// nodeGoneGrace is how long after the run deleted a Node a pin on it is not judged: the
+// reconciler's Node cache may still have shown it usable.
+const nodeGoneGrace = 10 * time.Second
+
+// nodeDeleted records that the run deletes Node name now.
+func (a *auditor) nodeDeleted(name string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.nodesDeleted == nil {
+		a.nodesDeleted = map[string]time.Time{}
+	}
+	a.nodesDeleted[name] = time.Now()
+}
+
+// nodeDeletedSince reports whether the run deleted Node name after since.
+func (a *auditor) nodeDeletedSince(name string, since time.Time) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	at, ok := a.nodesDeleted[name]
+	return ok && at.After(since)
+}
+
 // judgePin judges the Node a release pins pod to: a Node of the slice's domain, and no other live
 // Pod of the slice (same RayCluster generation) bound or pinned to it, so that every Pod the
 // operator releases has a Node of its own to bind to (docs/spec.md §12, "Pinning"). It reports
@@ -209,6 +231,11 @@ func (a *auditor) judgeRelease(ctx context.Context, ns, name, key, domain, node 
 func (a *auditor) judgePin(ctx context.Context, pod *corev1.Pod, slice *tpuv1alpha1.TPUSliceAssignment, pods []corev1.Pod, node string) bool {
 	n := &corev1.Node{}
 	if err := a.reader.Get(ctx, client.ObjectKey{Name: node}, n); err != nil {
+		if apierrors.IsNotFound(err) && a.nodeDeletedSince(node, time.Now().Add(-nodeGoneGrace)) {
+			// Deleted (node-replace) since the reconciler read it: the Pod is stranded, and the
+			// reconciler deletes it (checkPinsBind checks that it does).
+			return true
+		}
 		a.violatef("§12 (pinning): the operator pinned Pod %s of slice %s to Node %s, which could not be read: %v", pod.Name, slice.Name, node, err)
 		return false
 	}

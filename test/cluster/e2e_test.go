@@ -116,6 +116,7 @@ func scenarios(gate bool) {
 			expectChosen(ns, name, domain)
 			expectReleasedAndBound(pw, name, "contention: "+name)
 		}
+		Expect(pw.Pins()).To(BeNumerically(">=", 12), "each released Pod of the three slices pinned to a Node of its own (checked by the watcher)")
 
 		By("the fourth slice's Pods wait behind the gate, never tried by the scheduler; its slice says no pool fits")
 		owner, other := first, second

@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
+	"github.com/ray-tpu/tpu-slice-operator/internal/gate"
 	"github.com/ray-tpu/tpu-slice-operator/internal/identity"
 	"github.com/ray-tpu/tpu-slice-operator/internal/lifecycle"
 )
@@ -44,7 +45,10 @@ import (
 //   - a ChosenDomain slice's Pod leaves the operator's scheduling gate only with a nodeSelector on
 //     the slice's recorded status.domain, and only once the slice has a live Pod for every host
 //     (ReleaseWhole): no Pod of a slice that waits for a domain, or for its own Pods, is ever
-//     released, so none is ever bound.
+//     released, so none is ever bound;
+//   - a released Pod pinned to a Node (docs/spec.md §12, "Pinning") is pinned to a Node of the
+//     slice's domain that no other live Pod of the slice is bound or pinned to, and a pinned Pod
+//     binds only to its Node.
 //
 // It also records when it saw each slice's Pods created, released and bound (Timeline).
 type PlacementWatcher struct {
@@ -63,6 +67,8 @@ type PlacementWatcher struct {
 	errs   []string
 	// reported are the violations in errs, each reported once.
 	reported map[string]bool
+	// pins counts the releases with a pin it checked.
+	pins int
 }
 
 // watchedPod is what the watcher keeps of one Pod.
@@ -71,6 +77,8 @@ type watchedPod struct {
 	live, gated bool
 	// selector is the Pod's nodeSelector value on its slice's key ("" for none).
 	selector string
+	// pin is the Node the Pod is pinned to (gate.PinnedNode), "" for none.
+	pin      string
 	node     string
 	seen     time.Time
 	released time.Time
@@ -200,8 +208,12 @@ func (pw *PlacementWatcher) observe(ctx context.Context, pod *corev1.Pod, delete
 	if !p.gated && p.released.IsZero() {
 		p.released = now
 	}
+	p.pin = gate.PinnedNode(pod)
 	if pod.Spec.NodeName != "" && p.bound.IsZero() {
 		p.node, p.bound = pod.Spec.NodeName, now
+		if p.pin != "" && p.node != p.pin {
+			pw.violatef("Pod %s of slice %s pinned to Node %s is bound to %s", p.name, p.slice, p.pin, p.node)
+		}
 	}
 	if s == nil || s.Spec.Placement == "" || !p.live {
 		return
@@ -225,6 +237,9 @@ func (pw *PlacementWatcher) checkRelease(ctx context.Context, pod *corev1.Pod, p
 	case s.Status.Domain != p.selector:
 		pw.violatef("Pod %s of slice %s released onto %s=%s, but the slice records domain %q", p.name, p.slice, s.Spec.AffinityTopologyKey, p.selector, s.Status.Domain)
 	}
+	if p.pin != "" {
+		pw.checkPin(ctx, p, s)
+	}
 	if !pw.releaseWhole {
 		return
 	}
@@ -237,6 +252,36 @@ func (pw *PlacementWatcher) checkRelease(ctx context.Context, pod *corev1.Pod, p
 	if live < int(s.Spec.Hosts) {
 		pw.violatef("Pod %s of slice %s released with %d of its %d Pods created", p.name, p.slice, live, s.Spec.Hosts)
 	}
+}
+
+// checkPin checks the pin of released Pod p of slice s: a Node of the slice's domain, and no other
+// live Pod of the slice bound or pinned to it. Called with mu held.
+func (pw *PlacementWatcher) checkPin(ctx context.Context, p *watchedPod, s *tpuv1alpha1.TPUSliceAssignment) {
+	pw.pins++
+	labels, ok := pw.nodeLabels[p.pin]
+	if !ok {
+		var n corev1.Node
+		if err := pw.c.Get(ctx, client.ObjectKey{Name: p.pin}, &n); err == nil {
+			labels = n.Labels
+			pw.nodeLabels[p.pin] = labels
+		}
+	}
+	if got := labels[s.Spec.AffinityTopologyKey]; got != s.Status.Domain {
+		pw.violatef("Pod %s of slice %s pinned to Node %s in %s=%q, not the slice's domain %q", p.name, p.slice, p.pin,
+			s.Spec.AffinityTopologyKey, got, s.Status.Domain)
+	}
+	for _, q := range pw.pods {
+		if q != p && q.slice == p.slice && q.live && (q.node == p.pin || (q.node == "" && !q.gated && q.pin == p.pin)) {
+			pw.violatef("Pod %s of slice %s pinned to Node %s, which Pod %s of the slice is bound or pinned to", p.name, p.slice, p.pin, q.name)
+		}
+	}
+}
+
+// Pins returns how many releases with a pin on a Node the watcher checked.
+func (pw *PlacementWatcher) Pins() int {
+	pw.mu.Lock()
+	defer pw.mu.Unlock()
+	return pw.pins
 }
 
 // checkDomains checks that slice name occupies at most one domain and shares it with no other
