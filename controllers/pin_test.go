@@ -136,8 +136,9 @@ func TestPinning(t *testing.T) {
 					claims[i].PodName, claims[i].PodUID = "", ""
 				}
 			}
-			objs := []client.Object{reconcileCluster("uid-rc").Obj().DeepCopy(),
-				chosenDomain(reconcileSlice(0).Claims(claims...)).Domain(pool).Obj().DeepCopy()}
+			objs := make([]client.Object, 0, 2+len(tc.nodes)+len(tc.pods))
+			objs = append(objs, reconcileCluster("uid-rc").Obj().DeepCopy(),
+				chosenDomain(reconcileSlice(0).Claims(claims...)).Domain(pool).Obj().DeepCopy())
 			for _, i := range tc.nodes {
 				objs = append(objs, testutil.MakeNode("n-"+strconv.Itoa(i)).TPU("tpu-v4-podslice", "2x2x4", pool).TPUCapacity(4).Ready(true).Obj())
 			}

@@ -28,6 +28,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -35,12 +36,15 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
+	"github.com/ray-tpu/tpu-slice-operator/internal/gate"
 	"github.com/ray-tpu/tpu-slice-operator/internal/identity"
 	"github.com/ray-tpu/tpu-slice-operator/internal/lifecycle"
+	"github.com/ray-tpu/tpu-slice-operator/internal/tpuenv"
 )
 
 // I6 (docs/spec.md §9): the operator deletes a running Pod only when another live Pod of its slice
-// holds its worker ID. Every client that may delete Pods in the run (the runner, which also stands
+// holds its worker ID, and an unbound one also when it is stranded where it is pinned (§12). Every client that may delete Pods in the run (the runner, which also stands
 // in for the garbage collector on a bare API server; KubeRay; each operator instance) talks to the API server through an
 // audit transport that records each Pod DELETE it sends, with who sent it. An operator deletion is
 // judged the moment it is sent, on a live read: the Pod must be live and carry a TPU identity, and
@@ -99,8 +103,9 @@ type auditor struct {
 	// releases counts the operator's releases of gated Pods judged (judgeRelease), and
 	// timedOutReleases those of a slice missing IDs whose assembly timeout had passed.
 	releases, timedOutReleases int
-	// pins counts the releases whose pin on a Node was judged (judgePin) and passed.
-	pins int
+	// pins counts the releases whose pin on a Node was judged (judgePin) and passed; strands the
+	// operator's deletions of stranded Pods judged true (judgeStrand).
+	pins, strands int
 	// nodesDeleted are the Nodes the run deleted (node-replace), with when.
 	nodesDeleted map[string]time.Time
 	// ownersGone are the RayCluster generations (UIDs) the run deleted and left to the garbage
@@ -130,6 +135,9 @@ type gonePod struct {
 	uid types.UID
 	id  identity.Identity
 	at  time.Time
+	// node is the Node the Pod was bound to, chips the google.com/tpu it requested.
+	node  string
+	chips int64
 }
 
 func newAuditor(reader client.Reader) *auditor {
@@ -278,6 +286,10 @@ func (a *auditor) judge(ctx context.Context, ns, name string, uid types.UID) {
 		a.violatef("I6: the operator deleted live Pod %s, which carries no TPU identity", name)
 		return
 	}
+	if node := gate.PinnedNode(pod); node != "" && pod.Spec.NodeName == "" && !tpuenv.HasGate(pod) {
+		a.judgeStrand(ctx, pod, id, node)
+		return
+	}
 	var pods corev1.PodList
 	if err := a.reader.List(ctx, &pods, client.InNamespace(ns)); err != nil {
 		a.violatef("I6: could not judge the operator's deletion of Pod %s: %v", name, err)
@@ -302,6 +314,66 @@ func (a *auditor) judge(ctx context.Context, ns, name string, uid types.UID) {
 	a.violations = append(a.violations, fmt.Sprintf(
 		"I6: the operator deleted live Pod %s (worker ID %d of slice %s, %d hosts, RayCluster UID %s) although no other live Pod of its slice holds that ID",
 		name, id.WorkerID, id.SliceName(), id.Hosts, id.ClusterUID))
+}
+
+// judgeStrand judges the operator's deletion of a live Pod that is released, unbound and pinned
+// to node (docs/spec.md §12, "Stranded Pods"; I6): the Node must be gone (not found, being
+// deleted, or deleted by the run less than nodeGoneGrace ago), or the Pods bound to it (live, or
+// gone less than holderGrace ago) must leave it fewer TPU chips than the Pod requests.
+func (a *auditor) judgeStrand(ctx context.Context, pod *corev1.Pod, id identity.Identity, node string) {
+	n := &corev1.Node{}
+	switch err := a.reader.Get(ctx, client.ObjectKey{Name: node}, n); {
+	case apierrors.IsNotFound(err):
+		a.countStrand()
+		return
+	case err != nil:
+		a.violatef("I6: could not judge the operator's deletion of stranded Pod %s: %v", pod.Name, err)
+		return
+	case n.DeletionTimestamp != nil || a.nodeDeletedSince(node, time.Now().Add(-nodeGoneGrace)):
+		a.countStrand()
+		return
+	}
+	var bound corev1.PodList
+	if err := a.reader.List(ctx, &bound, client.MatchingFields{"spec.nodeName": node}); err != nil {
+		a.violatef("I6: could not judge the operator's deletion of stranded Pod %s: %v", pod.Name, err)
+		return
+	}
+	var used int64
+	for i := range bound.Items {
+		if q := &bound.Items[i]; q.UID != pod.UID && lifecycle.PodLive(q) {
+			used += gate.PodChips(q)
+		}
+	}
+	a.mu.Lock()
+	for _, g := range a.gone {
+		if g.node == node && g.uid != pod.UID && time.Since(g.at) < holderGrace {
+			used += g.chips
+		}
+	}
+	a.mu.Unlock()
+	var alloc int64
+	if q, ok := n.Status.Allocatable[constants.TPUResourceName]; ok {
+		alloc = q.Value()
+	}
+	if used > 0 && alloc-used < gate.PodChips(pod) {
+		a.countStrand()
+		return
+	}
+	a.violatef("I6: the operator deleted live Pod %s (worker ID %d of slice %s) as stranded on Node %s, which exists with %d of its %d TPU chips free for its %d",
+		pod.Name, id.WorkerID, id.SliceName(), node, alloc-used, alloc, gate.PodChips(pod))
+}
+
+func (a *auditor) countStrand() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.strands++
+}
+
+// strandCount returns the operator's deletions of stranded Pods judged true.
+func (a *auditor) strandCount() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.strands
 }
 
 // holds reports whether Pod h's spec holds worker ID id.WorkerID of the same slice as id: same
@@ -413,7 +485,7 @@ func (a *auditor) observe(t watch.EventType, pod *corev1.Pod) {
 	}
 	if id, ok := identity.FromPod(pod); ok {
 		a.mu.Lock()
-		a.gone = append(a.gone, gonePod{uid: pod.UID, id: id, at: time.Now()})
+		a.gone = append(a.gone, gonePod{uid: pod.UID, id: id, at: time.Now(), node: pod.Spec.NodeName, chips: gate.PodChips(pod)})
 		// Keep only what a judgment can still use.
 		for len(a.gone) > 0 && time.Since(a.gone[0].at) > time.Minute {
 			a.gone = a.gone[1:]

@@ -126,6 +126,8 @@ type runner struct {
 	// releasesBefore, timedOutBefore and pinsBefore are the auditor's release counts when the run
 	// started.
 	releasesBefore, timedOutBefore, pinsBefore int
+	// strandsBefore is the auditor's count of stranded Pods' deletions when the run started.
+	strandsBefore int
 
 	// What hostile_test.go's operations did and saw (issue 20).
 	hostile hostileStats
@@ -172,6 +174,7 @@ func run(seed, stream uint64, gate bool, d time.Duration) {
 	r.adoptedBefore = adoptions(append(r.retired, r.instances...))
 	r.deletedBefore, r.repairsBefore = audit.counts()
 	r.releasesBefore, r.timedOutBefore, r.pinsBefore = audit.releaseCounts()
+	r.strandsBefore = audit.strandCount()
 	for i := range instances {
 		r.instances = append(r.instances, r.startInstance(i))
 	}

@@ -878,20 +878,21 @@ func podReady(p *corev1.Pod) bool {
 
 // reportCluster prints what the cluster operations did:
 //
-//	CHAOS-cluster gate=<on|off> node_fails=<n> node_recoveries=<n> node_replaces=<n> pod_fails=<n> max_release_s=<x> gc_deletes=<n> max_gc_s=<x> ns_deletes=<n> max_ns_delete_s=<x> degraded_checks=<n> one_pool_slices=<n> split_slices=<n> chosen_domain_slices=<n> bypassed_elsewhere=<n> gate_releases=<n> gate_releases_timed_out=<n> gate_pins=<n> late_hosts=<n>
+//	CHAOS-cluster gate=<on|off> node_fails=<n> node_recoveries=<n> node_replaces=<n> pod_fails=<n> max_release_s=<x> gc_deletes=<n> max_gc_s=<x> ns_deletes=<n> max_ns_delete_s=<x> degraded_checks=<n> one_pool_slices=<n> split_slices=<n> chosen_domain_slices=<n> bypassed_elsewhere=<n> gate_releases=<n> gate_releases_timed_out=<n> gate_pins=<n> strands=<n> late_hosts=<n>
 //
 // gate_releases counts the operator's releases of gated Pods judged for "no partial binding"
 // (release.go), gate_releases_timed_out those allowed because the slice's assembly timeout had
 // passed, gate_pins the releases whose pin on a Node was judged (judgePin); a ChosenDomain run that
-// judged no release or no pin fails. late_hosts counts the slices created with
+// judged no release or no pin fails; strands counts the operator's deletions of stranded Pods
+// judged true (audit.go, judgeStrand). late_hosts counts the slices created with
 // their last Pod held back (lateHost). It returns gate_releases.
 func (r *runner) reportCluster(gateName string) (releases, pins int) {
 	c := &r.cl
 	released, timedOut, pinned := audit.releaseCounts()
 	released, timedOut, pinned = released-r.releasesBefore, timedOut-r.timedOutBefore, pinned-r.pinsBefore
-	fmt.Fprintf(os.Stdout, "CHAOS-cluster gate=%s node_fails=%d node_recoveries=%d node_replaces=%d pod_fails=%d max_release_s=%.2f gc_deletes=%d max_gc_s=%.2f ns_deletes=%d max_ns_delete_s=%.2f degraded_checks=%d one_pool_slices=%d split_slices=%d chosen_domain_slices=%d bypassed_elsewhere=%d gate_releases=%d gate_releases_timed_out=%d gate_pins=%d late_hosts=%d\n",
+	fmt.Fprintf(os.Stdout, "CHAOS-cluster gate=%s node_fails=%d node_recoveries=%d node_replaces=%d pod_fails=%d max_release_s=%.2f gc_deletes=%d max_gc_s=%.2f ns_deletes=%d max_ns_delete_s=%.2f degraded_checks=%d one_pool_slices=%d split_slices=%d chosen_domain_slices=%d bypassed_elsewhere=%d gate_releases=%d gate_releases_timed_out=%d gate_pins=%d strands=%d late_hosts=%d\n",
 		gateName, c.nodeFails, c.nodeRecoveries, c.nodeReplaces, c.podFails, c.maxRelease.Seconds(), c.gcDeletes, c.maxGC.Seconds(), c.nsDeletes, c.maxNSDelete.Seconds(), c.degradedChecks, c.onePool, c.split, len(c.chosen),
-		len(c.bypassedElsewhere), released, timedOut, pinned, c.lateHosts)
+		len(c.bypassedElsewhere), released, timedOut, pinned, audit.strandCount()-r.strandsBefore, c.lateHosts)
 	return released, pinned
 }
 
