@@ -33,6 +33,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -997,8 +998,8 @@ func (r *runner) checkPinsBind() {
 		for _, p := range r.workerPods(func(p *corev1.Pod) bool {
 			return p.Spec.NodeName == "" && !tpuenv.HasGate(p) && gate.PinnedNode(p) != ""
 		}) {
-			stuck = append(stuck, fmt.Sprintf("%s (pinned to %s, created %s ago)", p.Name, gate.PinnedNode(&p),
-				time.Since(p.CreationTimestamp.Time).Round(time.Second)))
+			stuck = append(stuck, fmt.Sprintf("%s (pinned to %s, created %s ago; %s)", p.Name, gate.PinnedNode(&p),
+				time.Since(p.CreationTimestamp.Time).Round(time.Second), r.whyUnbound(&p)))
 		}
 		if len(stuck) == 0 || time.Now().After(deadline) {
 			break
@@ -1008,6 +1009,38 @@ func (r *runner) checkPinsBind() {
 	if len(stuck) > 0 {
 		r.violationf("§12 (pinning): released Pods pinned to a Node still unbound %v after the run settled: %v", pinBindBound, stuck)
 	}
+}
+
+// whyUnbound describes, for a violation, why pinned Pod p may not have bound: the scheduler's
+// PodScheduled message, the state of the Node it is pinned to, and the Pods bound there.
+func (r *runner) whyUnbound(p *corev1.Pod) string {
+	var b strings.Builder
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled {
+			fmt.Fprintf(&b, "PodScheduled=%s %s: %q", c.Status, c.Reason, c.Message)
+		}
+	}
+	name := gate.PinnedNode(p)
+	n := &corev1.Node{}
+	if err := k8sClient.Get(ctx, client.ObjectKey{Name: name}, n); err != nil {
+		fmt.Fprintf(&b, "; Node: %v", err)
+		return b.String()
+	}
+	var taints []string
+	for _, t := range n.Spec.Taints {
+		taints = append(taints, t.Key+":"+string(t.Effect))
+	}
+	fmt.Fprintf(&b, "; Node created %s ago, deleting=%t, unschedulable=%t, taints=%v, allocatable TPU=%s",
+		time.Since(n.CreationTimestamp.Time).Round(time.Second), n.DeletionTimestamp != nil, n.Spec.Unschedulable, taints,
+		n.Status.Allocatable.Name(constants.TPUResourceName, resource.DecimalSI))
+	var bound corev1.PodList
+	if err := k8sClient.List(ctx, &bound, client.MatchingFields{"spec.nodeName": name}); err == nil {
+		for i := range bound.Items {
+			q := &bound.Items[i]
+			fmt.Fprintf(&b, "; bound there: %s/%s (live=%t, chips=%d, labels=%v)", q.Namespace, q.Name, lifecycle.PodLive(q), gate.PodChips(q), q.Labels)
+		}
+	}
+	return b.String()
 }
 
 // strandedBound is how long after a Node is deleted a released, unbound Pod pinned to it may
