@@ -98,11 +98,21 @@ func onlyAddsClaims(oldObj, newObj client.Object) bool {
 // leaving the label selector.
 func (r *TPUSliceAssignmentReconciler) podHandler() handler.EventHandler {
 	return handler.Funcs{
-		CreateFunc: func(ctx context.Context, e event.CreateEvent, q queue) { r.add(q, podToSlices(ctx, e.Object), false) },
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q queue) {
+			r.add(q, podToSlices(ctx, e.Object), false)
+			if pod, ok := e.Object.(*corev1.Pod); ok && pod.Spec.NodeName != "" {
+				r.add(q, r.pinnedToSlices(ctx, pod), false) // created bound, past the scheduler
+			}
+		},
 		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q queue) {
 			urgent := stoppedLiving(e.ObjectOld, e.ObjectNew)
 			r.add(q, podToSlices(ctx, e.ObjectOld), urgent)
 			r.add(q, podToSlices(ctx, e.ObjectNew), urgent)
+			before, ok1 := e.ObjectOld.(*corev1.Pod)
+			after, ok2 := e.ObjectNew.(*corev1.Pod)
+			if ok1 && ok2 && before.Spec.NodeName == "" && after.Spec.NodeName != "" {
+				r.add(q, r.pinnedToSlices(ctx, after), false)
+			}
 			if urgent && e.ObjectNew.(*corev1.Pod).Spec.NodeName != "" { //nolint:forcetypeassert // stoppedLiving checked it.
 				r.add(q, r.waitingSlices(ctx), false) // its chips are free again
 			}
@@ -119,6 +129,25 @@ func (r *TPUSliceAssignmentReconciler) podHandler() handler.EventHandler {
 		},
 		GenericFunc: func(ctx context.Context, e event.GenericEvent, q queue) { r.add(q, podToSlices(ctx, e.Object), true) },
 	}
+}
+
+// pinnedToSlices returns the slices of the other cached Pods that are unbound and pinned to the
+// Node pod is bound to: a Pod that binds there may take the chips such a Pod waits for, and strand
+// it (docs/spec.md §12, "Stranded Pods"), while nothing else of the pinned Pod's slice changes. A
+// bind settle later is soon enough, and coalesces a pool's binds.
+func (r *TPUSliceAssignmentReconciler) pinnedToSlices(ctx context.Context, pod *corev1.Pod) []reconcile.Request {
+	var pods corev1.PodList
+	if err := r.client.List(ctx, &pods, client.MatchingFields{NodeNameIndex: pod.Spec.NodeName}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing Pods pinned to Node", "node", pod.Spec.NodeName)
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range pods.Items {
+		if p := &pods.Items[i]; p.Spec.NodeName == "" { // not pod itself, which is bound
+			reqs = append(reqs, podToSlices(ctx, p)...)
+		}
+	}
+	return reqs
 }
 
 // leaseHandler enqueues, when a domain Lease goes, the slices waiting for a domain.

@@ -114,16 +114,22 @@ func PodChips(pod *corev1.Pod) int64 {
 }
 
 // RequestedChips sums, by Node name, the google.com/tpu requested by the live Pods bound to a
-// Node, skipping those own reports (the slice's own Pods).
+// Node, or not bound yet and pinned to it (PinnedNode: the operator promised them that Node, and
+// a slice of another key may overlap its domain), skipping those own reports (the slice's own
+// Pods).
 func RequestedChips(pods []corev1.Pod, own func(*corev1.Pod) bool) map[string]int64 {
 	out := map[string]int64{}
 	for i := range pods {
 		p := &pods[i]
-		if p.Spec.NodeName == "" || !lifecycle.PodLive(p) || own(p) {
+		node := p.Spec.NodeName
+		if node == "" {
+			node = PinnedNode(p)
+		}
+		if node == "" || !lifecycle.PodLive(p) || own(p) {
 			continue
 		}
 		if n := PodChips(p); n > 0 {
-			out[p.Spec.NodeName] += n
+			out[node] += n
 		}
 	}
 	return out

@@ -248,7 +248,7 @@ func TestBoundDomain(t *testing.T) {
 }
 
 func TestRequestedChips(t *testing.T) {
-	own := func(p *corev1.Pod) bool { return p.Name == "mine" }
+	own := func(p *corev1.Pod) bool { return strings.HasPrefix(p.Name, "mine") }
 	ps := pods(
 		worker(0, t0).Named("a").NodeName("n-1"),
 		worker(1, t0).Named("b").NodeName("n-1").Container("second", 2),
@@ -257,8 +257,11 @@ func TestRequestedChips(t *testing.T) {
 		worker(0, t0).Named("going").NodeName("n-2").Terminating(),
 		worker(1, t0).Named("unbound"),
 		worker(2, t0).Named("cpu").NodeName("n-3").TPU(0),
+		// Released and pinned by another slice, not bound yet: the Node is promised to it.
+		ungated(worker(3, t0)).Named("pinned").PinnedTo("n-4"),
+		ungated(worker(0, t0)).Named("mine-pinned").PinnedTo("n-5"),
 	)
-	want := map[string]int64{"n-1": 10}
+	want := map[string]int64{"n-1": 10, "n-4": 4}
 	if diff := cmp.Diff(want, RequestedChips(ps, own)); diff != "" {
 		t.Errorf("RequestedChips (-want,+got):\n%s", diff)
 	}

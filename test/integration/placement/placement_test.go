@@ -175,6 +175,20 @@ var _ = Describe("The placement step of a ChosenDomain slice", func() {
 			}
 		}, time.Second, testutil.Interval).Should(Succeed())
 		Expect(getSlice(s).Status.Domain).To(Equal(domain))
+
+		By("a worker Pod of another RayCluster is created bound to the Node the replacement is pinned to: the replacement is deleted")
+		// Nothing of this slice changes: the reconcile must come from the other Pod's create
+		// (docs/spec.md §12, "Stranded Pods").
+		rv = getSlice(s).ResourceVersion
+		Consistently(func() string { return getSlice(s).ResourceVersion }, 2*time.Second, testutil.Interval).Should(Equal(rv))
+		other := testutil.MakeRayCluster("other", ns).TPUGroup("tpu", v6e, "4x4", 4, 1, 1).ManagedByMultiKueue().Obj()
+		Expect(suite.Client.Create(ctx, other)).To(Succeed())
+		taken := time.Now()
+		framework.MustCreate(ctx, suite.Client, testutil.WorkerPodFor(other, "tpu").TPUIdentity("tpu", 0, 1).
+			NodeSelector(specLabel, ns).NodeName(free).Obj())
+		expectDeleted(replacement[0])
+		AddReportEntry("stranded Pod: other RayCluster's Pod created on its Node to Pod deleted", ReportEntryVisibilityAlways, time.Since(taken).Round(time.Millisecond).String())
+		Expect(time.Since(taken)).To(BeNumerically("<", 2*time.Second), "a stranded Pod waits for its replacement")
 	})
 
 	It("releases a Pod with required node affinity of its own onto the domain without a pin", func() {
