@@ -143,7 +143,7 @@ func (r *TPUSliceAssignmentReconciler) choose(ctx context.Context, rc *rayv1.Ray
 	if err := r.client.List(ctx, &nodes); err != nil {
 		return 0, fmt.Errorf("listing TPU Nodes for slice %s: %w", slice.Name, err)
 	}
-	requested, err := r.requestedChips(ctx, slice)
+	requested, excluded, err := r.occupancy(ctx, slice, pods, nodes.Items)
 	if err != nil {
 		return 0, err
 	}
@@ -152,7 +152,7 @@ func (r *TPUSliceAssignmentReconciler) choose(ctx context.Context, rc *rayv1.Ray
 		return 0, err
 	}
 	for range chooseAttempts {
-		req := gate.NewRequest(slice, pods, nodes.Items, requested, holds)
+		req := gate.NewRequest(slice, pods, nodes.Items, requested, excluded, holds)
 		choice, err := placement.Choose(req)
 		if err != nil {
 			// The slice's Pods request no TPU: nothing to choose for; they stay gated.
@@ -183,21 +183,33 @@ func (r *TPUSliceAssignmentReconciler) choose(ctx context.Context, rc *rayv1.Ray
 	return heldRequeueDelay, nil
 }
 
-// requestedChips sums the TPU chips the cached worker Pods bound to each Node request, other than
-// the slice's own. The Pod cache holds KubeRay worker Pods only: a Node's other TPU Pods count
-// once they bind (Choose's usable count then drops only by the Node's allocatable).
-func (r *TPUSliceAssignmentReconciler) requestedChips(ctx context.Context, slice *tpuv1alpha1.TPUSliceAssignment) (map[string]int64, error) {
+// occupancy reads what other slices' worker Pods take of each Node, from the cache: the TPU chips
+// those bound or pinned to it request (gate.RequestedChips), and the bound Pod whose required pod
+// anti-affinity excludes the slice's Pods from it (gate.Excluded, judged on a gated Pod of the
+// slice). The Pod cache holds KubeRay worker Pods only: a Node's other TPU Pods count once they
+// bind (Choose's usable count then drops only by the Node's allocatable), and other Pods' terms
+// are not read.
+func (r *TPUSliceAssignmentReconciler) occupancy(ctx context.Context, slice *tpuv1alpha1.TPUSliceAssignment, pods []corev1.Pod,
+	nodes []corev1.Node) (map[string]int64, map[string]string, error) {
 	var all corev1.PodList
 	if err := r.client.List(ctx, &all, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("listing Pods for the TPU chips requested on Nodes: %w", err)
+		return nil, nil, fmt.Errorf("listing Pods for the TPU chips requested on Nodes: %w", err)
 	}
-	return gate.RequestedChips(all.Items, func(p *corev1.Pod) bool {
+	own := func(p *corev1.Pod) bool {
 		if p.Namespace != slice.Namespace {
 			return false
 		}
 		id, ok := identity.FromPod(p)
 		return ok && id.SliceName() == slice.Name
-	}), nil
+	}
+	var target *corev1.Pod
+	for i := range pods {
+		if lifecycle.PodLive(&pods[i]) && tpuenv.HasGate(&pods[i]) {
+			target = &pods[i]
+			break
+		}
+	}
+	return gate.RequestedChips(all.Items, own), gate.Excluded(all.Items, nodes, own, target), nil
 }
 
 // holds returns the domains of key that domain Leases lock. A Lease whose holder slice is gone

@@ -137,12 +137,13 @@ func RequestedChips(pods []corev1.Pod, own func(*corev1.Pod) bool) map[string]in
 
 // NewRequest builds what placement.Choose is asked for slice: its key and hosts, the chips and
 // nodeSelector and tolerations of its Pods (the gated ones: the webhook gave them the group's
-// template), the TPU Nodes with the chips others request on them, the domains other slices hold,
+// template), the TPU Nodes with the chips others request on them and the Pod whose anti-affinity
+// excludes the slice from each (Excluded), the domains other slices hold,
 // status.domain as Previous, and PodsBound when a live Pod of the slice is bound to a Node or
 // already selects a value of the key. A slice with no status.domain whose ungated Pods already
 // sit in a domain (BoundDomain) gets that domain as Previous: its Pods cannot leave it.
 func NewRequest(slice *tpuv1alpha1.TPUSliceAssignment, pods []corev1.Pod, nodes []corev1.Node,
-	requested map[string]int64, holds []placement.Hold) placement.Request {
+	requested map[string]int64, excluded map[string]string, holds []placement.Hold) placement.Request {
 	key := slice.Spec.AffinityTopologyKey
 	req := placement.Request{
 		UID: slice.UID, Key: key, Hosts: slice.Spec.Hosts, Holds: holds, Previous: slice.Status.Domain,
@@ -166,7 +167,9 @@ func NewRequest(slice *tpuv1alpha1.TPUSliceAssignment, pods []corev1.Pod, nodes 
 	}
 	req.Nodes = make([]placement.Candidate, 0, len(nodes))
 	for i := range nodes {
-		req.Nodes = append(req.Nodes, placement.CandidateFromNode(&nodes[i], requested[nodes[i].Name]))
+		c := placement.CandidateFromNode(&nodes[i], requested[nodes[i].Name])
+		c.ExcludedBy = excluded[nodes[i].Name]
+		req.Nodes = append(req.Nodes, c)
 	}
 	return req
 }

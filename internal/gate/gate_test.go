@@ -142,7 +142,7 @@ func TestNewRequest(t *testing.T) {
 				UID: "uid-slice", Key: poolKey, Hosts: 4, ChipsPerHost: 4,
 				NodeSelector: map[string]string{constants.AcceleratorNodeSelectorKey: v6e, constants.TopologyNodeSelectorKey: "4x4"},
 				Tolerations:  []corev1.Toleration{toleration},
-				Nodes:        []placement.Candidate{{Name: "n-1", Labels: node.Labels, Ready: true, AllocatableChips: 4, RequestedChips: 2}},
+				Nodes:        []placement.Candidate{{Name: "n-1", Labels: node.Labels, Ready: true, AllocatableChips: 4, RequestedChips: 2, ExcludedBy: "old/o-0"}},
 				Holds:        holds,
 			},
 		},
@@ -151,7 +151,7 @@ func TestNewRequest(t *testing.T) {
 			want: placement.Request{
 				UID: "uid-slice", Key: poolKey, Hosts: 4, ChipsPerHost: 4, PodsBound: true,
 				NodeSelector: map[string]string{constants.AcceleratorNodeSelectorKey: v6e, constants.TopologyNodeSelectorKey: "4x4", poolKey: "pool-a"},
-				Nodes:        []placement.Candidate{{Name: "n-1", Labels: node.Labels, Ready: true, AllocatableChips: 4, RequestedChips: 2}},
+				Nodes:        []placement.Candidate{{Name: "n-1", Labels: node.Labels, Ready: true, AllocatableChips: 4, RequestedChips: 2, ExcludedBy: "old/o-0"}},
 				Holds:        holds,
 			},
 		},
@@ -161,7 +161,7 @@ func TestNewRequest(t *testing.T) {
 			want: placement.Request{
 				UID: "uid-slice", Key: poolKey, Hosts: 4, ChipsPerHost: 4, Previous: "pool-a", PodsBound: true,
 				NodeSelector: map[string]string{constants.AcceleratorNodeSelectorKey: v6e, constants.TopologyNodeSelectorKey: "4x4"},
-				Nodes:        []placement.Candidate{{Name: "n-1", Labels: node.Labels, Ready: true, AllocatableChips: 4, RequestedChips: 2}},
+				Nodes:        []placement.Candidate{{Name: "n-1", Labels: node.Labels, Ready: true, AllocatableChips: 4, RequestedChips: 2, ExcludedBy: "old/o-0"}},
 				Holds:        holds,
 			},
 		},
@@ -171,7 +171,7 @@ func TestNewRequest(t *testing.T) {
 			want: placement.Request{
 				UID: "uid-slice", Key: poolKey, Hosts: 4, ChipsPerHost: 4, Previous: "pool-a", PodsBound: true,
 				NodeSelector: map[string]string{constants.AcceleratorNodeSelectorKey: v6e, constants.TopologyNodeSelectorKey: "4x4"},
-				Nodes:        []placement.Candidate{{Name: "n-1", Labels: node.Labels, Ready: true, AllocatableChips: 4, RequestedChips: 2}},
+				Nodes:        []placement.Candidate{{Name: "n-1", Labels: node.Labels, Ready: true, AllocatableChips: 4, RequestedChips: 2, ExcludedBy: "old/o-0"}},
 				Holds:        holds,
 			},
 		},
@@ -180,7 +180,7 @@ func TestNewRequest(t *testing.T) {
 			want: placement.Request{
 				UID: "uid-slice", Key: poolKey, Hosts: 4, ChipsPerHost: 4, Previous: "pool-a", PodsBound: true,
 				NodeSelector: map[string]string{constants.AcceleratorNodeSelectorKey: v6e, constants.TopologyNodeSelectorKey: "4x4"},
-				Nodes:        []placement.Candidate{{Name: "n-1", Labels: node.Labels, Ready: true, AllocatableChips: 4, RequestedChips: 2}},
+				Nodes:        []placement.Candidate{{Name: "n-1", Labels: node.Labels, Ready: true, AllocatableChips: 4, RequestedChips: 2, ExcludedBy: "old/o-0"}},
 				Holds:        holds,
 			},
 		},
@@ -189,7 +189,7 @@ func TestNewRequest(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			s := slice.DeepCopy()
 			s.Status.Domain = tc.domain
-			got := NewRequest(s, tc.pods, []corev1.Node{*node}, map[string]int64{"n-1": 2}, holds)
+			got := NewRequest(s, tc.pods, []corev1.Node{*node}, map[string]int64{"n-1": 2}, map[string]string{"n-1": "old/o-0"}, holds)
 			if diff := cmp.Diff(tc.want, got, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("NewRequest (-want,+got):\n%s", diff)
 			}

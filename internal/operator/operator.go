@@ -219,12 +219,24 @@ var identityEnv = []string{constants.EnvWorkerID, constants.EnvName}
 func trimSpec(spec *corev1.PodSpec) corev1.PodSpec {
 	out := corev1.PodSpec{NodeSelector: spec.NodeSelector, Hostname: spec.Hostname, Subdomain: spec.Subdomain, NodeName: spec.NodeName,
 		SchedulingGates: spec.SchedulingGates, Tolerations: spec.Tolerations}
-	if a := spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+	if a := spec.Affinity; a != nil {
 		// The required node selector alone: a released Pod's pin (gate.PinnedNode), and whether
 		// a gated Pod can be pinned (gate.Pinnable).
-		out.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
-			RequiredDuringSchedulingIgnoredDuringExecution: a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution,
-		}}
+		if a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+			out.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+				RequiredDuringSchedulingIgnoredDuringExecution: a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution,
+			}}
+		}
+		// The required pod anti-affinity terms alone: the Nodes a bound Pod's terms keep a
+		// slice off (gate.Excluded).
+		if a.PodAntiAffinity != nil && len(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0 {
+			if out.Affinity == nil {
+				out.Affinity = &corev1.Affinity{}
+			}
+			out.Affinity.PodAntiAffinity = &corev1.PodAntiAffinity{
+				RequiredDuringSchedulingIgnoredDuringExecution: a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution,
+			}
+		}
 	}
 	for _, i := range topology.TPUContainers(spec) {
 		c := &spec.Containers[i]

@@ -280,10 +280,12 @@ func TestTrimPodKeepsWhatPlacementReads(t *testing.T) {
 
 // TestTrimPodKeepsThePin: the cached Pod keeps its required node affinity, what gate.PinnedNode
 // (a released Pod's Node, for the strand check and the pins left free) and gate.Pinnable read,
-// and no other affinity.
+// and its required pod anti-affinity, what gate.Excluded reads, and no other affinity.
 func TestTrimPodKeepsThePin(t *testing.T) {
 	pinned := testutil.MakeWorkerPod("ml", "rc", "uid-rc", "tpu").Named("w").UID("uid-w").PinnedTo("n-7").Obj()
 	pinned.Spec.Affinity.PodAntiAffinity = &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{TopologyKey: "kubernetes.io/hostname"}}}
+	pinned.Spec.Affinity.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution = []corev1.WeightedPodAffinityTerm{{Weight: 1}}
+	pinned.Spec.Affinity.PodAffinity = &corev1.PodAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{TopologyKey: "zone"}}}
 	pinned.Spec.Affinity.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution = []corev1.PreferredSchedulingTerm{{Weight: 1}}
 	trimmed, err := TrimPod(pinned)
 	if err != nil {
@@ -295,6 +297,8 @@ func TestTrimPodKeepsThePin(t *testing.T) {
 	}
 	want := &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
 		RequiredDuringSchedulingIgnoredDuringExecution: pinned.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution,
+	}, PodAntiAffinity: &corev1.PodAntiAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{TopologyKey: "kubernetes.io/hostname"}},
 	}}
 	if diff := cmp.Diff(want, tp.Spec.Affinity); diff != "" {
 		t.Errorf("trimmed affinity (-want,+got):\n%s", diff)

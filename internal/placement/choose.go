@@ -51,6 +51,9 @@ type Candidate struct {
 	// RequestedChips is the google.com/tpu requested by the Pods bound to the Node, other than the
 	// slice's own.
 	RequestedChips int64
+	// ExcludedBy names the bound Pod ("namespace/name") whose required pod anti-affinity keeps the
+	// slice's Pods off the Node (gate.Excluded); "" for none.
+	ExcludedBy string
 }
 
 // Hold is a domain that a slice holds or has chosen.
@@ -389,6 +392,7 @@ const (
 	problemNotReady
 	problemCordoned
 	problemTainted
+	problemAntiAffinity
 	problemChips
 )
 
@@ -406,6 +410,9 @@ func (req *Request) problem(n *Candidate) (problem, int) {
 		if !req.tolerates(&n.Taints[i]) {
 			return problemTainted, i
 		}
+	}
+	if n.ExcludedBy != "" {
+		return problemAntiAffinity, 0
 	}
 	if n.AllocatableChips-n.RequestedChips < req.ChipsPerHost {
 		return problemChips, 0
@@ -441,6 +448,8 @@ func (req *Request) describe(n *Candidate) string {
 		return n.Name + " is cordoned"
 	case problemTainted:
 		return fmt.Sprintf("%s is tainted %s:%s", n.Name, n.Taints[taint].Key, n.Taints[taint].Effect)
+	case problemAntiAffinity:
+		return fmt.Sprintf("%s is in the domain of Pod %s, whose required pod anti-affinity excludes the slice's Pods", n.Name, n.ExcludedBy)
 	case problemChips:
 		if n.AllocatableChips <= 0 {
 			return n.Name + " has no allocatable TPU chips"

@@ -64,6 +64,9 @@ func randomRequest(r *rand.Rand) Request {
 		}
 		c.AllocatableChips = []int64{4, 4, 4, 8, 0}[r.IntN(5)]
 		c.RequestedChips = []int64{0, 0, 0, 4, 2}[r.IntN(5)]
+		if one(8) {
+			c.ExcludedBy = "old/o-0"
+		}
 		req.Nodes = append(req.Nodes, c)
 	}
 	domainOrMissing := func() string {
@@ -95,7 +98,7 @@ func oracle(req Request) (domains map[string]oracleDomain, held map[string]strin
 		}
 		d := domains[v]
 		d.nodes++
-		usable := n.Ready && !n.Unschedulable && !n.Deleting && n.AllocatableChips-n.RequestedChips >= req.ChipsPerHost
+		usable := n.Ready && !n.Unschedulable && !n.Deleting && n.ExcludedBy == "" && n.AllocatableChips-n.RequestedChips >= req.ChipsPerHost
 		for _, t := range n.Taints {
 			tolerated := t.Key == "google.com/tpu" || t.Effect == corev1.TaintEffectPreferNoSchedule ||
 				slices.ContainsFunc(req.Tolerations, func(tol corev1.Toleration) bool { return tol.Key == t.Key })

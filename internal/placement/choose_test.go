@@ -188,6 +188,15 @@ func TestChoose(t *testing.T) {
 				Reason:   "no cloud.google.com/gke-nodepool domain has 4 usable Nodes free of other slices: pool-a: 3 of 4 needed Nodes usable (pool-a-0 is tainted node.kubernetes.io/unreachable:NoExecute)",
 				Rejected: []Rejection{{Domain: "pool-a", Lack: LackUsable, Usable: 3, Reason: "3 of 4 needed Nodes usable (pool-a-0 is tainted node.kubernetes.io/unreachable:NoExecute)"}}},
 		},
+		"a Node in the domain of a bound Pod whose required anti-affinity excludes the slice is not usable": {
+			req: request(nodeSet(threePools[:2], map[string]func(*Candidate){
+				"pool-a-0": func(c *Candidate) { c.ExcludedBy = "old/o-0" }, "pool-a-1": func(c *Candidate) { c.ExcludedBy = "old/o-0" },
+			})),
+			want: Choice{Outcome: OutcomeChosen, Key: poolKey, Domain: "pool-b",
+				Reason: "cloud.google.com/gke-nodepool=pool-b has 4 usable Nodes for the slice's 4 hosts, the fewest spare of 1 fitting domains",
+				Rejected: []Rejection{{Domain: "pool-a", Lack: LackUsable, Usable: 2,
+					Reason: "2 of 4 needed Nodes usable (pool-a-0 is in the domain of Pod old/o-0, whose required pod anti-affinity excludes the slice's Pods, 1 more unusable)"}}},
+		},
 		"a PreferNoSchedule taint does not keep the slice off": {
 			req: request(nodeSet(threePools[:1], map[string]func(*Candidate){"pool-a-0": taint("example.com/soon", corev1.TaintEffectPreferNoSchedule)})),
 			want: Choice{Outcome: OutcomeChosen, Key: poolKey, Domain: "pool-a",

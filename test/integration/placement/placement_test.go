@@ -26,6 +26,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	rayutils "github.com/ray-project/kuberay/ray-operator/controllers/ray/utils"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -189,6 +190,30 @@ var _ = Describe("The placement step of a ChosenDomain slice", func() {
 		expectDeleted(replacement[0])
 		AddReportEntry("stranded Pod: other RayCluster's Pod created on its Node to Pod deleted", ReportEntryVisibilityAlways, time.Since(taken).Round(time.Millisecond).String())
 		Expect(time.Since(taken)).To(BeNumerically("<", 2*time.Second), "a stranded Pod waits for its replacement")
+	})
+
+	It("keeps the slice off a pool where a bound Pod's required anti-affinity excludes it, as the scheduler would", func() {
+		// Without the exclusion pool a is the best fit: one of its 5 Nodes is taken, 4 are left.
+		taken := pool(ns, "a", hosts+1)
+		wide := pool(ns, "b", hosts+2)
+		// A Pod of a slice placed with the inter-pod terms (before issue 24, or with
+		// InterPodAffinity): no Pod of another RayCluster in its node pool, in any namespace.
+		old := testutil.MakeRayCluster("old", ns).TPUGroup("tpu", v6e, "4x4", 4, 1, 1).ManagedByMultiKueue().Obj()
+		Expect(suite.Client.Create(ctx, old)).To(Succeed())
+		framework.MustCreate(ctx, suite.Client, testutil.WorkerPodFor(old, "tpu").TPUIdentity("tpu", 0, 0).
+			NodeSelector(specLabel, ns).NodeName(taken+"-0").Affinity(&corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+				TopologyKey: poolKey, NamespaceSelector: &metav1.LabelSelector{},
+				LabelSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+					{Key: rayutils.RayClusterLabelKey, Operator: metav1.LabelSelectorOpNotIn, Values: []string{old.Name}},
+				}},
+			}},
+		}}).Obj())
+		s := createSlice(rc, 0)
+		pods := createGated(rc, 0, 0, 1, 2, 3)
+		slice := expectDomainChosen(s, metav1.ConditionTrue, tpuv1alpha1.ReasonDomainFits)
+		Expect(slice.Status.Domain).To(Equal(wide))
+		expectReleased(pods, wide)
 	})
 
 	It("releases a Pod with required node affinity of its own onto the domain without a pin", func() {
