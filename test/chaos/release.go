@@ -225,7 +225,7 @@ func (a *auditor) nodeDeletedSince(name string, since time.Time) bool {
 }
 
 // judgePin judges the Node a release pins pod to: a Node of the slice's domain, and no other live
-// Pod of the slice (same RayCluster generation) bound or pinned to it, so that every Pod the
+// Pod of the slice (same RayCluster generation) pinned to it, so that every Pod the
 // operator releases has a Node of its own to bind to (docs/spec.md §12, "Pinning"). It reports
 // whether the pin passed.
 func (a *auditor) judgePin(ctx context.Context, pod *corev1.Pod, slice *tpuv1alpha1.TPUSliceAssignment, pods []corev1.Pod, node string) bool {
@@ -251,8 +251,12 @@ func (a *auditor) judgePin(ctx context.Context, pod *corev1.Pod, slice *tpuv1alp
 		if p.UID == pod.UID || !ok || pid.SliceName() != id.SliceName() || pid.ClusterUID != id.ClusterUID || !lifecycle.PodLive(p) {
 			continue
 		}
-		if p.Spec.NodeName == node || (p.Spec.NodeName == "" && !tpuenv.HasGate(p) && gate.PinnedNode(p) == node) {
-			a.violatef("§12 (pinning): the operator pinned Pod %s of slice %s to Node %s, which live Pod %s of the slice is bound or pinned to",
+		// A Pod of the slice released with the domain's selector alone (no free usable Node was
+		// left for it, e.g. one of the domain's Nodes failed) may have bound to node after the
+		// operator's live read: the pinned Pod is then stranded, and judgeStrand judges its
+		// deletion. Only a Pod pinned to node itself (two pins on one Node) is the operator's.
+		if gate.PinnedNode(p) == node && (p.Spec.NodeName == node || (p.Spec.NodeName == "" && !tpuenv.HasGate(p))) {
+			a.violatef("§12 (pinning): the operator pinned Pod %s of slice %s to Node %s, which live Pod %s of the slice is pinned to",
 				pod.Name, slice.Name, node, p.Name)
 			return false
 		}
