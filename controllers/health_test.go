@@ -128,9 +128,8 @@ func TestNodeChanged(t *testing.T) {
 
 // TestHandlersEnqueueOnHealthChanges: a Pod bound to a node or turned Ready enqueues its slice, and
 // a Pod that binds (or is created bound) to a Node enqueues the slices of the unbound Pods pinned
-// to it; a
-// Node event enqueues the slices of the Pods bound to that Node (the spec.nodeName index), and a
-// Node heartbeat enqueues nothing.
+// to it (docs/spec.md §12, "Stranded Pods"); a Node event enqueues the slices of the Pods bound to
+// that Node (the spec.nodeName index), and a Node heartbeat enqueues nothing.
 func TestHandlersEnqueueOnHealthChanges(t *testing.T) {
 	pod := func(name, slice, node string, ready bool) *corev1.Pod {
 		return testutil.MakePod(name, "ns").Label(tpuv1alpha1.SliceLabel, slice).NodeName(node).Ready(ready).Obj()
