@@ -33,6 +33,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
+	"github.com/ray-tpu/tpu-slice-operator/internal/allocator"
 	"github.com/ray-tpu/tpu-slice-operator/internal/gate"
 	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
 	"github.com/ray-tpu/tpu-slice-operator/internal/tombstones"
@@ -41,12 +42,15 @@ import (
 // DefaultBindSettle is the default BindSettle.
 const DefaultBindSettle = time.Second
 
-// DefaultPendingTTL is how long a claim may wait for its Pod before it is released. It is longer
-// than the longest a create can take after our admission: the API server cuts every create off at
-// 34 s (k8s.io/apiserver's requestTimeoutUpperBound), and an etcd write already proposed can commit
-// a little later; so a create whose claim is released must have failed, and I1 never rests on the
-// late-Pod repair (docs/spec.md §8).
-const DefaultPendingTTL = 60 * time.Second
+// DefaultPendingTTL is how long a claim may wait for its Pod before it is released: 38 s. It covers
+// the longest a create can take after the claim's write: the API server cuts every create off at 34 s
+// (allocator.CreateCutoff), counted from before its admission; an ID reserved by the write may be
+// handed out up to the reservation window after it (2 s, allocator.DefaultReservationWindow); and an
+// etcd write already sent can commit a little after the cut-off (allocator.CommitSlack, 2 s). So a
+// create whose claim is released has failed, and I1 does not rest on the late-Pod repair (docs/spec.md
+// §8). It is also the failover bound: the IDs a crashed holder reserved are freed this long after
+// the reconciler first saw them (§3.5).
+const DefaultPendingTTL = allocator.CreateCutoff + allocator.DefaultReservationWindow + allocator.CommitSlack
 
 // Options configure the reconciler.
 type Options struct {
@@ -107,7 +111,7 @@ func (o *Options) PlacementNamespaceOrDefault() string {
 // BindFlags registers the options' command-line flags.
 func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.PendingTTL, "pending-claim-ttl", DefaultPendingTTL,
-		"How long a claim whose Pod has never been seen may wait for it before it is released (confirmed by a live read). Keep it above the API server's 34s cut-off for creates, so that a Pod whose create is still in flight keeps its ID; a claim whose Pod was seen and then deleted is released at once.")
+		"How long a claim whose Pod has never been seen may wait for it before it is released (confirmed by a live read). Keep it at least 36s (the API server's 34s cut-off for creates and 2s for an etcd write in flight) plus --claim-reservation-window, so that a Pod whose create is still in flight keeps its ID; it is also how long the IDs a crashed replica had reserved stay out of reach. A claim whose Pod was seen and then deleted is released at once.")
 	fs.IntVar(&o.MaxConcurrentReconciles, "max-concurrent-reconciles", 4, "Slices reconciled at once.")
 	fs.DurationVar(&o.BindSettle, "bind-settle", DefaultBindSettle,
 		"How long a slice must go without new claims before its claims are bound to their Pods and its conditions and hosts are written (bookkeeping: it waits for a burst of admissions, or of Pod and Node changes, to end; releases never wait).")

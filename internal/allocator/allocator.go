@@ -131,10 +131,21 @@ func (e *DeniedError) Error() string {
 // timeout, so that a denial reaches the user instead of a webhook timeout (docs/spec.md §5).
 const DefaultTimeout = 6 * time.Second
 
-// DefaultReservationWindow is the reservation window of the operator's replicas (--claim-reservation-window):
-// inside the claim timeout, so that a reserved ID is handed out no later after the write that made
-// it durable than a claimed one is.
-const DefaultReservationWindow = 5 * time.Second
+// CreateCutoff is the longest the API server lets a create, patch or delete run, admission included
+// (requestTimeoutUpperBound in k8s.io/apiserver's handlers, whatever --request-timeout says): a Pod
+// whose admission got an ID at t is stored by t plus CreateCutoff, or never, but for CommitSlack.
+const CreateCutoff = 34 * time.Second
+
+// CommitSlack is how much later than CreateCutoff an etcd write the API server sent before the
+// cut-off may still commit: its client gave up, the write did not.
+const CommitSlack = 2 * time.Second
+
+// DefaultReservationWindow is the reservation window of the operator's replicas
+// (--claim-reservation-window): inside the claim timeout, so that a reserved ID is handed out no
+// later after the write that made it durable than a claimed one is, and short, because it adds to
+// the pending TTL (the default TTL is CreateCutoff + DefaultReservationWindow + CommitSlack), which
+// bounds how long the IDs a crashed holder reserved stay out of reach (docs/spec.md §3.5).
+const DefaultReservationWindow = 2 * time.Second
 
 // Options configure an Allocator.
 type Options struct {

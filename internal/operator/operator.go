@@ -299,14 +299,19 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 }
 
 // reservationWindow is the allocator's reservation window: the option (zero: the default), at most
-// a quarter of the pending TTL. A reserved ID reaches its Pod up to a window after the write that
-// stored it, and the reconciler releases a claim whose Pod it has not seen a pending TTL after it
-// first saw it, so the TTL must cover the window with room to spare (docs/spec.md §3.5); a TTL
-// shortened for tests shortens the window with it.
+// a quarter of the pending TTL and at most what the TTL leaves after the API server's create cut-off
+// and the commit slack. A reserved ID reaches its Pod up to a window after the write that stored it,
+// that Pod is stored within the cut-off (and the slack), and the reconciler releases a claim whose
+// Pod it has not seen a pending TTL after it first saw it, so the TTL must cover all three
+// (docs/spec.md §3.5). A TTL shortened below the cut-off (tests) keeps only the quarter.
 func reservationWindow(opts Options) time.Duration {
 	window := cmp.Or(opts.ReservationWindow, allocator.DefaultReservationWindow)
 	ttl := cmp.Or(max(opts.Controllers.PendingTTL, 0), controllers.DefaultPendingTTL)
-	return min(window, ttl/4)
+	limit := ttl / 4
+	if room := ttl - allocator.CreateCutoff - allocator.CommitSlack; room > 0 {
+		limit = min(limit, room)
+	}
+	return min(window, limit)
 }
 
 // hostListsAboveFlag is --host-lists-configmap-above: a positive number of hosts, or -1.

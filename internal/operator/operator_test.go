@@ -355,17 +355,20 @@ func TestHostListsConfigMapAboveFlag(t *testing.T) {
 }
 
 // TestReservationWindow: --claim-reservation-window sets the window (0 turns reservations off), and
-// the window is at most a quarter of the pending TTL (docs/spec.md §3.5).
+// the window is at most a quarter of the pending TTL and at most what the TTL leaves after the
+// create cut-off and the commit slack (docs/spec.md §3.5).
 func TestReservationWindow(t *testing.T) {
 	cases := map[string]struct {
 		args    []string
 		want    time.Duration
 		wantErr bool
 	}{
-		"5s by default":                {want: allocator.DefaultReservationWindow},
-		"a shorter window":             {args: []string{"--claim-reservation-window=500ms"}, want: 500 * time.Millisecond},
-		"0: off":                       {args: []string{"--claim-reservation-window=0"}, want: -1},
-		"at most a quarter of the TTL": {args: []string{"--pending-claim-ttl=8s"}, want: 2 * time.Second},
+		"2s by default": {want: allocator.DefaultReservationWindow},
+		"inside the TTL's room after the cut-off":     {args: []string{"--claim-reservation-window=6s", "--pending-claim-ttl=40s"}, want: 4 * time.Second},
+		"the default TTL leaves the default window":   {args: []string{"--claim-reservation-window=6s"}, want: 2 * time.Second},
+		"a shorter window":                            {args: []string{"--claim-reservation-window=500ms"}, want: 500 * time.Millisecond},
+		"0: off":                                      {args: []string{"--claim-reservation-window=0"}, want: -1},
+		"at most a quarter of the TTL":                {args: []string{"--pending-claim-ttl=8s"}, want: 2 * time.Second},
 		"at most a quarter of the TTL, off stays off": {args: []string{"--pending-claim-ttl=8s", "--claim-reservation-window=0"}, want: -1},
 		"negative is refused":                         {args: []string{"--claim-reservation-window=-1s"}, wantErr: true},
 		"not a duration":                              {args: []string{"--claim-reservation-window=soon"}, wantErr: true},
