@@ -22,15 +22,20 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 )
 
-// observations is what the reconciler has seen of each slice, timed by its own clock: when a
-// pending claim was first seen (the pending TTL counts from there) and when the slice's set of
-// claims last changed (the bind settle counts from there). Timing on the observer's clock alone
+// observations is what the reconciler's process has seen of each slice, timed by its own clock:
+// when a pending claim was first seen (the pending TTL counts from there) and when the slice's set
+// of claims last changed (the bind settle counts from there). Timing on the observer's clock alone
 // means the decisions never compare two machines' clocks: a claim's claimedAt is written by the
-// webhook replica that made it. After a restart everything is seen anew, which only makes the
+// webhook replica that made it. Every replica observes the slices from its start, through its
+// informer (observer), whether or not it is the leader: a replica elected after the leader died
+// frees a dead holder's reserved IDs a pending TTL after it first saw them, not a TTL after its
+// election (docs/spec.md §3.5). After a restart everything is seen anew, which only makes the
 // waits longer.
 type observations struct {
 	mu     sync.Mutex
@@ -113,6 +118,28 @@ func (o *observations) changedAt(key types.NamespacedName) time.Time {
 		return s.changed
 	}
 	return time.Time{}
+}
+
+// observer records every slice this process's informer delivers, as the reconciler does when it
+// reads one, and forgets the slices deleted.
+func (r *TPUSliceAssignmentReconciler) observer() toolscache.ResourceEventHandler {
+	see := func(obj any) {
+		if slice, ok := obj.(*tpuv1alpha1.TPUSliceAssignment); ok {
+			r.seen.observe(client.ObjectKeyFromObject(slice), slice, r.clock.Now())
+		}
+	}
+	return toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { see(obj) },
+		UpdateFunc: func(_, obj any) { see(obj) },
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if slice, ok := obj.(*tpuv1alpha1.TPUSliceAssignment); ok {
+				r.seen.forget(client.ObjectKeyFromObject(slice))
+			}
+		},
+	}
 }
 
 // forget drops what was seen of a slice that is gone.

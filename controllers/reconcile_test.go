@@ -32,6 +32,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -152,11 +153,16 @@ func reconcileCluster(uid types.UID) *testutil.RayClusterWrapper {
 	return testutil.MakeRayCluster("rc", releaseNamespace).UID(uid).TPUGroup("tpu", "tpu-v4-podslice", "2x2x4", 4, 4, 2)
 }
 
-// reconcileRound is one Reconcile of the slice, at the test clock's t0+at, and what it returns.
+// reconcileRound is one Reconcile of the slice, at the test clock's t0+at, and what it returns; or,
+// with onlySeen, the slice as the process's informer delivers it then, with no Reconcile (a replica
+// not yet the leader).
 type reconcileRound struct {
-	at      time.Duration
-	want    ctrl.Result
-	wantErr bool
+	at       time.Duration
+	want     ctrl.Result
+	wantErr  bool
+	onlySeen bool
+	// deleted, with onlySeen, delivers the slice's deletion instead.
+	deleted bool
 }
 
 // reconcileOnce is a single Reconcile at t0.
@@ -293,7 +299,7 @@ func TestReconcile(t *testing.T) {
 			slice: testutil.MakeSlice(naming.SliceName("rc", "tpu", 0), releaseNamespace, "rc", "uid-rc", "tpu", 0, 4).
 				SelectorLabels().Claim(0, "t-p", "", ""),
 			rounds:     reconcileOnce(ctrl.Result{}),
-			wantClaims: pendingP().Obj().Status.Claims, wantClusterLabel: "rc",
+			wantClaims: []tpuv1alpha1.WorkerClaim(pendingP().Obj().Status.Claims), wantClusterLabel: "rc",
 		},
 		"§8 binding follows the spec: pending claims bound to their Pods once the slice settles, Claimed": {
 			rc: reconcileCluster("uid-rc"), slice: allPending, pods: workers,
@@ -447,6 +453,25 @@ func TestReconcile(t *testing.T) {
 			},
 			wantEvents: []testutil.Event{event("rc", normal, tpuv1alpha1.ReasonTPUClaimReleased)},
 		},
+		"§3.5 pending claim first seen by this replica before it led: released a pending TTL after that, not after its first Reconcile": {
+			rc: reconcileCluster("uid-rc"), slice: pendingP(),
+			rounds: []reconcileRound{
+				{onlySeen: true},
+				{at: DefaultPendingTTL - time.Second, want: ctrl.Result{RequeueAfter: time.Second}},
+				{at: DefaultPendingTTL, want: ctrl.Result{}},
+			},
+			wantEvents: []testutil.Event{event("rc", normal, tpuv1alpha1.ReasonTPUClaimReleased)},
+		},
+		"§3.5 a slice deleted and seen again: its pending claim's TTL starts over": {
+			rc: reconcileCluster("uid-rc"), slice: pendingP(),
+			rounds: []reconcileRound{
+				{onlySeen: true},
+				{at: DefaultPendingTTL - time.Second, onlySeen: true, deleted: true},
+				{at: DefaultPendingTTL - time.Second, onlySeen: true},
+				{at: DefaultPendingTTL, want: ctrl.Result{RequeueAfter: DefaultPendingTTL - time.Second}},
+			},
+			wantClaims: []tpuv1alpha1.WorkerClaim(pendingP().Obj().Status.Claims),
+		},
 		"§8 pending claim past its TTL, its Pod running outside the view unseen (a restart): found by the namespace scan, bound": {
 			rc: reconcileCluster("uid-rc"), slice: pendingP(),
 			pods: []*testutil.PodWrapper{p.Clone().WithoutLabel(rayutils.RayNodeGroupLabelKey).WithoutLabel(rayutils.RayClusterLabelKey)},
@@ -510,6 +535,18 @@ func TestReconcile(t *testing.T) {
 
 			for i, rd := range tc.rounds {
 				clock.SetTime(t0.Add(rd.at))
+				if rd.onlySeen {
+					seen := &tpuv1alpha1.TPUSliceAssignment{}
+					if err := store.Get(t.Context(), key, seen); err != nil {
+						t.Fatal(err)
+					}
+					if rd.deleted {
+						r.observer().OnDelete(toolscache.DeletedFinalStateUnknown{Key: key.String(), Obj: seen})
+					} else {
+						r.observer().OnUpdate(nil, seen)
+					}
+					continue
+				}
 				got, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: key})
 				if gotErr := err != nil; gotErr != rd.wantErr {
 					t.Fatalf("Reconcile() #%d at t0+%v error = %v, want error %v", i+1, rd.at, err, rd.wantErr)

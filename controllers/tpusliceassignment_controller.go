@@ -110,6 +110,15 @@ func NewTPUSliceAssignmentReconciler(mgr ctrl.Manager, opts Options) *TPUSliceAs
 // SetupWithManager watches slices, the TPU worker Pods, the TPU Nodes they run on (health.go),
 // RayClusters and the domain Leases of the placement step (handlers.go).
 func (r *TPUSliceAssignmentReconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
+	// Every replica watches the slices from its start, leader or not, so a replica that becomes the
+	// leader times the pending TTL from when it first saw each claim, not from its election.
+	informer, err := mgr.GetCache().GetInformer(context.Background(), &tpuv1alpha1.TPUSliceAssignment{})
+	if err != nil {
+		return fmt.Errorf("getting the slice informer: %w", err)
+	}
+	if _, err := informer.AddEventHandler(r.observer()); err != nil {
+		return fmt.Errorf("watching slices: %w", err)
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("tpusliceassignment").
 		Watches(&tpuv1alpha1.TPUSliceAssignment{}, r.sliceHandler()).
