@@ -236,10 +236,12 @@ type Instance struct {
 	// endpointSlice is the instance's endpoint in the webhook Service, if it forwards.
 	endpointSlice *discoveryv1.EndpointSlice
 	env           *Env
-	cancel        context.CancelFunc
-	done          chan error
-	stopOnce      sync.Once
-	stopErr       error
+	// severed, once set, fails every API request of the instance: a crashed process makes none.
+	severed  *atomic.Bool
+	cancel   context.CancelFunc
+	done     chan error
+	stopOnce sync.Once
+	stopErr  error
 }
 
 // InstanceOptions choose what an instance runs.
@@ -292,7 +294,16 @@ func (e *Env) StartInstance(ctx context.Context, opts InstanceOptions) (*Instanc
 	if cfg == nil {
 		cfg = e.Config
 	}
-	cfg = operator.RESTConfig(cfg, opts.Operator)
+	cfg = rest.CopyConfig(operator.RESTConfig(cfg, opts.Operator))
+	severed := &atomic.Bool{}
+	cfg.Wrap(func(next http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			if severed.Load() {
+				return nil, errCrashed
+			}
+			return next.RoundTrip(req)
+		})
+	})
 	port, err := freePort()
 	if err != nil {
 		return nil, err
@@ -321,7 +332,7 @@ func (e *Env) StartInstance(ctx context.Context, opts InstanceOptions) (*Instanc
 	if err != nil {
 		return nil, err
 	}
-	inst := &Instance{Manager: mgr, Addr: addr, Metrics: opts.Operator.Metrics, env: e, done: make(chan error, 1)}
+	inst := &Instance{Manager: mgr, Addr: addr, Metrics: opts.Operator.Metrics, env: e, done: make(chan error, 1), severed: severed}
 	parts, err := operator.Setup(mgr, opts.Operator)
 	if err != nil {
 		return nil, err
@@ -352,9 +363,17 @@ func (e *Env) StartInstance(ctx context.Context, opts InstanceOptions) (*Instanc
 // return the first's result.
 func (i *Instance) Stop() error { return i.stop(true) }
 
-// Crash stops the manager while its peers still list its endpoint, and removes the endpoint only
-// then, as Kubernetes does once the Pod's readiness probe fails.
-func (i *Instance) Crash() error { return i.stop(false) }
+// Crash kills the instance as a crash or SIGKILL does: from then on it makes no API request (not
+// even the writes its timers would make, such as a reservation's give-back), then its manager
+// stops while its peers still list its endpoint, and the endpoint goes only then, as Kubernetes
+// removes it once the Pod's readiness probe fails.
+func (i *Instance) Crash() error {
+	i.severed.Store(true)
+	return i.stop(false)
+}
+
+// errCrashed is what a crashed instance's API requests fail with.
+var errCrashed = errors.New("the instance crashed")
 
 func (i *Instance) stop(endpointFirst bool) error {
 	i.stopOnce.Do(func() {
