@@ -73,7 +73,7 @@ var (
 )
 
 func main() {
-	only := flag.String("scenarios", "S1,S2,S3,S4,S5,S6,S7", "Comma-separated scenarios to run (S6 needs CLUSTER_ASSETS: `make cluster-tools`).")
+	only := flag.String("scenarios", "S1,S2,S3,S4,S5,S6,S7,S8", "Comma-separated scenarios to run (S6 needs CLUSTER_ASSETS: `make cluster-tools`).")
 	s7 := flag.String("s7-hosts", "1024", "Comma-separated sizes (4-chip v5p hosts) of the one replica KubeRay creates in S7.")
 	s6 := flag.String("s6-hosts", "64,1024,2240", "Comma-separated slice sizes (4-chip v5p hosts) S6 places, each on a cluster of 3 pools of that many Nodes.")
 	s6Placement := flag.String("s6-placement", string(tpuv1alpha1.PlacementChosenDomain), "How the operator instances of S6 keep a slice in one pool (--slice-placement): ChosenDomain (gated, released onto a chosen pool) or InterPodAffinity (today's terms, for the number before).")
@@ -197,6 +197,13 @@ func run(only, s5Topologies []string, s4 memoryLoad, s6 placementOptions, s7Host
 		line, err := b.restartMemory(ctx, pods)
 		if err != nil {
 			return err
+		}
+		lines = append(lines, line)
+	}
+	if slices.Contains(only, "S8") {
+		line, err := b.failover(ctx)
+		if err != nil {
+			return fmt.Errorf("S8: %w", err)
 		}
 		lines = append(lines, line)
 	}

@@ -44,18 +44,23 @@ func stats(instances []*framework.Instance) allocStats {
 // forwarding claims or not; configure, if any, changes every instance's operator options.
 func (b *bench) startInstances(ctx context.Context, forward bool, configure ...func(*operator.Options)) ([]*framework.Instance, error) {
 	instances, err := b.env.StartInstances(ctx, instanceCount, func(i int) framework.InstanceOptions {
-		opts := operator.Options{DisableControllers: i > 0 || !withReconciler}
-		opts.Webhooks.HostListsConfigMapAbove = hostListsAbove
-		opts.ReservationWindow = reservationWindow
-		for _, f := range configure {
-			f(&opts)
-		}
-		return framework.InstanceOptions{Operator: opts, Forward: forward}
+		return instanceOptions(i, forward, configure...)
 	})
 	if err != nil {
 		return nil, err
 	}
 	return instances, nil
+}
+
+// instanceOptions are the options of the scenario's instance i.
+func instanceOptions(i int, forward bool, configure ...func(*operator.Options)) framework.InstanceOptions {
+	opts := operator.Options{DisableControllers: i > 0 || !withReconciler}
+	opts.Webhooks.HostListsConfigMapAbove = hostListsAbove
+	opts.ReservationWindow = reservationWindow
+	for _, f := range configure {
+		f(&opts)
+	}
+	return framework.InstanceOptions{Operator: opts, Forward: forward}
 }
 
 func stopAll(instances []*framework.Instance) {
