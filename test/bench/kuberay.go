@@ -180,7 +180,10 @@ func (b *bench) kubeRayReplica(ctx context.Context, hosts int32) (replicaResult,
 	if err != nil {
 		return r, err
 	}
-	if r.run, err = b.applyAndCount(ctx, rc, int(hosts), s7Timeout); err != nil {
+	stopProfile := b.profile(ctx, fmt.Sprintf("S7-%d", hosts))
+	r.run, err = b.applyAndCount(ctx, rc, int(hosts), s7Timeout)
+	stopProfile()
+	if err != nil {
 		return r, err
 	}
 	if err := b.inspectReplica(ctx, rc, &r); err != nil {

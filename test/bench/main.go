@@ -70,6 +70,8 @@ var (
 	// reservationWindow is every operator instance's reservation window (0: the operator's
 	// default, negative: off).
 	reservationWindow time.Duration
+	// pendingTTL is every operator instance's --pending-claim-ttl (0: the operator's default).
+	pendingTTL time.Duration
 )
 
 func main() {
@@ -95,7 +97,7 @@ func main() {
 		hostListsAbove = int32(n)
 		return nil
 	})
-	flag.Func("claim-reservation-window", "The operator instances' --claim-reservation-window (default: the operator's, 5s); 0 makes every claim write its own, for the number before reservations (docs/spec.md §3.5).", func(v string) error {
+	flag.Func("claim-reservation-window", "The operator instances' --claim-reservation-window (default: the operator's, 2s); 0 makes every claim write its own, for the number before reservations (docs/spec.md §3.5).", func(v string) error {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < 0 {
 			return errors.New("must be a duration, 0 or more")
@@ -106,6 +108,7 @@ func main() {
 		}
 		return nil
 	})
+	flag.DurationVar(&pendingTTL, "pending-claim-ttl", 0, "The operator instances' --pending-claim-ttl (0: the operator's default, 38s); a longer TTL leaves room for a longer --claim-reservation-window.")
 	flag.StringVar(&profileDir, "profile-dir", "", "Write CPU profiles of the bench process and the API server during each scenario's webhook run here.")
 	flag.StringVar(&outDir, "out-dir", "bin/bench", "Write the per-Pod latencies of S1 and S5 (latency.csv) and their plot by position in the slice (latency.svg) here.")
 	flag.StringVar(&plotBefore, "plot-before", "", "A latency.csv of an earlier run to overlay on the plot, dashed.")

@@ -57,6 +57,7 @@ func instanceOptions(i int, forward bool, configure ...func(*operator.Options)) 
 	opts := operator.Options{DisableControllers: i > 0 || !withReconciler}
 	opts.Webhooks.HostListsConfigMapAbove = hostListsAbove
 	opts.ReservationWindow = reservationWindow
+	opts.Controllers.PendingTTL = pendingTTL
 	for _, f := range configure {
 		f(&opts)
 	}
