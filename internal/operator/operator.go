@@ -270,7 +270,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"How long one Pod admission may retry its claim before it is denied as transient (below the webhook's 10s timeout).")
 	o.ReservationWindow = allocator.DefaultReservationWindow
 	fs.Func("claim-reservation-window", fmt.Sprintf(
-		"How long after a claim write this replica hands out, with no write of their own, the block of a slice's free worker IDs the write reserved (at most --claim-timeout and a quarter of --pending-claim-ttl); 0 makes every claim write its own. (default %s)",
+		"How long after a claim write this replica hands out, with no write of their own, the block of a slice's free worker IDs the write reserved (at most --claim-timeout, a quarter of --pending-claim-ttl, and what that TTL leaves after 36s: the API server's 34s create cut-off and 2s of commit slack; none leaves reservations off); 0 makes every claim write its own. (default %s)",
 		allocator.DefaultReservationWindow), func(v string) error {
 		d, err := time.ParseDuration(v)
 		switch {
@@ -303,13 +303,17 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 // and the commit slack. A reserved ID reaches its Pod up to a window after the write that stored it,
 // that Pod is stored within the cut-off (and the slack), and the reconciler releases a claim whose
 // Pod it has not seen a pending TTL after it first saw it, so the TTL must cover all three
-// (docs/spec.md §3.5). A TTL shortened below the cut-off (tests) keeps only the quarter.
+// (docs/spec.md §3.5): a TTL from the cut-off up that leaves no room turns reservations off. A TTL
+// shortened below the cut-off (tests, whose creates are fast) keeps only the quarter.
 func reservationWindow(opts Options) time.Duration {
 	window := cmp.Or(opts.ReservationWindow, allocator.DefaultReservationWindow)
 	ttl := cmp.Or(max(opts.Controllers.PendingTTL, 0), controllers.DefaultPendingTTL)
 	limit := ttl / 4
-	if room := ttl - allocator.CreateCutoff - allocator.CommitSlack; room > 0 {
-		limit = min(limit, room)
+	if ttl >= allocator.CreateCutoff {
+		limit = min(limit, ttl-allocator.CreateCutoff-allocator.CommitSlack)
+	}
+	if limit <= 0 {
+		return -1
 	}
 	return min(window, limit)
 }

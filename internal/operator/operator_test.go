@@ -366,6 +366,8 @@ func TestReservationWindow(t *testing.T) {
 		"2s by default": {want: allocator.DefaultReservationWindow},
 		"inside the TTL's room after the cut-off":     {args: []string{"--claim-reservation-window=6s", "--pending-claim-ttl=40s"}, want: 4 * time.Second},
 		"the default TTL leaves the default window":   {args: []string{"--claim-reservation-window=6s"}, want: 2 * time.Second},
+		"a TTL with no room after the cut-off: off":   {args: []string{"--pending-claim-ttl=36s"}, want: -1},
+		"a TTL inside the cut-off's slack: off":       {args: []string{"--pending-claim-ttl=35s"}, want: -1},
 		"a shorter window":                            {args: []string{"--claim-reservation-window=500ms"}, want: 500 * time.Millisecond},
 		"0: off":                                      {args: []string{"--claim-reservation-window=0"}, want: -1},
 		"at most a quarter of the TTL":                {args: []string{"--pending-claim-ttl=8s"}, want: 2 * time.Second},
