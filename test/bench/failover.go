@@ -20,9 +20,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"slices"
-	"strings"
 	"time"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
@@ -32,8 +29,6 @@ import (
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/controllers"
 	"github.com/ray-tpu/tpu-slice-operator/internal/allocator"
-	"github.com/ray-tpu/tpu-slice-operator/internal/forward"
-	"github.com/ray-tpu/tpu-slice-operator/internal/rendezvous"
 	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
 	"github.com/ray-tpu/tpu-slice-operator/test/integration/framework"
 )
@@ -147,15 +142,10 @@ func (b *bench) failoverCluster(ctx context.Context, ns string, instances []*fra
 		if err := b.c.Create(ctx, rc); err != nil {
 			return nil, 0, err
 		}
-		members := instances[0].Peers.Members()
-		owner, ok := rendezvous.Owner(forward.GroupKey(allocator.Request{Namespace: ns, ClusterUID: rc.UID, GroupName: "tpu"}), members)
-		if !ok {
-			return nil, 0, errors.New("no forwarding peers")
+		holder, err := framework.GroupOwner(instances, ns, rc.UID, "tpu")
+		if err != nil {
+			return nil, 0, err
 		}
-		holder := slices.IndexFunc(instances, func(inst *framework.Instance) bool {
-			_, port, err := net.SplitHostPort(inst.Addr)
-			return err == nil && strings.HasSuffix(owner, ":"+port)
-		})
 		if holder > 0 {
 			time.Sleep(200 * time.Millisecond) // the instances' caches see the RayCluster
 			return rc, holder, nil

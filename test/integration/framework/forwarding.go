@@ -21,6 +21,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -36,12 +37,14 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ray-tpu/tpu-slice-operator/internal/allocator"
 	"github.com/ray-tpu/tpu-slice-operator/internal/certs"
 	"github.com/ray-tpu/tpu-slice-operator/internal/forward"
+	"github.com/ray-tpu/tpu-slice-operator/internal/rendezvous"
 )
 
 // ForwardNamespace and ForwardService are where forwarding instances find each other: the
@@ -237,4 +240,27 @@ func (e *Env) ForwardClaim(ctx context.Context, inst *Instance, req allocator.Re
 	defer func() { _ = resp.Body.Close() }()
 	data, err := io.ReadAll(resp.Body)
 	return resp.StatusCode, data, err
+}
+
+// GroupOwner returns the index among instances of the one that owns the worker group of the
+// RayCluster (namespace, uid) under claim forwarding, as the first instance sees the replicas: the
+// holder of the group's reservations.
+func GroupOwner(instances []*Instance, namespace string, uid types.UID, group string) (int, error) {
+	if len(instances) == 0 || instances[0].Peers == nil {
+		return -1, errors.New("no forwarding instances")
+	}
+	owner, ok := rendezvous.Owner(forward.GroupKey(allocator.Request{Namespace: namespace, ClusterUID: uid, GroupName: group}),
+		instances[0].Peers.Members())
+	if !ok {
+		return -1, errors.New("no forwarding peers")
+	}
+	i := slices.IndexFunc(instances, func(inst *Instance) bool {
+		_, port, err := net.SplitHostPort(inst.Addr)
+		p, perr := strconv.Atoi(port)
+		return err == nil && perr == nil && EndpointAddress(p) == owner
+	})
+	if i < 0 {
+		return -1, fmt.Errorf("the owner %s is none of the instances", owner)
+	}
+	return i, nil
 }

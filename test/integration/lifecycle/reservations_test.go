@@ -227,8 +227,7 @@ func clusterOwned(ns, name string, ok func(owner int) bool) *rayv1.RayCluster {
 // claim forwarding: the holder of its reservations.
 func groupOwner(rc *rayv1.RayCluster) int {
 	GinkgoHelper()
-	owner := ownerAddr(rc, suite.Instances[0])
-	i := slices.IndexFunc(suite.Instances, func(inst *framework.Instance) bool { return endpointOf(inst) == owner })
-	Expect(i).To(BeNumerically(">=", 0), "the owner %s is one of the instances", owner)
+	i, err := framework.GroupOwner(suite.Instances, rc.Namespace, rc.UID, "tpu")
+	Expect(err).NotTo(HaveOccurred())
 	return i
 }
