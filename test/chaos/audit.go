@@ -100,6 +100,9 @@ type auditor struct {
 	// liveDeleted are the Pods (by UID) an operator instance sent a deletion for while they were
 	// live, repairs included.
 	liveDeleted map[types.UID]bool
+	// strandDeleted are those of liveDeleted judged true deletions of stranded Pods (judgeStrand):
+	// docs/spec.md §12 deletes such a Pod whatever its labels.
+	strandDeleted map[types.UID]bool
 	// releases counts the operator's releases of gated Pods judged (judgeRelease), and
 	// timedOutReleases those of a slice missing IDs whose assembly timeout had passed.
 	releases, timedOutReleases int
@@ -141,7 +144,7 @@ type gonePod struct {
 }
 
 func newAuditor(reader client.Reader) *auditor {
-	return &auditor{reader: reader, single: map[string][]deletion{}, liveDeleted: map[types.UID]bool{},
+	return &auditor{reader: reader, single: map[string][]deletion{}, liveDeleted: map[types.UID]bool{}, strandDeleted: map[types.UID]bool{},
 		ownersGone: map[types.UID]bool{}, namespacesGone: map[string]bool{}}
 }
 
@@ -324,13 +327,13 @@ func (a *auditor) judgeStrand(ctx context.Context, pod *corev1.Pod, id identity.
 	n := &corev1.Node{}
 	switch err := a.reader.Get(ctx, client.ObjectKey{Name: node}, n); {
 	case apierrors.IsNotFound(err):
-		a.countStrand()
+		a.countStrand(pod.UID)
 		return
 	case err != nil:
 		a.violatef("I6: could not judge the operator's deletion of stranded Pod %s: %v", pod.Name, err)
 		return
 	case n.DeletionTimestamp != nil || a.nodeDeletedSince(node, time.Now().Add(-nodeGoneGrace)):
-		a.countStrand()
+		a.countStrand(pod.UID)
 		return
 	}
 	var bound corev1.PodList
@@ -356,17 +359,19 @@ func (a *auditor) judgeStrand(ctx context.Context, pod *corev1.Pod, id identity.
 		alloc = q.Value()
 	}
 	if used > 0 && alloc-used < gate.PodChips(pod) {
-		a.countStrand()
+		a.countStrand(pod.UID)
 		return
 	}
 	a.violatef("I6: the operator deleted live Pod %s (worker ID %d of slice %s) as stranded on Node %s, which exists with %d of its %d TPU chips free for its %d",
 		pod.Name, id.WorkerID, id.SliceName(), node, alloc-used, alloc, gate.PodChips(pod))
 }
 
-func (a *auditor) countStrand() {
+// countStrand records the deletion of the Pod with this UID as a true strand.
+func (a *auditor) countStrand(uid types.UID) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.strands++
+	a.strandDeleted[uid] = true
 }
 
 // strandCount returns the operator's deletions of stranded Pods judged true.
@@ -408,6 +413,15 @@ func (a *auditor) counts() (deleted, judged int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.operatorDeleted, a.judged
+}
+
+// deletedStranded reports whether the operator's deletion of the Pod with this UID was judged a true
+// deletion of a stranded Pod (judgeStrand). The judgement is made before the request is sent, so
+// it is known once the Pod is gone.
+func (a *auditor) deletedStranded(uid types.UID) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.strandDeleted[uid]
 }
 
 // operatorDeletedLive reports whether an operator instance sent a deletion of the Pod with this UID

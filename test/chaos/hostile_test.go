@@ -227,7 +227,9 @@ func (r *runner) checkUnlabeled(stored map[string]storedSlice) {
 		p := &corev1.Pod{}
 		err := k8sClient.Get(ctx, client.ObjectKey{Namespace: r.ns, Name: e.name}, p)
 		if apierrors.IsNotFound(err) || (err == nil && (p.UID != e.uid || !lifecycle.PodLive(p) || !r.current(p))) {
-			if audit.operatorDeletedLive(e.uid) {
+			// A stranded Pod (released, never bound, its pinned Node gone or taken: §12) is deleted
+			// whatever its labels; the auditor judged that deletion on its own (judgeStrand).
+			if audit.operatorDeletedLive(e.uid) && !audit.deletedStranded(e.uid) {
 				r.violationf("§8, I6: an operator instance deleted Pod %s (worker ID %d of slice %s), whose KubeRay labels %v were removed right after its create (restored: %t)",
 					e.name, e.id.WorkerID, e.id.SliceName(), keys(e.removed), e.restored)
 			}
