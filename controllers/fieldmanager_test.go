@@ -46,7 +46,7 @@ func TestReconcileWritesNameTheFieldManager(t *testing.T) {
 		Build()
 	r := &TPUSliceAssignmentReconciler{client: c, reader: c, recorder: &events.FakeRecorder{}, tombstones: tombstones.New(0),
 		pendingTTL: time.Minute, bindSettleTime: -1, clock: clocktesting.NewFakePassiveClock(t0), metrics: metrics.New(),
-		seen: newObservations()}
+		seen: newObservations(0)}
 	for _, name := range []string{releaseSlice, releaseSlice, unlabeled.Name} {
 		req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: releaseNamespace, Name: name}}
 		if _, err := r.Reconcile(t.Context(), req); err != nil {

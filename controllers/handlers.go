@@ -99,7 +99,11 @@ func onlyAddsClaims(oldObj, newObj client.Object) bool {
 func (r *TPUSliceAssignmentReconciler) podHandler() handler.EventHandler {
 	return handler.Funcs{
 		CreateFunc: func(ctx context.Context, e event.CreateEvent, q queue) {
-			r.add(q, podToSlices(ctx, e.Object), false)
+			reqs := podToSlices(ctx, e.Object)
+			for _, req := range reqs {
+				r.seen.podCreated(req.NamespacedName, r.clock.Now())
+			}
+			r.add(q, reqs, false)
 			if pod, ok := e.Object.(*corev1.Pod); ok && pod.Spec.NodeName != "" {
 				r.add(q, r.pinnedToSlices(ctx, pod), false) // created bound, past the scheduler
 			}

@@ -27,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -141,7 +142,7 @@ func TestHandlersEnqueueOnHealthChanges(t *testing.T) {
 	c := fake.NewClientBuilder().WithScheme(scheme).WithIndex(&corev1.Pod{}, NodeNameIndex, NodeNameIndexValue).
 		WithObjects(pod("a-0", "a", "n1", true), pod("a-1", "a", "n1", true), pod("b-0", "b", "n1", true), pod("c-0", "c", "n2", true),
 			testutil.MakePod("d-0", "ns").Label(tpuv1alpha1.SliceLabel, "d").PinnedTo("n3").Obj()).Build()
-	r := &TPUSliceAssignmentReconciler{client: c, bindSettleTime: -1}
+	r := &TPUSliceAssignmentReconciler{client: c, bindSettleTime: -1, clock: clock.RealClock{}, seen: newObservations(0)}
 	drain := func(q queue) []string {
 		var got []string
 		for q.Len() > 0 {

@@ -199,7 +199,7 @@ func TestReleaseOnlyOnThePodsOwnFate(t *testing.T) {
 				ttl = 0
 			}
 			r := &TPUSliceAssignmentReconciler{client: cache, reader: live, tombstones: deleted, pendingTTL: ttl,
-				clock: clocktesting.NewFakePassiveClock(t0), seen: newObservations()}
+				clock: clocktesting.NewFakePassiveClock(t0), seen: newObservations(0)}
 
 			_, _, d, err := r.decide(t.Context(), tc.slice.Obj().DeepCopy())
 			if gotErr := err != nil; gotErr != tc.wantErr {

@@ -114,7 +114,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"How long a claim whose Pod has never been seen may wait for it before it is released (confirmed by a live read). Keep it at least 36s (the API server's 34s cut-off for creates and 2s for an etcd write in flight) plus --claim-reservation-window, so that a Pod whose create is still in flight keeps its ID; it is also how long the IDs a crashed replica had reserved stay out of reach. A claim whose Pod was seen and then deleted is released at once.")
 	fs.IntVar(&o.MaxConcurrentReconciles, "max-concurrent-reconciles", 4, "Slices reconciled at once.")
 	fs.DurationVar(&o.BindSettle, "bind-settle", DefaultBindSettle,
-		"How long a slice must go without new claims before its claims are bound to their Pods and its conditions and hosts are written (bookkeeping: it waits for a burst of admissions, or of Pod and Node changes, to end; releases never wait).")
+		"How long a slice must go without new claims and new Pods before its claims are bound to their Pods and its conditions and hosts are written (bookkeeping: it waits for a burst of admissions, or of Pod and Node changes, to end, but at most five times this long; releases never wait).")
 	fs.DurationVar(&o.AssemblyTimeout, "slice-assembly-timeout", gate.DefaultAssemblyTimeout,
 		"How long the gated Pods of a ChosenDomain slice wait for the rest of the slice's Pods: once every worker ID has a live Pod, or once the oldest gated Pod is this old, the reconciler chooses one domain with room for the whole slice and releases the gated Pods onto it (Pods that come later follow them there).")
 	fs.StringVar(&o.PlacementNamespace, "placement-namespace", "",

@@ -99,7 +99,7 @@ func NewTPUSliceAssignmentReconciler(mgr ctrl.Manager, opts Options) *TPUSliceAs
 		bindSettleTime: opts.BindSettle,
 		clock:          opts.Clock,
 		metrics:        opts.Metrics,
-		seen:           newObservations(),
+		seen:           newObservations(opts.BindSettle),
 
 		assemblyTimeout: opts.AssemblyTimeout,
 		leaseNamespace:  opts.PlacementNamespace,
@@ -369,18 +369,16 @@ func (r *TPUSliceAssignmentReconciler) deleteDuplicates(ctx context.Context, sli
 }
 
 // bindSettle returns how long to wait before a bookkeeping write (binding claims, the conditions
-// and counts): while a slice is still receiving claims (its claims changed, as this reconciler saw
-// them, less than BindSettle ago), every such write would land between two admissions and make the
-// next claim's write conflict. So it waits for the burst to end and writes once. Releases, repairs
+// and counts): while a slice is still receiving claims or Pods (its claims changed, or a Pod of it
+// was created, as this reconciler saw them, less than BindSettle ago), every such write would land
+// between two admissions and make the next claim's write conflict. So it waits for the burst to
+// end and writes once, or once every settleCapFactor settles while it goes on. Releases, repairs
 // and deletions never wait. Both ends of the wait are this process's clock.
 func (r *TPUSliceAssignmentReconciler) bindSettle(key types.NamespacedName, d lifecycle.Decision) time.Duration {
 	if r.bindSettleTime <= 0 || d.Destructive {
 		return 0
 	}
-	if wait := r.seen.changedAt(key).Add(r.bindSettleTime).Sub(r.clock.Now()); wait > 0 {
-		return wait
-	}
-	return 0
+	return r.seen.settleWait(key, r.clock.Now(), r.bindSettleTime)
 }
 
 // assembled reports whether slice is a ChosenDomain slice not yet released whose every worker ID

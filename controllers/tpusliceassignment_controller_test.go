@@ -22,7 +22,10 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/lifecycle"
@@ -81,7 +84,7 @@ func TestBindSettle(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			clock := clocktesting.NewFakePassiveClock(t0)
-			r := &TPUSliceAssignmentReconciler{bindSettleTime: tc.settle, clock: clock, seen: newObservations()}
+			r := &TPUSliceAssignmentReconciler{bindSettleTime: tc.settle, clock: clock, seen: newObservations(0)}
 			for i, tokens := range tc.seen {
 				slice := sliceWith(tokens...)
 				if i%2 == 1 && tc.rebind {
@@ -101,11 +104,97 @@ func TestBindSettle(t *testing.T) {
 	}
 }
 
+// TestSettleWaitPodsAndCap: with reservations a burst adds claims once per block, so the Pods
+// created tell that it goes on; a burst that never ends still gets its bookkeeping once every
+// settleCapFactor settles (docs/spec.md §8, "Bookkeeping waits for bursts").
+func TestSettleWaitPodsAndCap(t *testing.T) {
+	const settle = time.Second
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	// event is an observation of the slice's claims (claims set) or a Pod of it created, at.
+	type event struct {
+		at     time.Duration
+		claims []string
+	}
+	type check struct {
+		at   time.Duration
+		want time.Duration
+	}
+	every := func(from, to, step time.Duration) []event {
+		var out []event
+		for at := from; at <= to; at += step {
+			out = append(out, event{at: at})
+		}
+		return out
+	}
+	cases := map[string]struct {
+		events []event
+		checks []check
+	}{
+		"a Pod created restarts the wait, as a new claim does": {
+			events: []event{{at: 0, claims: []string{"a"}}, {at: ms(1500)}},
+			checks: []check{{at: ms(2000), want: ms(500)}},
+		},
+		"no Pod and no claim for a settle: write at once": {
+			events: []event{{at: 0, claims: []string{"a"}}, {at: ms(1500)}},
+			checks: []check{{at: ms(2500), want: 0}},
+		},
+		"a burst that goes on waits at most five settles from its start": {
+			events: append([]event{{at: 0, claims: []string{"a"}}}, every(ms(500), ms(4500), ms(500))...),
+			checks: []check{{at: ms(4600), want: ms(400)}},
+		},
+		"at the cap the bookkeeping runs, and the next wait counts from then": {
+			events: append([]event{{at: 0, claims: []string{"a"}}}, every(ms(500), ms(5000), ms(500))...),
+			checks: []check{{at: ms(5000), want: 0}, {at: ms(5100), want: ms(900)}},
+		},
+		"a Pod after a quiet spell starts a new burst, not a capped one": {
+			events: []event{{at: 0, claims: []string{"a"}}, {at: ms(10000)}},
+			checks: []check{{at: ms(10500), want: ms(500)}},
+		},
+		"a Pod of a slice never seen records nothing": {
+			events: []event{{at: 0}},
+			checks: []check{{at: ms(100), want: 0}},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			o := newObservations(settle)
+			for _, e := range tc.events {
+				if e.claims != nil {
+					o.observe(sliceKey, sliceWith(e.claims...), t0.Add(e.at))
+				} else {
+					o.podCreated(sliceKey, t0.Add(e.at))
+				}
+			}
+			for _, c := range tc.checks {
+				if got := o.settleWait(sliceKey, t0.Add(c.at), settle); got != c.want {
+					t.Errorf("settleWait at %v = %v, want %v", c.at, got, c.want)
+				}
+			}
+		})
+	}
+}
+
+// TestPodCreateEventRestartsTheSettle: the Pod handler records a created Pod of a slice, so the
+// slice's bookkeeping waits a settle after it (docs/spec.md §8, "Bookkeeping waits for bursts").
+func TestPodCreateEventRestartsTheSettle(t *testing.T) {
+	clock := clocktesting.NewFakePassiveClock(t0)
+	r := &TPUSliceAssignmentReconciler{bindSettleTime: time.Second, clock: clock, seen: newObservations(time.Second)}
+	r.seen.observe(sliceKey, sliceWith("a"), t0.Add(-5*time.Second))
+	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+	defer q.ShutDown()
+	pod := testutil.MakePod("w-1", sliceKey.Namespace).Label(tpuv1alpha1.SliceLabel, sliceKey.Name).Obj()
+	r.podHandler().Create(t.Context(), event.CreateEvent{Object: pod}, q)
+	clock.SetTime(t0.Add(300 * time.Millisecond))
+	if got, want := r.bindSettle(sliceKey, lifecycle.Decision{}), 700*time.Millisecond; got != want {
+		t.Errorf("bindSettle() after a Pod of the slice was created = %v, want %v", got, want)
+	}
+}
+
 // TestPendingForCountsFromFirstSight: a pending claim's TTL counts from when this reconciler first
 // saw it, never from its claimedAt (another machine's clock), and restarts for a claim seen again
 // after it was gone.
 func TestPendingForCountsFromFirstSight(t *testing.T) {
-	o := newObservations()
+	o := newObservations(0)
 	o.observe(sliceKey, sliceWith("a"), t0)
 	pendingFor := o.observe(sliceKey, sliceWith("a", "b"), t0.Add(10*time.Second))
 	if got := pendingFor(tpuv1alpha1.WorkerClaim{Token: "a"}); got != 10*time.Second {
