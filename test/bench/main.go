@@ -116,8 +116,19 @@ func main() {
 	flag.StringVar(&probeSizes, "probe-sizes", "1,64,1024,2240", "Claims per object the representation probe measures; the largest also with watchers and a CPU profile.")
 	flag.DurationVar(&probeBudget, "probe-budget", 3*time.Second, "How long the probe writes each encoding at each size (at least 20 writes).")
 	flag.DurationVar(&probeProfile, "probe-profile", 10*time.Second, "Length of the API server CPU profiles the probe takes of (a) and (c) at the largest size; 0 for none.")
+	logFile := flag.String("log-file", "", "Write the operator instances' and KubeRay's logs (JSON) here; none by default.")
 	flag.Parse()
-	ctrl.SetLogger(zap.New(zap.WriteTo(io.Discard)))
+	logTo := io.Discard
+	if *logFile != "" {
+		f, err := os.Create(*logFile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench: -log-file:", err)
+			os.Exit(2)
+		}
+		defer f.Close()
+		logTo = f
+	}
+	ctrl.SetLogger(zap.New(zap.WriteTo(logTo)))
 	s6Hosts, err := parseHosts(*s6)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench: -s6-hosts:", err)
