@@ -38,7 +38,7 @@ import (
 	"github.com/ray-tpu/tpu-slice-operator/internal/tpuenv"
 )
 
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update
 
 // maxHostListsConfigMaps is the most names status.hostListsConfigMaps holds (its MaxItems).
 const maxHostListsConfigMaps = 16
@@ -105,14 +105,15 @@ func (r *TPUSliceAssignmentReconciler) ensureHostListsOf(ctx context.Context, sl
 	}
 	// Only now the lists, which grow with the slice's hosts (bounded by --max-slice-hosts at admission).
 	want := tpuenv.HostListsConfigMap(slice.Namespace, vals, len(parsed.TPUContainers))
-	if err == nil {
-		// Another owner's: a ConfigMap of the old slice, gone with it, or someone else's.
+	if err == nil && !hostlists.LeftBySameName(got, owner, want) {
+		// Another owner's, with other data or of another name, or someone else's.
 		if !hostlists.IsTheSlices(got, owner, want) {
 			r.recorder.Eventf(slice, nil, corev1.EventTypeWarning, tpuv1alpha1.ReasonTPUSliceHostListsForeign, "Observe",
 				noteTPUSliceHostListsForeign, name, slice.Name, "another owner or other data")
 		}
 		return nil
 	}
+	// Missing, or left by a former slice of this name, which Ensure adopts.
 	created, err := hostlists.Ensure(ctx, r.client, r.reader, owner, want)
 	switch {
 	case errors.Is(err, hostlists.ErrNotTheSlices):

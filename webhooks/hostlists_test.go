@@ -56,8 +56,10 @@ func TestPodWebhookHostListsConfigMap(t *testing.T) {
 	// The slice as the API server has it: the claim the stub made, and its UID.
 	slice := testutil.MakeSlice(slice2, testNS, clusterName, clusterUID, group, 2, 4).Claim(1, claimed.Token, "", "").Obj()
 	slice.UID = sliceUID
+	former := wantConfigMap.DeepCopy()
+	former.OwnerReferences[0].UID = "an-older-slice"
 	foreign := wantConfigMap.DeepCopy()
-	foreign.OwnerReferences[0].UID = "an-older-slice"
+	foreign.OwnerReferences[0].Name, foreign.OwnerReferences[0].UID = "another-slice", "another-slice-uid"
 	otherData := wantConfigMap.DeepCopy()
 	otherData.Data[tpuv1alpha1.SliceLabel] = "x"
 
@@ -97,6 +99,11 @@ func TestPodWebhookHostListsConfigMap(t *testing.T) {
 		},
 		"the ConfigMap is already the slice's (another instance wrote it)": {
 			assignment: withUID, above: 1, admissions: 2, existing: []client.Object{wantConfigMap.DeepCopy()},
+			want: inConfigMap, wantConfigMap: wantConfigMap, wantCreates: 1,
+		},
+		// docs/spec.md §4: a slice deleted and re-created before the garbage collector came.
+		"a ConfigMap of that name a former slice of the same name left: adopted": {
+			assignment: withUID, above: 1, admissions: 2, existing: []client.Object{former},
 			want: inConfigMap, wantConfigMap: wantConfigMap, wantCreates: 1,
 		},
 		"a ConfigMap of that name owned by another slice: inline": {

@@ -277,8 +277,41 @@ func (b *bench) inspectReplica(ctx context.Context, rc *rayv1.RayCluster, r *rep
 	}
 	r.placement = slice.Spec.Placement
 	var err error
-	r.stored, err = b.sliceStored(ctx, rc.Namespace, name)
-	return err
+	if r.stored, err = b.sliceStored(ctx, rc.Namespace, name); err != nil {
+		return err
+	}
+	if r.stored.perPod() > inlineSuspect {
+		b.explainInline(ctx, &slice)
+	}
+	return nil
+}
+
+// inlineSuspect is a stored size per Pod above which a replica's Pods carry their host lists
+// inline (a 1,024-host Pod that references the ConfigMap stores about 7 KiB, one with the lists
+// inline about 150 KiB).
+const inlineSuspect = 32 << 10
+
+// explainInline prints what may have kept the admissions from the slice's host lists ConfigMap
+// (docs/spec.md §4: a Pod gets the lists inline when the ConfigMap cannot be written or one of its
+// name is not the slice's): the slice's UID and creation, and each ConfigMap labeled with the
+// slice, with its owner.
+func (b *bench) explainInline(ctx context.Context, slice *tpuv1alpha1.TPUSliceAssignment) {
+	fmt.Fprintf(os.Stderr, "S7: the Pods carry their host lists inline; slice %s UID %s created %s\n",
+		slice.Name, slice.UID, slice.CreationTimestamp.Format(time.RFC3339))
+	var cms corev1.ConfigMapList
+	if err := b.c.List(ctx, &cms, client.InNamespace(slice.Namespace), client.MatchingLabels{tpuv1alpha1.SliceLabel: slice.Name}); err != nil {
+		fmt.Fprintln(os.Stderr, "S7: listing the slice's ConfigMaps:", err)
+		return
+	}
+	for i := range cms.Items {
+		cm := &cms.Items[i]
+		owner := "none"
+		if ref := metav1.GetControllerOfNoCopy(cm); ref != nil {
+			owner = string(ref.UID)
+		}
+		fmt.Fprintf(os.Stderr, "S7: ConfigMap %s owner %s created %s immutable %t keys %d\n", cm.Name, owner,
+			cm.CreationTimestamp.Format(time.RFC3339), cm.Immutable != nil && *cm.Immutable, len(cm.Data))
+	}
 }
 
 // removeReplica deletes rc (KubeRay then leaves its Pods alone), and then its Pods, slices and

@@ -207,6 +207,25 @@ var _ = Describe("The operator running as its ServiceAccount", func() {
 		_, err = framework.CheckAdmitted(ctx, admin, ns)
 		Expect(err).NotTo(HaveOccurred())
 
+		By("deleting a slice its live Pods hold: the reconciler re-creates it, which adopts the ConfigMap its former self left, as the ServiceAccount")
+		// docs/spec.md §4: with no garbage collector here the old slice's ConfigMap stays; the new
+		// slice of the same name takes it over instead of leaving its Pods' lists inline.
+		former := &tpuv1alpha1.TPUSliceAssignment{}
+		Expect(admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: pods[0].Labels[tpuv1alpha1.SliceLabel]}, former)).To(Succeed())
+		Expect(admin.Delete(ctx, former)).To(Succeed())
+		recreated := &tpuv1alpha1.TPUSliceAssignment{}
+		Eventually(func(g Gomega) {
+			g.Expect(admin.Get(ctx, client.ObjectKeyFromObject(former), recreated)).To(Succeed())
+			g.Expect(recreated.UID).NotTo(Equal(former.UID))
+		}, testutil.Timeout, testutil.Interval).Should(Succeed())
+		Eventually(func(g Gomega) {
+			var cm corev1.ConfigMap
+			g.Expect(admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: first}, &cm)).To(Succeed())
+			owner := metav1.GetControllerOfNoCopy(&cm)
+			g.Expect(owner).NotTo(BeNil())
+			g.Expect(owner.UID).To(Equal(recreated.UID), "the ConfigMap's controller is the re-created slice")
+		}, testutil.Timeout, testutil.Interval).Should(Succeed())
+
 		By("deleting the RayCluster and, as the garbage collector would, its Pods: the slices are removed")
 		Expect(admin.Delete(ctx, rc)).To(Succeed())
 		Expect(admin.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(ns))).To(Succeed())
