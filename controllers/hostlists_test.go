@@ -57,8 +57,10 @@ func TestEnsureHostLists(t *testing.T) {
 	want := tpuenv.HostListsConfigMap(ns, vals, 1)
 	want.OwnerReferences = []metav1.OwnerReference{{APIVersion: "tpu.ray.io/v1alpha1", Kind: "TPUSliceAssignment",
 		Name: sliceName, UID: sliceUID, Controller: ptr.To(true)}}
+	former := want.DeepCopy()
+	former.OwnerReferences[0].UID = "former-slice"
 	foreign := want.DeepCopy()
-	foreign.OwnerReferences[0].UID = "former-slice"
+	foreign.OwnerReferences[0].Name, foreign.OwnerReferences[0].UID = "another-slice", "another-slice-uid"
 	forged := pod(2)
 	forged.Spec.Containers[0].Env = append(forged.Spec.Containers[0].Env[:0:0], forged.Spec.Containers[0].Env...)
 	for i, e := range forged.Spec.Containers[0].Env {
@@ -92,6 +94,10 @@ func TestEnsureHostLists(t *testing.T) {
 		},
 		"the slice's own ConfigMap is left as it is": {
 			pods: []*corev1.Pod{pod(0)}, existing: []client.Object{want.DeepCopy()}, wantStored: want, wantNames: []string{want.Name},
+		},
+		// docs/spec.md §4, §8: the slice was deleted and re-created before the garbage collector came.
+		"a ConfigMap a former slice of the same name left is adopted": {
+			pods: []*corev1.Pod{pod(0)}, existing: []client.Object{former.DeepCopy()}, wantStored: want, wantNames: []string{want.Name},
 		},
 		"a ConfigMap of another owner is reported, not changed": {
 			pods: []*corev1.Pod{pod(0)}, existing: []client.Object{foreign.DeepCopy()}, wantStored: foreign, wantNames: []string{want.Name},
