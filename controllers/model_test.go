@@ -160,7 +160,7 @@ func (m *model) start() {
 		rec: &TPUSliceAssignmentReconciler{
 			client: cache, reader: live, recorder: &events.FakeRecorder{}, tombstones: deleted,
 			pendingTTL: DefaultPendingTTL, bindSettleTime: DefaultBindSettle, clock: clock.RealClock{}, metrics: counts,
-			seen: newObservations(0),
+			seen: newObservations(DefaultBindSettle),
 		},
 	}
 }

@@ -86,16 +86,17 @@ func (o *observations) podCreated(key types.NamespacedName, now time.Time) {
 // written, once per that long.
 const settleCapFactor = 5
 
-// settleWait returns how long the slice's bookkeeping must still wait at now: until it has gone
-// settle without a change, but never more than settleCapFactor settles after its burst began. When
-// the cap is what ends the wait, the next wait counts from now.
-func (o *observations) settleWait(key types.NamespacedName, now time.Time, settle time.Duration) time.Duration {
+// settleWait returns how long the slice's bookkeeping must still wait at now: until it has gone a
+// bind settle without a change, but never more than settleCapFactor settles after its burst began.
+// When the cap is what ends the wait, the next wait counts from now.
+func (o *observations) settleWait(key types.NamespacedName, now time.Time) time.Duration {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	s := o.slices[key]
-	if s == nil {
+	if s == nil || o.settle <= 0 {
 		return 0
 	}
+	settle := o.settle
 	quiet := s.changed.Add(settle)
 	if !now.Before(quiet) {
 		return 0
@@ -165,16 +166,6 @@ func (o *observations) malformedFor(key types.NamespacedName, malformed bool, no
 		s.malformedSince = now
 	}
 	return now.Sub(s.malformedSince)
-}
-
-// changedAt returns when the slice's claims were last seen to change (zero if never seen).
-func (o *observations) changedAt(key types.NamespacedName) time.Time {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if s := o.slices[key]; s != nil {
-		return s.changed
-	}
-	return time.Time{}
 }
 
 // observer records every slice this process's informer delivers, as the reconciler does when it

@@ -57,7 +57,7 @@ func newReconcileTestReconciler(cache client.Client, live client.Reader, events 
 	deleted *tombstones.Tombstones, clock clock.PassiveClock) *TPUSliceAssignmentReconciler {
 	return &TPUSliceAssignmentReconciler{
 		client: cache, reader: live, recorder: events, tombstones: deleted,
-		pendingTTL: DefaultPendingTTL, bindSettleTime: DefaultBindSettle, clock: clock, metrics: metrics.New(), seen: newObservations(0),
+		pendingTTL: DefaultPendingTTL, bindSettleTime: DefaultBindSettle, clock: clock, metrics: metrics.New(), seen: newObservations(DefaultBindSettle),
 	}
 }
 

@@ -378,7 +378,7 @@ func (r *TPUSliceAssignmentReconciler) bindSettle(key types.NamespacedName, d li
 	if r.bindSettleTime <= 0 || d.Destructive {
 		return 0
 	}
-	return r.seen.settleWait(key, r.clock.Now(), r.bindSettleTime)
+	return r.seen.settleWait(key, r.clock.Now())
 }
 
 // assembled reports whether slice is a ChosenDomain slice not yet released whose every worker ID

@@ -84,7 +84,7 @@ func TestBindSettle(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			clock := clocktesting.NewFakePassiveClock(t0)
-			r := &TPUSliceAssignmentReconciler{bindSettleTime: tc.settle, clock: clock, seen: newObservations(0)}
+			r := &TPUSliceAssignmentReconciler{bindSettleTime: tc.settle, clock: clock, seen: newObservations(tc.settle)}
 			for i, tokens := range tc.seen {
 				slice := sliceWith(tokens...)
 				if i%2 == 1 && tc.rebind {
@@ -166,7 +166,7 @@ func TestSettleWaitPodsAndCap(t *testing.T) {
 				}
 			}
 			for _, c := range tc.checks {
-				if got := o.settleWait(sliceKey, t0.Add(c.at), settle); got != c.want {
+				if got := o.settleWait(sliceKey, t0.Add(c.at)); got != c.want {
 					t.Errorf("settleWait at %v = %v, want %v", c.at, got, c.want)
 				}
 			}
@@ -194,7 +194,7 @@ func TestPodCreateEventRestartsTheSettle(t *testing.T) {
 // saw it, never from its claimedAt (another machine's clock), and restarts for a claim seen again
 // after it was gone.
 func TestPendingForCountsFromFirstSight(t *testing.T) {
-	o := newObservations(0)
+	o := newObservations(time.Second)
 	o.observe(sliceKey, sliceWith("a"), t0)
 	pendingFor := o.observe(sliceKey, sliceWith("a", "b"), t0.Add(10*time.Second))
 	if got := pendingFor(tpuv1alpha1.WorkerClaim{Token: "a"}); got != 10*time.Second {
@@ -209,7 +209,7 @@ func TestPendingForCountsFromFirstSight(t *testing.T) {
 		t.Errorf("pendingFor(a) after it was gone = %v, want 0", got)
 	}
 	o.forget(sliceKey)
-	if got := o.changedAt(sliceKey); !got.IsZero() {
-		t.Errorf("changedAt after forget = %v, want zero", got)
+	if got := o.settleWait(sliceKey, t0.Add(30*time.Second)); got != 0 {
+		t.Errorf("settleWait just after forget = %v, want 0 (nothing left of the slice)", got)
 	}
 }

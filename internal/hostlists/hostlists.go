@@ -101,14 +101,17 @@ func Ensure(ctx context.Context, c client.Writer, reader client.Reader, slice Sl
 func LeftBySameName(got *corev1.ConfigMap, slice Slice, want *corev1.ConfigMap) bool {
 	owner := metav1.GetControllerOfNoCopy(got)
 	return owner != nil && owner.Kind == "TPUSliceAssignment" && owner.APIVersion == tpuv1alpha1.GroupVersion.String() &&
-		owner.Name == slice.Name && owner.UID != slice.UID && slice.UID != "" && got.DeletionTimestamp == nil &&
-		ptr.Deref(got.Immutable, false) && maps.Equal(got.Data, want.Data) && len(got.BinaryData) == 0
+		owner.Name == slice.Name && owner.UID != slice.UID && slice.UID != "" && holds(got, want)
+}
+
+// holds reports whether got, not being deleted, is immutable and holds want's data exactly.
+func holds(got, want *corev1.ConfigMap) bool {
+	return got.DeletionTimestamp == nil && ptr.Deref(got.Immutable, false) && maps.Equal(got.Data, want.Data) && len(got.BinaryData) == 0
 }
 
 // IsTheSlices reports whether got is the ConfigMap want of slice: controlled by slice's UID, not
 // being deleted, immutable and holding want's data exactly.
 func IsTheSlices(got *corev1.ConfigMap, slice Slice, want *corev1.ConfigMap) bool {
 	owner := metav1.GetControllerOfNoCopy(got)
-	return owner != nil && owner.UID == slice.UID && got.DeletionTimestamp == nil &&
-		ptr.Deref(got.Immutable, false) && maps.Equal(got.Data, want.Data) && len(got.BinaryData) == 0
+	return owner != nil && owner.UID == slice.UID && holds(got, want)
 }
