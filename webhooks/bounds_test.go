@@ -35,7 +35,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -92,7 +91,7 @@ func absurdPod(accelerator, topology string, containers int) *corev1.Pod {
 // the time it took.
 func handle(t *testing.T, w *podWebhook, pod *corev1.Pod) (admission.Response, uint64, time.Duration) {
 	t.Helper()
-	h := admission.WithDefaulter(clientgoscheme.Scheme, w)
+	h := &admission.Webhook{Handler: w}
 	ctx := quietContext(t)
 	req := createRequest(t, pod, false)
 	var before, after goruntime.MemStats

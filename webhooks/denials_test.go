@@ -411,7 +411,7 @@ func (tc catalogCase) review(t *testing.T) *metav1.Status {
 		claimer, planner = a, a
 	}
 	w := &podWebhook{planner: planner, claimer: claimer, clusters: c, live: c, metrics: metrics.New(), nodes: tc.nodes, maxHosts: tc.maxHosts, timeout: tc.admissionTimeout}
-	resp := admission.WithDefaulter(testutil.Scheme(), w).Handle(quietContext(t), createRequest(t, tc.pod, tc.dryRun))
+	resp := (&admission.Webhook{Handler: w}).Handle(quietContext(t), createRequest(t, tc.pod, tc.dryRun))
 	if resp.Allowed || resp.Result == nil {
 		t.Fatalf("The webhook admitted the Pod (%+v), want a denial", resp.Result)
 	}

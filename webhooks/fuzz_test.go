@@ -56,7 +56,7 @@ func FuzzPodAdmission(f *testing.F) {
 		if claimFails {
 			stub.err = &allocator.DeniedError{Transient: true, Message: "fully claimed"}
 		}
-		handler := admission.WithDefaulter(testutil.Scheme(), newPodWebhook(stub))
+		handler := &admission.Webhook{Handler: newPodWebhook(stub)}
 
 		if !raw {
 			pod := testutil.MakeWorkerPod(testNS, clusterName, clusterUID, group).Obj()

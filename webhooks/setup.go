@@ -30,6 +30,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/allocator"
@@ -96,13 +97,14 @@ func Setup(mgr ctrl.Manager, claimer Claimer, planner Planner, opts Options) err
 	if opts.RayCluster.Nodes == nil {
 		opts.RayCluster.Nodes = tpuNodes
 	}
-	if err := ctrl.NewWebhookManagedBy(mgr, &corev1.Pod{}).
-		WithDefaulter(&podWebhook{planner: planner, claimer: claimer, clusters: mgr.GetClient(), live: mgr.GetAPIReader(), nodes: tpuNodes,
+	// The Pod webhook answers with patches it builds itself (podWebhook.Handle), so it is
+	// registered as a handler rather than through the builder's defaulter.
+	mgr.GetWebhookServer().Register(podPath, &admission.Webhook{
+		Handler: &podWebhook{planner: planner, claimer: claimer, clusters: mgr.GetClient(), live: mgr.GetAPIReader(), nodes: tpuNodes,
 			maxHosts: opts.MaxSliceHosts, mode: opts.SlicePlacement, timeout: opts.Timeout, metrics: cmp.Or(opts.Metrics, metrics.Default),
-			hostListsAbove: opts.HostListsConfigMapAbove, hostLists: newHostListsWriter(mgr.GetClient(), mgr.GetClient(), mgr.GetAPIReader())}).
-		Complete(); err != nil {
-		return err
-	}
+			hostListsAbove: opts.HostListsConfigMapAbove, hostLists: newHostListsWriter(mgr.GetClient(), mgr.GetClient(), mgr.GetAPIReader())},
+		LogConstructor: podLogConstructor,
+	})
 	return ctrl.NewWebhookManagedBy(mgr, &rayv1.RayCluster{}).
 		WithValidator(&rayClusterWebhook{validator: validation.New(opts.RayCluster)}).
 		Complete()

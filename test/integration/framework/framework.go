@@ -59,6 +59,7 @@ import (
 	"github.com/ray-tpu/tpu-slice-operator/internal/localenv"
 	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
 	"github.com/ray-tpu/tpu-slice-operator/internal/operator"
+	"github.com/ray-tpu/tpu-slice-operator/internal/podpatch"
 )
 
 // Env is a running control plane with our webhooks installed.
@@ -597,11 +598,16 @@ func admitMutated(w http.ResponseWriter, r *http.Request, mutate func(*corev1.Po
 		if pod.Namespace == "" {
 			pod.Namespace = req.Namespace
 		}
-		raw := mustJSON(pod)
+		orig := pod.DeepCopy()
 		mutate(pod)
-		patched := admission.PatchResponseFromRaw(raw, mustJSON(pod))
-		if len(patched.Patches) > 0 {
-			resp.Patch = mustJSON(patched.Patches)
+		// The patch as the operator's webhook builds it (podpatch.Diff), so that the floor pays
+		// no more for it than the operator does.
+		ops, ok := podpatch.Diff(orig, pod)
+		if !ok {
+			ops = admission.PatchResponseFromRaw(mustJSON(orig), mustJSON(pod)).Patches
+		}
+		if len(ops) > 0 {
+			resp.Patch = mustJSON(ops)
 			resp.PatchType = ptr.To(admissionv1.PatchTypeJSONPatch)
 		}
 		return resp, nil
