@@ -27,10 +27,10 @@ package podpatch
 
 import (
 	"fmt"
+	"reflect"
 
 	"gomodules.xyz/jsonpatch/v2"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 )
 
 // Diff returns the JSON patch that turns orig into mutated, for the fields the TPU webhook writes
@@ -41,10 +41,11 @@ import (
 // mutated's.
 //
 // ok is false when mutated differs from orig anywhere else (a container added or removed
-// included): the caller must then diff the encoded Pods.
+// included; reflect.DeepEqual, so even a nil made empty counts): the caller must then diff the
+// encoded Pods.
 func Diff(orig, mutated *corev1.Pod) (ops []jsonpatch.Operation, ok bool) {
 	// Equal outside the patched fields, the Pods have as many containers.
-	if !equality.Semantic.DeepEqual(outside(orig), outside(mutated)) {
+	if !reflect.DeepEqual(outside(orig), outside(mutated)) {
 		return nil, false
 	}
 	var p patch
@@ -52,7 +53,7 @@ func Diff(orig, mutated *corev1.Pod) (ops []jsonpatch.Operation, ok bool) {
 	setMap(&p, "/metadata/annotations", orig.Annotations, mutated.Annotations)
 	setString(&p, "/spec/hostname", orig.Spec.Hostname, mutated.Spec.Hostname)
 	setString(&p, "/spec/subdomain", orig.Spec.Subdomain, mutated.Spec.Subdomain)
-	if !equality.Semantic.DeepEqual(orig.Spec.Affinity, mutated.Spec.Affinity) {
+	if !reflect.DeepEqual(orig.Spec.Affinity, mutated.Spec.Affinity) {
 		p.set("/spec/affinity", orig.Spec.Affinity != nil, mutated.Spec.Affinity != nil, mutated.Spec.Affinity)
 	}
 	setSlice(&p, "/spec/schedulingGates", orig.Spec.SchedulingGates, mutated.Spec.SchedulingGates)
@@ -98,13 +99,13 @@ func setString(p *patch, path, orig, mutated string) {
 }
 
 func setMap(p *patch, path string, orig, mutated map[string]string) {
-	if !equality.Semantic.DeepEqual(orig, mutated) {
+	if !reflect.DeepEqual(orig, mutated) {
 		p.set(path, len(orig) > 0, len(mutated) > 0, mutated)
 	}
 }
 
 func setSlice[T any](p *patch, path string, orig, mutated []T) {
-	if !equality.Semantic.DeepEqual(orig, mutated) {
+	if !reflect.DeepEqual(orig, mutated) {
 		p.set(path, len(orig) > 0, len(mutated) > 0, mutated)
 	}
 }
