@@ -156,10 +156,13 @@ func (a *Allocator) forgetLater(key groupKey, q *queue) {
 func (a *Allocator) commit(key groupKey, q *queue, batch []*call) {
 	a.forgetHanded(q)
 	batch, giveBacks := splitGiveBacks(a.handOut(q, batch))
-	if len(giveBacks) > 0 {
-		// After the batch's own writes, which renew the reservations of the slices they write.
-		defer a.runGiveBacks(q, giveBacks)
-	}
+	// After the batch's own writes, which renew the reservations of the slices they write; with
+	// those that queue while the batch retries.
+	defer func() {
+		if len(giveBacks) > 0 {
+			a.runGiveBacks(q, giveBacks)
+		}
+	}()
 	if len(batch) == 0 {
 		return
 	}
@@ -200,11 +203,17 @@ func (a *Allocator) commit(key groupKey, q *queue, batch []*call) {
 		if len(retry) == 0 {
 			return
 		}
-		// Claims that queued while this batch was writing join its retry: one write carries them all.
+		// Claims that queued while this batch was writing join its retry: one write carries them
+		// all. A give-back that queued meanwhile runs after the batch, as the batch's own do: it
+		// names no request, so among the claims it would become the call whose request names the
+		// group (last, below), and the retry would plan the claims for a slice of 0 hosts and an
+		// empty RayCluster UID (denied for good, or the slice replaced). Found by make bench S7.
 		a.mu.Lock()
-		pending = append(retry, q.pending...)
+		queued, queuedGiveBacks := splitGiveBacks(q.pending)
 		q.pending = nil
 		a.mu.Unlock()
+		pending = append(retry, queued...)
+		giveBacks = append(giveBacks, queuedGiveBacks...)
 		live = true
 		a.backoff(ctx, attempt)
 	}

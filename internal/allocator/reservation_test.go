@@ -473,3 +473,57 @@ func (a *Allocator) queueOf(req Request) *queue {
 	defer a.mu.Unlock()
 	return a.queues[keyOf(req)]
 }
+
+// TestReservationsGiveBackQueuedDuringARetry: a give-back queued while a batch's write is in flight
+// joins the batch's retry as a give-back, never as a claim. A give-back call names no request, so
+// when it became the retry's last call (whose request names the group to plan on), the retry
+// planned KubeRay's indexed claims for a slice of 0 hosts and denied them for good, and a plan on
+// its empty RayCluster UID would replace the slice. Found by make bench S7: one permanent denial in
+// the middle of a 1,024-host replica, and KubeRay deleted the 488 Pods it had made and started over.
+func TestReservationsGiveBackQueuedDuringARetry(t *testing.T) {
+	const hosts = 64
+	cases := map[string]Request{
+		"KubeRay's indexing labels name worker ID 5": indexed(request(hosts), 0, 5, "tpu-abcde"),
+		"no indexing labels":                         request(hosts),
+	}
+	for name, req := range cases {
+		t.Run(name, func(t *testing.T) {
+			var a *Allocator
+			var updates, deletes atomic.Int32
+			c := newClient(t, interceptor.Funcs{
+				SubResourceUpdate: func(ctx context.Context, cl client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+					if updates.Add(1) == 1 {
+						// A reservation's window ends while the write is in flight: its give-back is queued.
+						gctx, cancel := context.WithTimeout(context.Background(), timeout)
+						a.enqueueCall(keyOf(req), &call{giveBack: true, ctx: gctx, cancel: cancel, result: make(chan result, 1), m: a.m})
+						return apierrors.NewConflict(sliceGVR, obj.GetName(), errors.New("the object has been modified"))
+					}
+					return cl.SubResource(sub).Update(ctx, obj, opts...)
+				},
+				Delete: func(ctx context.Context, cl client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+					deletes.Add(1)
+					return cl.Delete(ctx, obj, opts...)
+				},
+			}, rayClusterOf(hosts, 1))
+			a = reservingAllocator(c, clocktesting.NewFakeClock(now))
+			as, err := a.Claim(t.Context(), req)
+			if err != nil {
+				t.Fatalf("Claim() = %v, want a worker ID after the retry", err)
+			}
+			if req.Claim.HostIndex != nil && as.WorkerID != *req.Claim.HostIndex {
+				t.Errorf("Claim() = worker ID %d, want %d, the one KubeRay's labels name", as.WorkerID, *req.Claim.HostIndex)
+			}
+			if n := deletes.Load(); n > 0 {
+				t.Errorf("%d slice deletes: the retry replaced the slice", n)
+			}
+			for id, cl := range storedClaims(t, c, 0) {
+				if !tpuv1alpha1.ValidToken(cl.Token) {
+					t.Errorf("worker ID %d stored under token %q: a give-back was planned as a claim", id, cl.Token)
+				}
+			}
+			if got := storedClaims(t, c, 0)[as.WorkerID].Token; got != as.Token {
+				t.Errorf("worker ID %d handed out under %q, stored under %q", as.WorkerID, as.Token, got)
+			}
+		})
+	}
+}
