@@ -475,11 +475,11 @@ func (a *Allocator) queueOf(req Request) *queue {
 }
 
 // TestReservationsGiveBackQueuedDuringARetry: a give-back queued while a batch's write is in flight
-// joins the batch's retry as a give-back, never as a claim. A give-back call names no request, so
-// when it became the retry's last call (whose request names the group to plan on), the retry
-// planned KubeRay's indexed claims for a slice of 0 hosts and denied them for good, and a plan on
-// its empty RayCluster UID would replace the slice. Found by make bench S7: one permanent denial in
-// the middle of a 1,024-host replica, and KubeRay deleted the 488 Pods it had made and started over.
+// joins the batch's retry as a give-back, never as a claim (docs/spec.md §3.5). A give-back call
+// names no request, so when it became the retry's last call (whose request names the group to plan
+// on), the retry planned KubeRay's indexed claims for a slice of 0 hosts and denied them for good.
+// Found by make bench S7: one permanent denial in the middle of a 1,024-host replica, and KubeRay
+// deleted the 488 Pods it had made and started over.
 func TestReservationsGiveBackQueuedDuringARetry(t *testing.T) {
 	const hosts = 64
 	cases := map[string]Request{
