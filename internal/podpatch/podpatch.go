@@ -19,8 +19,8 @@ limitations under the License.
 // diffing either Pod as JSON.
 //
 // controller-runtime's defaulter encodes the mutated Pod and diffs the two JSON documents
-// (jsonpatch.CreatePatch), which decodes both into generic maps: about half a millisecond of CPU
-// per admission for a Pod of 7–10 KiB, on the path of every Pod KubeRay creates one after another
+// (jsonpatch.CreatePatch), which decodes both into generic maps: 0.15–0.5 ms of CPU per
+// admission for a Pod of 7–10 KiB, on the path of every Pod KubeRay creates one after another
 // (docs/performance.md). The webhook knows which fields it writes, so the patch is built from
 // them, and everything else is checked unchanged on the typed Pods.
 package podpatch
