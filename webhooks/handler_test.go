@@ -24,7 +24,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
-	jsonpatchv4 "gopkg.in/evanphx/json-patch.v4"
 	corev1 "k8s.io/api/core/v1"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
@@ -75,7 +74,7 @@ func TestHandleAnswersWithTheFieldPatch(t *testing.T) {
 					t.Errorf("operation %s %s: the patch was diffed from the encoded Pods", op.Operation, op.Path)
 				}
 			}
-			if diff := cmp.Diff(want, patchedPod(t, req.Object.Raw, resp.Patches), cmpopts.EquateEmpty()); diff != "" {
+			if diff := cmp.Diff(want, testutil.PatchedPod(t, req.Object.Raw, resp.Patches), cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("the answer applied to the Pod sent (-Default's Pod +patched):\n%s", diff)
 			}
 		})
@@ -123,32 +122,7 @@ func TestPatchFromEncoded(t *testing.T) {
 			t.Errorf("operation %s %s: a field decoding dropped is removed", op.Operation, op.Path)
 		}
 	}
-	if diff := cmp.Diff(mutated, patchedPod(t, raw, resp.Patches), cmpopts.EquateEmpty()); diff != "" {
+	if diff := cmp.Diff(mutated, testutil.PatchedPod(t, raw, resp.Patches), cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("the patch applied (-mutated +patched):\n%s", diff)
 	}
-}
-
-// patchedPod is raw with ops applied as the API server applies a webhook's JSON patch, decoded.
-func patchedPod(t *testing.T, raw []byte, ops any) *corev1.Pod {
-	t.Helper()
-	encoded, err := json.Marshal(ops)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(encoded) == "null" {
-		encoded = []byte("[]")
-	}
-	p, err := jsonpatchv4.DecodePatch(encoded)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := p.Apply(raw)
-	if err != nil {
-		t.Fatalf("applying %s: %v", encoded, err)
-	}
-	var pod corev1.Pod
-	if err := json.Unmarshal(out, &pod); err != nil {
-		t.Fatal(err)
-	}
-	return &pod
 }

@@ -24,7 +24,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"gomodules.xyz/jsonpatch/v2"
-	jsonpatchv4 "gopkg.in/evanphx/json-patch.v4"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
@@ -309,31 +308,14 @@ func TestDiffCoversEveryMutation(t *testing.T) {
 	}
 }
 
-// applied is pod's JSON with ops applied as the API server applies a webhook's patch
-// (evanphx/json-patch), decoded.
+// applied is pod's JSON with ops applied as the API server applies a webhook's patch, decoded.
 func applied(t *testing.T, pod *corev1.Pod, ops any) *corev1.Pod {
 	t.Helper()
 	doc, err := json.Marshal(pod)
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, err := json.Marshal(ops)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := jsonpatchv4.DecodePatch(raw)
-	if err != nil {
-		t.Fatalf("decoding the patch %s: %v", raw, err)
-	}
-	out, err := p.Apply(doc)
-	if err != nil {
-		t.Fatalf("applying the patch %s: %v", raw, err)
-	}
-	var got corev1.Pod
-	if err := json.Unmarshal(out, &got); err != nil {
-		t.Fatal(err)
-	}
-	return &got
+	return testutil.PatchedPod(t, doc, ops)
 }
 
 // BenchmarkPatch compares the patch of one admission of a 64-host Pod (host lists inline, as in
