@@ -140,6 +140,16 @@ var _ = Describe("A slice whose stored lines do not parse", Serial, func() {
 			"2 a b",
 		}
 		sliceKey := writeRawWorkers(ns, strings.Join(badLines, "\n"), 2)
+		// An instance hands out an ID it reserved while its cache is behind its own last write of
+		// the slice (docs/spec.md §3.5): the refusal below holds once its cache shows the status
+		// written by hand. Without this wait the create raced the cache, and lost once in CI.
+		for _, inst := range suite.Instances[1:] {
+			Eventually(func(g Gomega) {
+				cached := &tpuv1alpha1.TPUSliceAssignment{}
+				g.Expect(inst.Manager.GetCache().Get(ctx, sliceKey, cached)).To(Succeed())
+				g.Expect(cached.Status.MalformedLines).NotTo(BeEmpty())
+			}, testutil.Timeout, testutil.Interval).Should(Succeed())
+		}
 
 		By("a claim in the bad slice's group is denied as transient until the repair")
 		err := suite.Client.Create(ctx, testutil.WorkerPodFor(rc, "tpu").Obj())
