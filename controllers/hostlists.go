@@ -116,6 +116,11 @@ func (r *TPUSliceAssignmentReconciler) ensureHostListsOf(ctx context.Context, sl
 	// Missing, or left by a former slice of this name, which Ensure adopts.
 	created, err := hostlists.Ensure(ctx, r.client, r.reader, owner, want)
 	switch {
+	case errors.Is(err, hostlists.ErrSliceGone):
+		// This reconcile read the slice from a cache behind: the slice is gone or replaced, and
+		// the one of its name now adopts the ConfigMap when its own reconcile or admission comes.
+		log.V(1).Info("Slice is no longer the one of its name; leaving the host lists ConfigMap to it")
+		return nil
 	case errors.Is(err, hostlists.ErrNotTheSlices):
 		r.recorder.Eventf(slice, nil, corev1.EventTypeWarning, tpuv1alpha1.ReasonTPUSliceHostListsForeign, "Observe",
 			noteTPUSliceHostListsForeign, name, slice.Name, "another owner or other data")

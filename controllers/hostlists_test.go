@@ -97,7 +97,12 @@ func TestEnsureHostLists(t *testing.T) {
 		},
 		// docs/spec.md §4, §8: the slice was deleted and re-created before the garbage collector came.
 		"a ConfigMap a former slice of the same name left is adopted": {
-			pods: []*corev1.Pod{pod(0)}, existing: []client.Object{former.DeepCopy()}, wantStored: want, wantNames: []string{want.Name},
+			pods: []*corev1.Pod{pod(0)}, existing: []client.Object{former.DeepCopy(), slice.DeepCopy()}, wantStored: want, wantNames: []string{want.Name},
+		},
+		// Found by the chaos suite: a reconcile of a slice already replaced, on a cache behind,
+		// took the ConfigMap back from the slice of its name that adopted it.
+		"a ConfigMap a former slice left is not adopted by a slice that is itself gone": {
+			pods: []*corev1.Pod{pod(0)}, existing: []client.Object{former.DeepCopy()}, wantStored: former, wantNames: []string{want.Name},
 		},
 		"a ConfigMap of another owner is reported, not changed": {
 			pods: []*corev1.Pod{pod(0)}, existing: []client.Object{foreign.DeepCopy()}, wantStored: foreign, wantNames: []string{want.Name},

@@ -103,7 +103,7 @@ func TestPodWebhookHostListsConfigMap(t *testing.T) {
 		},
 		// docs/spec.md §4: a slice deleted and re-created before the garbage collector came.
 		"a ConfigMap of that name a former slice of the same name left: adopted": {
-			assignment: withUID, above: 1, admissions: 2, existing: []client.Object{former},
+			assignment: withUID, above: 1, admissions: 2, existing: []client.Object{former, slice},
 			want: inConfigMap, wantConfigMap: wantConfigMap, wantCreates: 1,
 		},
 		"a ConfigMap of that name owned by another slice: inline": {

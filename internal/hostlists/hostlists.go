@@ -47,11 +47,17 @@ type Slice struct {
 // slice by someone else, or by a slice of the same name that was deleted and re-created).
 var ErrNotTheSlices = errors.New("a ConfigMap of that name exists that is not the slice's")
 
+// ErrSliceGone is returned by Ensure when the ConfigMap is one a former slice of the name left, but
+// the slice that would adopt it is no longer the one of its name in the API server: deleted, or
+// replaced by a newer slice, which is the one to adopt it.
+var ErrSliceGone = errors.New("the slice is no longer the one of its name")
+
 // Ensure makes sure that cm exists, controlled by slice: it creates it, and when a ConfigMap of its
 // name is already there, reads it with reader (the API server: a cache may not have it yet) and
 // checks that it holds cm's data and that slice controls it. One left by a former slice of the
-// same name with the same data (LeftBySameName) is adopted: its controller reference is moved to
-// slice, conditional on the resourceVersion read. Any other is ErrNotTheSlices. It reports
+// same name with the same data (LeftBySameName) is adopted, only while a live read shows slice as
+// the slice of its name (else ErrSliceGone): its controller reference is moved to slice,
+// conditional on the resourceVersion read. Any other is ErrNotTheSlices. It reports
 // whether it created the ConfigMap. cm is not changed.
 func Ensure(ctx context.Context, c client.Writer, reader client.Reader, slice Slice, cm *corev1.ConfigMap) (bool, error) {
 	want := cm.DeepCopy()
@@ -80,6 +86,23 @@ func Ensure(ctx context.Context, c client.Writer, reader client.Reader, slice Sl
 	// ConfigMap, which holds exactly the lists this slice's Pods need: the slice adopts it. Without
 	// that every Pod of the new slice got its lists inline until the collector came (for good on a
 	// cluster without one). Found by make bench (S7), where that made 1,024 Pods of 150 KiB.
+	//
+	// Only the slice of that name that exists adopts: the other owner is gone for good only while
+	// it does. A reconcile of a slice already deleted, run on a cache behind, would otherwise take
+	// the ConfigMap back from the slice that replaced it, and that slice's Pods would reference a
+	// ConfigMap of a dead owner (found by the chaos suite: a RayCluster re-created after its
+	// ConfigMap was deleted). The ConfigMap was read first, so a newer slice's adoption since
+	// changed its resourceVersion, and the update below fails.
+	current := &tpuv1alpha1.TPUSliceAssignment{}
+	if err := reader.Get(ctx, types.NamespacedName{Namespace: cm.Namespace, Name: slice.Name}, current); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, fmt.Errorf("ConfigMap %s/%s: %w", cm.Namespace, cm.Name, ErrSliceGone)
+		}
+		return false, fmt.Errorf("reading slice %s before adopting ConfigMap %s/%s: %w", slice.Name, cm.Namespace, cm.Name, err)
+	}
+	if current.UID != slice.UID || current.DeletionTimestamp != nil {
+		return false, fmt.Errorf("ConfigMap %s/%s: %w", cm.Namespace, cm.Name, ErrSliceGone)
+	}
 	adopted := got.DeepCopy()
 	for i, ref := range adopted.OwnerReferences {
 		if ref.Controller != nil && *ref.Controller {

@@ -61,6 +61,9 @@ func TestEnsure(t *testing.T) {
 		wantCreated bool
 		wantErr     error
 		wantOwner   types.UID // the controller's UID stored afterwards
+		// stored is the UID of the slice of that name the API server holds ("" for slice's own,
+		// "none" for no slice).
+		stored types.UID
 	}{
 		"none yet: created": {wantCreated: true, wantOwner: "new"},
 		"the slice's already": {
@@ -68,6 +71,14 @@ func TestEnsure(t *testing.T) {
 		},
 		"left by a former slice of the same name: adopted": {
 			existing: existing(ownedBy("TPUSliceAssignment", slice.Name, "old")), wantOwner: "new",
+		},
+		"left by a former slice, but the adopter is gone from the API server: not adopted": {
+			existing: existing(ownedBy("TPUSliceAssignment", slice.Name, "old")), stored: "none",
+			wantErr: ErrSliceGone, wantOwner: "old",
+		},
+		"the newer slice's, and the adopter is the older one, read from a cache behind: not taken back": {
+			existing: existing(ownedBy("TPUSliceAssignment", slice.Name, "newer")), stored: "newer",
+			wantErr: ErrSliceGone, wantOwner: "newer",
 		},
 		"a former slice's with other data: not the slice's": {
 			existing: existing(ownedBy("TPUSliceAssignment", slice.Name, "old"), func(cm *corev1.ConfigMap) {
@@ -93,9 +104,19 @@ func TestEnsure(t *testing.T) {
 			if err := clientgoscheme.AddToScheme(scheme); err != nil {
 				t.Fatal(err)
 			}
+			if err := tpuv1alpha1.AddToScheme(scheme); err != nil {
+				t.Fatal(err)
+			}
 			b := fake.NewClientBuilder().WithScheme(scheme)
 			if tc.existing != nil {
 				b = b.WithObjects(tc.existing)
+			}
+			if tc.stored != "none" {
+				stored := &tpuv1alpha1.TPUSliceAssignment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: slice.Name, UID: slice.UID}}
+				if tc.stored != "" {
+					stored.UID = tc.stored
+				}
+				b = b.WithObjects(stored)
 			}
 			c := b.Build()
 			created, err := Ensure(t.Context(), c, c, slice, want)
