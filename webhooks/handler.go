@@ -28,7 +28,6 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -42,15 +41,7 @@ import (
 const podPath = "/mutate--v1-pod"
 
 // podDecoder decodes the Pods of admission requests.
-var podDecoder = admission.NewDecoder(podScheme())
-
-func podScheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		panic(err)
-	}
-	return s
-}
+var podDecoder = admission.NewDecoder(clientgoscheme.Scheme)
 
 var _ admission.Handler = &podWebhook{}
 

@@ -56,6 +56,9 @@ func TestPodWebhookHostListsConfigMap(t *testing.T) {
 	// The slice as the API server has it: the claim the stub made, and its UID.
 	slice := testutil.MakeSlice(slice2, testNS, clusterName, clusterUID, group, 2, 4).Claim(1, claimed.Token, "", "").Obj()
 	slice.UID = sliceUID
+	// newerSlice replaced slice under its name since the claim was made.
+	newerSlice := slice.DeepCopy()
+	newerSlice.UID = "a-newer-slice"
 	former := wantConfigMap.DeepCopy()
 	former.OwnerReferences[0].UID = "an-older-slice"
 	foreign := wantConfigMap.DeepCopy()
@@ -105,6 +108,12 @@ func TestPodWebhookHostListsConfigMap(t *testing.T) {
 		"a ConfigMap of that name a former slice of the same name left: adopted": {
 			assignment: withUID, above: 1, admissions: 2, existing: []client.Object{former, slice},
 			want: inConfigMap, wantConfigMap: wantConfigMap, wantCreates: 1,
+		},
+		// A hand-out names the slice its reservation was written to; one replaced since is not the
+		// one of its name, and does not take the ConfigMap from the slice that replaced it.
+		"a ConfigMap a former slice left, and the admission's slice has been replaced: inline": {
+			assignment: withUID, above: 1, admissions: 2, existing: []client.Object{former, newerSlice},
+			want: inline, wantConfigMap: former, wantCreates: 2,
 		},
 		"a ConfigMap of that name owned by another slice: inline": {
 			assignment: withUID, above: 1, admissions: 2, existing: []client.Object{foreign},
