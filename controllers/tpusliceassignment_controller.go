@@ -395,32 +395,18 @@ func (r *TPUSliceAssignmentReconciler) assembled(slice *tpuv1alpha1.TPUSliceAssi
 }
 
 func (r *TPUSliceAssignmentReconciler) recordChanges(rc *rayv1.RayCluster, slice *tpuv1alpha1.TPUSliceAssignment, d lifecycle.Decision) {
-	podOf := func(c tpuv1alpha1.WorkerClaim) *corev1.Pod {
-		pod := &corev1.Pod{}
-		pod.Name, pod.Namespace, pod.UID = c.PodName, slice.Namespace, c.PodUID
-		return pod
-	}
 	if len(d.MalformedLines) > 0 {
 		r.recorder.Eventf(rc, slice, corev1.EventTypeWarning, tpuv1alpha1.ReasonTPUSliceMalformed, "Repair",
 			"%s", boundedNote(fmt.Sprintf(noteTPUSliceMalformed, slice.Name, d.Malformed.Message)))
 	}
-	for _, c := range d.Bound {
-		r.recorder.Eventf(podOf(c), slice, corev1.EventTypeNormal, tpuv1alpha1.ReasonTPUWorkerIDAssigned, "Bind",
-			noteTPUWorkerIDAssigned, c.WorkerID, slice.Name, slice.Spec.ReplicaIndex)
-	}
-	for _, c := range d.Repaired {
-		r.recorder.Eventf(podOf(c), slice, corev1.EventTypeWarning, tpuv1alpha1.ReasonTPUClaimRepaired, "Claim",
-			noteTPUClaimRepaired, c.WorkerID, slice.Name)
-	}
-	for _, c := range d.Adopted {
-		r.metrics.ClaimsAdopted.WithLabelValues(metrics.AdoptedByReconciler).Inc()
-		r.recorder.Eventf(podOf(c), slice, corev1.EventTypeNormal, tpuv1alpha1.ReasonTPUWorkerAdopted, "Adopt",
-			noteTPUWorkerAdopted, c.WorkerID, slice.Name)
+	if len(d.Adopted) > 0 {
+		r.metrics.ClaimsAdopted.WithLabelValues(metrics.AdoptedByReconciler).Add(float64(len(d.Adopted)))
 	}
 	for _, rel := range d.Released {
 		r.metrics.ClaimsReleased.WithLabelValues(rel.Reason).Inc()
-		r.recorder.Eventf(rc, slice, corev1.EventTypeNormal, tpuv1alpha1.ReasonTPUClaimReleased, "Release",
-			noteTPUClaimReleased, rel.Claim.WorkerID, slice.Name, rel.Reason)
+	}
+	for _, e := range claimEvents(rc, slice, d) {
+		r.recorder.Eventf(e.regarding, slice, e.eventType, e.reason, e.action, "%s", e.note)
 	}
 	if conflictChanged(slice, d) {
 		for _, c := range d.Conflicts {

@@ -20,10 +20,13 @@ package v1alpha1
 // RayClusters; each constant is named after its value. Users filter on them
 // (kubectl get events --field-selector reason=TPUWorkerIDTaken).
 const (
-	// ReasonTPUWorkerIDAssigned is recorded on a Pod when its claim is bound to it.
+	// ReasonTPUWorkerIDAssigned is recorded on a Pod when its claim is bound to it. A reconcile that
+	// binds more than 8 claims records it once, on the RayCluster, instead (docs/spec.md §8); so do
+	// the reasons of released, repaired and adopted claims.
 	ReasonTPUWorkerIDAssigned = "TPUWorkerIDAssigned"
 
-	// ReasonTPUClaimReleased is recorded on the RayCluster when a claim is released.
+	// ReasonTPUClaimReleased is recorded on the RayCluster when a claim is released (once for all
+	// the claims of one reason when a reconcile releases more than 8).
 	ReasonTPUClaimReleased = "TPUClaimReleased"
 
 	// ReasonTPUSliceRemoved is recorded on the RayCluster when a slice of another RayCluster UID or

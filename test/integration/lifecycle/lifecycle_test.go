@@ -27,6 +27,7 @@ import (
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	rayutils "github.com/ray-project/kuberay/ray-operator/controllers/ray/utils"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -175,6 +176,29 @@ var _ = Describe("Claim lifecycle", func() {
 		Expect(framework.WorkerID(replacement)).To(Equal("1"))
 	})
 
+	It("records a few Events when a 64-host slice is bound, not one per Pod", func() {
+		// docs/spec.md §8: at most 8 Events on single claims of a kind per reconcile, one Event on the
+		// RayCluster above. One per Pod was an API write each, posted all at once beside the creates.
+		rc := cluster(ns, "events", 64, 1)
+		framework.CreatePods(ctx, suite.Client, rc, "tpu", 64)
+		framework.ExpectBound(ctx, suite.Client, ns, 64)
+		assigned := func() int { return eventCount(ns, tpuv1alpha1.ReasonTPUWorkerIDAssigned) }
+		Eventually(assigned, testutil.Timeout, testutil.Interval).Should(BeNumerically(">=", 1))
+		Consistently(assigned, 2*time.Second, testutil.Interval).Should(BeNumerically("<=", 16),
+			"64 claims bound in a few reconciles record a few Events")
+		Expect(eventsRegarding(ns, tpuv1alpha1.ReasonTPUWorkerIDAssigned)).To(ContainElement(rc.Name),
+			"a reconcile that binds more than 8 claims records one Event on the RayCluster")
+
+		By("deleting the RayCluster's Pods, as the garbage collector would")
+		Expect(suite.Client.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(ns))).To(Succeed())
+		Eventually(func() int { return framework.ClaimCount(ctx, suite.Client, ns) }, testutil.Timeout, testutil.Interval).Should(BeZero())
+		released := func() int { return eventCount(ns, tpuv1alpha1.ReasonTPUClaimReleased) }
+		// Releases are not settled (fast release): a deletion that trickles in is released over
+		// many reconciles, each with its own Events, so their number is not bounded here; the
+		// summing up is TestClaimEvents'.
+		Eventually(released, testutil.Timeout, testutil.Interval).Should(BeNumerically(">=", 1))
+	})
+
 	It("loses nothing when operator instances restart in the middle of a slice's admission", func() {
 		rc := cluster(ns, "restart", 64, 1)
 		var wg sync.WaitGroup
@@ -212,4 +236,32 @@ func expectClaimsMatchPods(ns string) {
 	GinkgoHelper()
 	Eventually(func() error { return framework.CheckClaimsMatchPods(ctx, suite.Client, ns) },
 		2*pendingTTL+testutil.Timeout, testutil.Interval).Should(Succeed())
+}
+
+// eventCount returns how many Events of reason exist in ns.
+func eventCount(ns, reason string) int {
+	GinkgoHelper()
+	var list eventsv1.EventList
+	Expect(suite.Client.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
+	n := 0
+	for _, e := range list.Items {
+		if e.Reason == reason {
+			n++
+		}
+	}
+	return n
+}
+
+// eventsRegarding returns the names of the objects Events of reason in ns are about.
+func eventsRegarding(ns, reason string) []string {
+	GinkgoHelper()
+	var list eventsv1.EventList
+	Expect(suite.Client.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
+	var names []string
+	for _, e := range list.Items {
+		if e.Reason == reason {
+			names = append(names, e.Regarding.Name)
+		}
+	}
+	return names
 }
