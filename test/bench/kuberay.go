@@ -216,7 +216,9 @@ func (b *bench) kubeRayPayloadFloor(ctx context.Context, hosts int32, topo strin
 	if err != nil {
 		return err
 	}
+	stopProfile := b.profile(ctx, fmt.Sprintf("S7-%d-floor", hosts))
 	r.floor, err = b.applyAndCount(ctx, rc, int(hosts), s7Timeout)
+	stopProfile()
 	if err := errors.Join(err, stop()); err != nil {
 		return err
 	}

@@ -109,7 +109,7 @@ func main() {
 		return nil
 	})
 	flag.DurationVar(&pendingTTL, "pending-claim-ttl", 0, "The operator instances' --pending-claim-ttl (0: the operator's default, 38s); a longer TTL leaves room for a longer --claim-reservation-window.")
-	flag.StringVar(&profileDir, "profile-dir", "", "Write CPU profiles of the bench process and the API server during each scenario's webhook run here.")
+	flag.StringVar(&profileDir, "profile-dir", "", "Write CPU profiles of the bench process and the API server during each scenario's webhook run, and S7's payload floor, here.")
 	flag.StringVar(&outDir, "out-dir", "bin/bench", "Write the per-Pod latencies of S1 and S5 (latency.csv) and their plot by position in the slice (latency.svg) here.")
 	flag.StringVar(&plotBefore, "plot-before", "", "A latency.csv of an earlier run to overlay on the plot, dashed.")
 	flag.BoolVar(&probeReps, "probe-representations", false, "Also run the representation probe: resourceVersion-checked writes of the claims in several encodings, on throwaway CRDs (table in <out-dir>/representations.md).")
