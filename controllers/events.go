@@ -124,46 +124,46 @@ func claimEvents(rc *rayv1.RayCluster, slice *tpuv1alpha1.TPUSliceAssignment, d 
 	add := func(regarding runtime.Object, eventType, reason, action, note string) {
 		out = append(out, claimEvent{regarding: regarding, eventType: eventType, reason: reason, action: action, note: boundedNote(note)})
 	}
-	perPod := func(claims []tpuv1alpha1.WorkerClaim, eventType, reason, action string, one func(tpuv1alpha1.WorkerClaim) string, many func(ids string) string) {
+	onPod := func(c tpuv1alpha1.WorkerClaim) runtime.Object { return podOf(c) }
+	onCluster := func(tpuv1alpha1.WorkerClaim) runtime.Object { return rc }
+	// each records an Event per claim, on what regarding names, or one on rc for them all.
+	each := func(claims []tpuv1alpha1.WorkerClaim, regarding func(tpuv1alpha1.WorkerClaim) runtime.Object, eventType, reason, action string,
+		one func(tpuv1alpha1.WorkerClaim) string, many func(ids string, n int) string) {
 		if len(claims) <= maxClaimEvents {
 			for _, c := range claims {
-				add(podOf(c), eventType, reason, action, one(c))
+				add(regarding(c), eventType, reason, action, one(c))
 			}
 			return
 		}
-		add(rc, eventType, reason, action, many(health.Ranges(workerIDs(claims))))
+		add(rc, eventType, reason, action, many(health.Ranges(workerIDs(claims)), len(claims)))
 	}
-	perPod(d.Bound, corev1.EventTypeNormal, tpuv1alpha1.ReasonTPUWorkerIDAssigned, "Bind",
+	each(d.Bound, onPod, corev1.EventTypeNormal, tpuv1alpha1.ReasonTPUWorkerIDAssigned, "Bind",
 		func(c tpuv1alpha1.WorkerClaim) string {
 			return fmt.Sprintf(noteTPUWorkerIDAssigned, c.WorkerID, slice.Name, slice.Spec.ReplicaIndex)
 		},
-		func(ids string) string {
-			return fmt.Sprintf(noteTPUWorkerIDsAssigned, ids, slice.Name, slice.Spec.ReplicaIndex, len(d.Bound))
+		func(ids string, n int) string {
+			return fmt.Sprintf(noteTPUWorkerIDsAssigned, ids, slice.Name, slice.Spec.ReplicaIndex, n)
 		})
-	perPod(d.Repaired, corev1.EventTypeWarning, tpuv1alpha1.ReasonTPUClaimRepaired, "Claim",
+	each(d.Repaired, onPod, corev1.EventTypeWarning, tpuv1alpha1.ReasonTPUClaimRepaired, "Claim",
 		func(c tpuv1alpha1.WorkerClaim) string {
 			return fmt.Sprintf(noteTPUClaimRepaired, c.WorkerID, slice.Name)
 		},
-		func(ids string) string { return fmt.Sprintf(noteTPUClaimsRepaired, len(d.Repaired), slice.Name, ids) })
-	perPod(d.Adopted, corev1.EventTypeNormal, tpuv1alpha1.ReasonTPUWorkerAdopted, "Adopt",
+		func(ids string, n int) string { return fmt.Sprintf(noteTPUClaimsRepaired, n, slice.Name, ids) })
+	each(d.Adopted, onPod, corev1.EventTypeNormal, tpuv1alpha1.ReasonTPUWorkerAdopted, "Adopt",
 		func(c tpuv1alpha1.WorkerClaim) string {
 			return fmt.Sprintf(noteTPUWorkerAdopted, c.WorkerID, slice.Name)
 		},
-		func(ids string) string { return fmt.Sprintf(noteTPUWorkersAdopted, len(d.Adopted), slice.Name, ids) })
+		func(ids string, n int) string { return fmt.Sprintf(noteTPUWorkersAdopted, n, slice.Name, ids) })
 	released := map[string][]tpuv1alpha1.WorkerClaim{}
 	for _, rel := range d.Released {
 		released[rel.Reason] = append(released[rel.Reason], rel.Claim)
 	}
 	for _, why := range slices.Sorted(maps.Keys(released)) {
-		claims := released[why]
-		if len(claims) <= maxClaimEvents {
-			for _, c := range claims {
-				add(rc, corev1.EventTypeNormal, tpuv1alpha1.ReasonTPUClaimReleased, "Release", fmt.Sprintf(noteTPUClaimReleased, c.WorkerID, slice.Name, why))
-			}
-			continue
-		}
-		add(rc, corev1.EventTypeNormal, tpuv1alpha1.ReasonTPUClaimReleased, "Release",
-			fmt.Sprintf(noteTPUClaimsReleased, len(claims), slice.Name, health.Ranges(workerIDs(claims)), why))
+		each(released[why], onCluster, corev1.EventTypeNormal, tpuv1alpha1.ReasonTPUClaimReleased, "Release",
+			func(c tpuv1alpha1.WorkerClaim) string {
+				return fmt.Sprintf(noteTPUClaimReleased, c.WorkerID, slice.Name, why)
+			},
+			func(ids string, n int) string { return fmt.Sprintf(noteTPUClaimsReleased, n, slice.Name, ids, why) })
 	}
 	return out
 }

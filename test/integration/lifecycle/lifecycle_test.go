@@ -182,7 +182,7 @@ var _ = Describe("Claim lifecycle", func() {
 		rc := cluster(ns, "events", 64, 1)
 		framework.CreatePods(ctx, suite.Client, rc, "tpu", 64)
 		framework.ExpectBound(ctx, suite.Client, ns, 64)
-		assigned := func() int { return eventCount(ns, tpuv1alpha1.ReasonTPUWorkerIDAssigned) }
+		assigned := func() int { return len(eventsRegarding(ns, tpuv1alpha1.ReasonTPUWorkerIDAssigned)) }
 		Eventually(assigned, testutil.Timeout, testutil.Interval).Should(BeNumerically(">=", 1))
 		Consistently(assigned, 2*time.Second, testutil.Interval).Should(BeNumerically("<=", 16),
 			"64 claims bound in a few reconciles record a few Events")
@@ -192,7 +192,7 @@ var _ = Describe("Claim lifecycle", func() {
 		By("deleting the RayCluster's Pods, as the garbage collector would")
 		Expect(suite.Client.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(ns))).To(Succeed())
 		Eventually(func() int { return framework.ClaimCount(ctx, suite.Client, ns) }, testutil.Timeout, testutil.Interval).Should(BeZero())
-		released := func() int { return eventCount(ns, tpuv1alpha1.ReasonTPUClaimReleased) }
+		released := func() int { return len(eventsRegarding(ns, tpuv1alpha1.ReasonTPUClaimReleased)) }
 		// Releases are not settled (fast release): a deletion that trickles in is released over
 		// many reconciles, each with its own Events, so their number is not bounded here; the
 		// summing up is TestClaimEvents'.
@@ -238,21 +238,7 @@ func expectClaimsMatchPods(ns string) {
 		2*pendingTTL+testutil.Timeout, testutil.Interval).Should(Succeed())
 }
 
-// eventCount returns how many Events of reason exist in ns.
-func eventCount(ns, reason string) int {
-	GinkgoHelper()
-	var list eventsv1.EventList
-	Expect(suite.Client.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
-	n := 0
-	for _, e := range list.Items {
-		if e.Reason == reason {
-			n++
-		}
-	}
-	return n
-}
-
-// eventsRegarding returns the names of the objects Events of reason in ns are about.
+// eventsRegarding returns the names of the objects Events of reason in ns are about, one per Event.
 func eventsRegarding(ns, reason string) []string {
 	GinkgoHelper()
 	var list eventsv1.EventList
