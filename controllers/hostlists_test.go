@@ -76,6 +76,10 @@ func TestEnsureHostLists(t *testing.T) {
 	otherShape := testutil.MakeWorkerPod(ns, "rc", "rc-uid", "tpu").Named("big").Topology("tpu-v6e-slice", "8x8").TPU(4).Obj()
 	tpuenv.Apply(otherShape, otherShapeVals, []int{0})
 	otherShapeName := tpuenv.HostListsConfigMapName(otherShapeVals, 1)
+	successor := slice.DeepCopy()
+	successor.UID = "successor-uid"
+	deleting := slice.DeepCopy()
+	deleting.Finalizers, deleting.DeletionTimestamp = []string{"test/hold"}, &metav1.Time{Time: time.Unix(1, 0)}
 	failed := pod(3)
 	failed.Status.Phase = corev1.PodFailed
 
@@ -88,7 +92,7 @@ func TestEnsureHostLists(t *testing.T) {
 		wantEvents []testutil.Event
 	}{
 		"a missing ConfigMap two live Pods reference is re-created once": {
-			pods: []*corev1.Pod{pod(0), pod(1)}, wantStored: want, wantNames: []string{want.Name},
+			pods: []*corev1.Pod{pod(0), pod(1)}, existing: []client.Object{slice.DeepCopy()}, wantStored: want, wantNames: []string{want.Name},
 			wantEvents: []testutil.Event{{Regarding: ns + "/" + sliceName, Type: corev1.EventTypeNormal, Reason: tpuv1alpha1.ReasonTPUSliceHostListsRecreated,
 				Note: "Re-created ConfigMap " + want.Name + ", which live Pods of slice " + sliceName + " take their host lists from"}},
 		},
@@ -103,6 +107,18 @@ func TestEnsureHostLists(t *testing.T) {
 		// took the ConfigMap back from the slice of its name that adopted it.
 		"a ConfigMap a former slice left is not adopted by a slice that is itself gone": {
 			pods: []*corev1.Pod{pod(0)}, existing: []client.Object{former.DeepCopy()}, wantStored: former, wantNames: []string{want.Name},
+		},
+		// Found by the chaos suite: a reconcile of a slice already replaced under its name (its
+		// RayCluster re-created), on caches that still held it with its successor's Pods, created
+		// the ConfigMap owned by the dead slice, which the garbage collector deletes.
+		"a missing ConfigMap is not re-created for a slice that is gone": {
+			pods: []*corev1.Pod{pod(0)}, wantNames: []string{want.Name},
+		},
+		"a missing ConfigMap is not re-created for a slice replaced by one of its name": {
+			pods: []*corev1.Pod{pod(0)}, existing: []client.Object{successor}, wantNames: []string{want.Name},
+		},
+		"a missing ConfigMap is not re-created for a slice being deleted": {
+			pods: []*corev1.Pod{pod(0)}, existing: []client.Object{deleting}, wantNames: []string{want.Name},
 		},
 		"a ConfigMap of another owner is reported, not changed": {
 			pods: []*corev1.Pod{pod(0)}, existing: []client.Object{foreign.DeepCopy()}, wantStored: foreign, wantNames: []string{want.Name},

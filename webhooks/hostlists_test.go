@@ -80,7 +80,7 @@ func TestPodWebhookHostListsConfigMap(t *testing.T) {
 		wantCreates   int
 	}{
 		"a slice above the flag: one ConfigMap for three Pods": {
-			assignment: withUID, above: 1, admissions: 3,
+			assignment: withUID, above: 1, admissions: 3, existing: []client.Object{slice.DeepCopy()},
 			want: inConfigMap, wantConfigMap: wantConfigMap, wantCreates: 1,
 		},
 		"a slice at the flag's value keeps its lists inline": {
@@ -97,35 +97,44 @@ func TestPodWebhookHostListsConfigMap(t *testing.T) {
 			want: func() tpuenv.Values { v := inConfigMap; v.ClaimToken = dryRunToken; return v }(),
 		},
 		"a claim made by a peer of an older version: the slice's UID is read": {
-			assignment: claimed, above: 1, admissions: 1, existing: []client.Object{slice},
+			assignment: claimed, above: 1, admissions: 1, existing: []client.Object{slice.DeepCopy()},
 			want: inConfigMap, wantConfigMap: wantConfigMap, wantCreates: 1,
 		},
 		"the ConfigMap is already the slice's (another instance wrote it)": {
-			assignment: withUID, above: 1, admissions: 2, existing: []client.Object{wantConfigMap.DeepCopy()},
+			assignment: withUID, above: 1, admissions: 2, existing: []client.Object{wantConfigMap.DeepCopy(), slice.DeepCopy()},
 			want: inConfigMap, wantConfigMap: wantConfigMap, wantCreates: 1,
 		},
 		// docs/spec.md §4: a slice deleted and re-created before the garbage collector came.
 		"a ConfigMap of that name a former slice of the same name left: adopted": {
-			assignment: withUID, above: 1, admissions: 2, existing: []client.Object{former, slice},
+			assignment: withUID, above: 1, admissions: 2, existing: []client.Object{former, slice.DeepCopy()},
 			want: inConfigMap, wantConfigMap: wantConfigMap, wantCreates: 1,
 		},
 		// A hand-out names the slice its reservation was written to; one replaced since is not the
 		// one of its name, and does not take the ConfigMap from the slice that replaced it.
 		"a ConfigMap a former slice left, and the admission's slice has been replaced: inline": {
 			assignment: withUID, above: 1, admissions: 2, existing: []client.Object{former, newerSlice},
-			want: inline, wantConfigMap: former, wantCreates: 2,
+			want: inline, wantConfigMap: former,
+		},
+		// Found by the chaos suite on the reconciler's path (a slice read from a cache behind); a
+		// reservation's hand-out can name a replaced slice the same way.
+		"the ConfigMap is missing and the admission's slice has been replaced: inline, nothing written": {
+			assignment: withUID, above: 1, admissions: 2, existing: []client.Object{newerSlice},
+			want: inline,
+		},
+		"the ConfigMap is missing and the admission's slice is gone: inline, nothing written": {
+			assignment: withUID, above: 1, admissions: 1, want: inline,
 		},
 		"a ConfigMap of that name owned by another slice: inline": {
-			assignment: withUID, above: 1, admissions: 2, existing: []client.Object{foreign},
+			assignment: withUID, above: 1, admissions: 2, existing: []client.Object{foreign, slice.DeepCopy()},
 			want: inline, wantConfigMap: foreign, wantCreates: 2,
 		},
 		"a ConfigMap of that name with other data: inline": {
 			assignment: withUID, above: 1, admissions: 1,
-			existing: []client.Object{otherData.DeepCopy()},
+			existing: []client.Object{otherData.DeepCopy(), slice.DeepCopy()},
 			want:     inline, wantConfigMap: otherData, wantCreates: 1,
 		},
 		"the create fails: inline, and the Pod is admitted": {
-			assignment: withUID, above: 1, admissions: 2, createErr: errors.New("etcd is unhappy"),
+			assignment: withUID, above: 1, admissions: 2, existing: []client.Object{slice.DeepCopy()}, createErr: errors.New("etcd is unhappy"),
 			want: inline, wantCreates: 2,
 		},
 	}
@@ -189,7 +198,9 @@ var ignoreServerFields = cmp.FilterPath(func(p cmp.Path) bool {
 // the slice's later admissions do no work that grows with its hosts (docs/spec.md §10: the lists of
 // a 2,240-host slice are ~100 KB; built on every admission they would cost O(hosts²) per slice).
 func TestHostListsWriterRemembersWithoutWork(t *testing.T) {
-	c := testutil.NewClientBuilder().Build()
+	slice := testutil.MakeSlice(slice0, testNS, clusterName, clusterUID, group, 0, 2240).Obj()
+	slice.UID = sliceUID
+	c := testutil.NewClientBuilder().WithObjects(slice).Build()
 	w := newHostListsWriter(c, c, c)
 	vals := tpuenv.Values{GroupName: group, ReplicaIndex: 0, Hosts: 2240, Subdomain: headless, SliceName: slice0,
 		Topology: []int32{16, 20, 28}, ChipsPerHost: 4, HostListsInConfigMap: true}

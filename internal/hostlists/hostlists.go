@@ -93,15 +93,8 @@ func Ensure(ctx context.Context, c client.Writer, reader client.Reader, slice Sl
 	// ConfigMap of a dead owner (found by the chaos suite: a RayCluster re-created after its
 	// ConfigMap was deleted). The ConfigMap was read first, so a newer slice's adoption since
 	// changed its resourceVersion, and the update below fails.
-	current := &tpuv1alpha1.TPUSliceAssignment{}
-	if err := reader.Get(ctx, types.NamespacedName{Namespace: cm.Namespace, Name: slice.Name}, current); err != nil {
-		if apierrors.IsNotFound(err) {
-			return false, fmt.Errorf("ConfigMap %s/%s: %w", cm.Namespace, cm.Name, ErrSliceGone)
-		}
-		return false, fmt.Errorf("reading slice %s before adopting ConfigMap %s/%s: %w", slice.Name, cm.Namespace, cm.Name, err)
-	}
-	if current.UID != slice.UID || current.DeletionTimestamp != nil {
-		return false, fmt.Errorf("ConfigMap %s/%s: %w", cm.Namespace, cm.Name, ErrSliceGone)
+	if err := Current(ctx, reader, cm.Namespace, slice); err != nil {
+		return false, fmt.Errorf("adopting ConfigMap %s/%s: %w", cm.Namespace, cm.Name, err)
 	}
 	adopted := got.DeepCopy()
 	for i, ref := range adopted.OwnerReferences {
@@ -114,6 +107,26 @@ func Ensure(ctx context.Context, c client.Writer, reader client.Reader, slice Sl
 		return false, fmt.Errorf("adopting ConfigMap %s/%s of a former slice %s: %w", cm.Namespace, cm.Name, slice.Name, err)
 	}
 	return false, nil
+}
+
+// Current returns nil when reader (the API server) shows slice as the TPUSliceAssignment of its
+// name in namespace, not being deleted, and ErrSliceGone when it is gone or replaced by a slice of
+// the same name and another UID. A writer that read slice from a cache calls it before it writes
+// anything the slice is to own: a ConfigMap created or adopted for a slice already replaced would
+// have, until the current slice took it, a dead controller, which the garbage collector deletes
+// under the Pods that reference it.
+func Current(ctx context.Context, reader client.Reader, namespace string, slice Slice) error {
+	current := &tpuv1alpha1.TPUSliceAssignment{}
+	if err := reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: slice.Name}, current); err != nil {
+		if apierrors.IsNotFound(err) {
+			return fmt.Errorf("slice %s/%s: %w", namespace, slice.Name, ErrSliceGone)
+		}
+		return fmt.Errorf("reading slice %s/%s: %w", namespace, slice.Name, err)
+	}
+	if current.UID != slice.UID || current.DeletionTimestamp != nil {
+		return fmt.Errorf("slice %s/%s with UID %s: %w", namespace, slice.Name, slice.UID, ErrSliceGone)
+	}
+	return nil
 }
 
 // LeftBySameName reports whether got is the ConfigMap want of a former TPUSliceAssignment of
