@@ -64,6 +64,8 @@ var (
 		"model test: admit 2-host Pods (topology 2x4) into the 4-host group, alone and in concurrent bursts")
 	modelCopiedTokens = flag.Bool("model.copied-tokens", true,
 		"model test: set a Pod's claim-token annotation to another Pod's token")
+	modelWriteFaults = flag.Bool("model.write-faults", true,
+		"model test: fail the operator's next writes to slices, refused or applied with the answer lost")
 	modelReservations = flag.Bool("model.reservations", true,
 		"model test: the allocator reserves blocks of IDs and hands them out from memory for the operator's default window (docs/spec.md §3.5)")
 )
@@ -273,6 +275,7 @@ func (m *model) actions() map[string]func(*rapid.T) {
 		"editToken":     m.editToken,
 		"editLabels":    m.editLabels,
 		"corruptSlice":  m.corruptSlice,
+		"faultWrites":   m.faultWrites,
 		"restart": func(*rapid.T) {
 			m.start()
 			m.logf("restart: a fresh operator (no tombstones, no memory), caches listed anew")
@@ -583,7 +586,29 @@ func (m *model) truePods(t *rapid.T) []corev1.Pod {
 // quiesce ends the history: no more admissions, every parked create fails, the caches catch up,
 // the clock passes twice the pending TTL while every slice is reconciled; then the claims must equal
 // the live Pods (I3): every live Pod's ID bound to it, nothing else claimed.
+// faultWrites makes the operator's next 1-3 writes to slices fail: refused, or applied with the
+// answer lost (a timeout after etcd committed), whatever makes them: a claim, a reservation, its
+// give-back, a new slice or a reconcile. A writer that retries after a lost answer finds its own
+// write there; one that gives up leaves it stored.
+func (m *model) faultWrites(t *rapid.T) {
+	if !*modelWriteFaults {
+		return
+	}
+	n := rapid.IntRange(1, 3).Draw(t, "faults")
+	faults := make([]writeFault, n)
+	for i := range faults {
+		faults[i] = writeFault(rapid.IntRange(int(faultRefused), int(faultLost)).Draw(t, "fault"))
+	}
+	m.w.mu.Lock()
+	m.w.faults = append(m.w.faults, faults...)
+	m.w.mu.Unlock()
+	m.logf("the operator's next %d writes to slices fail: %v", n, faults)
+}
+
 func (m *model) quiesce(t *rapid.T) {
+	m.w.mu.Lock()
+	m.w.faults = nil
+	m.w.mu.Unlock()
 	for _, p := range m.parked {
 		m.logf("create of %s failed (quiesce)", p)
 	}
@@ -721,6 +746,14 @@ func TestModel(t *testing.T) {
 			m.quiesce(t)
 		})
 	})
+	// Otherwise the histories held up under failing writes vacuously.
+	if *modelWriteFaults && !t.Failed() {
+		refused, lost := faultsFired[faultRefused].Load(), faultsFired[faultLost].Load()
+		t.Logf("failed writes of the operator: %d refused, %d applied with the answer lost", refused, lost)
+		if refused == 0 || lost == 0 {
+			t.Errorf("the histories failed %d of the operator's writes as refused and %d as applied with the answer lost, want some of each", refused, lost)
+		}
+	}
 }
 
 func flagSet(name string) bool {

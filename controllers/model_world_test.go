@@ -34,6 +34,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	rayutils "github.com/ray-project/kuberay/ray-operator/controllers/ray/utils"
@@ -87,6 +88,60 @@ type world struct {
 	// stores typed objects, so every read of such a slice is given what the lenient decoder makes of
 	// the stored string: the valid lines as claims, the bad one in MalformedLines.
 	corrupt map[types.NamespacedName]corruption
+	// faults are how the next writes of the operator to TPUSliceAssignments (create, status update
+	// or patch) fail, in order (faultWrites).
+	faults []writeFault
+}
+
+// writeFault is how the API server answers a faulted write.
+type writeFault int
+
+const (
+	// faultRefused: the write is not applied and fails (an API server that answers 500).
+	faultRefused writeFault = iota
+	// faultLost: the write is applied, and its answer lost: the writer sees a timeout and keeps
+	// the object it sent, as a client that never read the response does.
+	faultLost
+)
+
+func (f writeFault) String() string {
+	return map[writeFault]string{faultRefused: "refused", faultLost: "applied, answer lost"}[f]
+}
+
+// nextFault takes the fault of a write of obj, when it is the operator's (operator) write to a
+// slice and a fault is armed.
+func (w *world) nextFault(operator bool, obj client.Object) (writeFault, bool) {
+	if _, ok := obj.(*tpuv1alpha1.TPUSliceAssignment); !ok || !operator {
+		return 0, false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.faults) == 0 {
+		return 0, false
+	}
+	f := w.faults[0]
+	w.faults = w.faults[1:]
+	return f, true
+}
+
+// faultsFired counts the faults the operator's writes met, by kind, over all histories.
+var faultsFired [faultLost + 1]atomic.Int64
+
+// faulted runs the write of obj under fault f: refused, or applied with its answer lost (obj
+// keeps what was sent).
+func faulted(f writeFault, obj client.Object, write func() error) error {
+	faultsFired[f].Add(1)
+	if f == faultRefused {
+		return apierrors.NewInternalError(errors.New("model: the write was refused"))
+	}
+	sent, _ := obj.DeepCopyObject().(client.Object)
+	if err := write(); err != nil {
+		return err
+	}
+	if err := copyInto(sent, obj); err != nil {
+		return err
+	}
+	return apierrors.NewTimeoutError("model: the write was applied and its answer lost", 1)
 }
 
 // corruption is one malformed stored line of a slice.
@@ -171,6 +226,15 @@ func (w *world) record(ctx context.Context, obj client.Object) {
 func (w *world) writer(operator bool) client.WithWatch {
 	funcs := interceptor.Funcs{
 		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			if f, ok := w.nextFault(operator, obj); ok {
+				return faulted(f, obj, func() error {
+					if err := c.Create(ctx, obj, opts...); err != nil {
+						return err
+					}
+					w.record(ctx, obj)
+					return nil
+				})
+			}
 			if err := c.Create(ctx, obj, opts...); err != nil {
 				return err
 			}
@@ -207,19 +271,31 @@ func (w *world) writer(operator bool) client.WithWatch {
 			if slice, ok := obj.(*tpuv1alpha1.TPUSliceAssignment); ok && len(slice.Status.MalformedLines) > 0 {
 				return tpuv1alpha1.ErrMalformedLines // what the status encoder says
 			}
-			if err := c.SubResource(sub).Update(ctx, obj, opts...); err != nil {
-				return err
+			update := func() error {
+				if err := c.SubResource(sub).Update(ctx, obj, opts...); err != nil {
+					return err
+				}
+				w.written(obj)
+				w.record(ctx, obj)
+				return nil
 			}
-			w.written(obj)
-			w.record(ctx, obj)
-			return nil
+			if f, ok := w.nextFault(operator, obj); ok {
+				return faulted(f, obj, update)
+			}
+			return update()
 		},
 		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
-			if err := c.SubResource(sub).Patch(ctx, obj, patch, opts...); err != nil {
-				return err
+			apply := func() error {
+				if err := c.SubResource(sub).Patch(ctx, obj, patch, opts...); err != nil {
+					return err
+				}
+				w.record(ctx, obj)
+				return nil
 			}
-			w.record(ctx, obj)
-			return nil
+			if f, ok := w.nextFault(operator, obj); ok {
+				return faulted(f, obj, apply)
+			}
+			return apply()
 		},
 	}
 	if operator {
