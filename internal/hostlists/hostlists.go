@@ -58,7 +58,8 @@ var ErrSliceGone = errors.New("the slice is no longer the one of its name")
 // same name with the same data (LeftBySameName) is adopted, only while a live read shows slice as
 // the slice of its name (else ErrSliceGone): its controller reference is moved to slice,
 // conditional on the resourceVersion read. Any other is ErrNotTheSlices. It reports
-// whether it created the ConfigMap. cm is not changed.
+// whether it created the ConfigMap. cm is not changed. It creates without reading the slice:
+// callers check first that slice is the current one of its name (Current).
 func Ensure(ctx context.Context, c client.Writer, reader client.Reader, slice Slice, cm *corev1.ConfigMap) (bool, error) {
 	want := cm.DeepCopy()
 	want.OwnerReferences = []metav1.OwnerReference{{
