@@ -117,8 +117,8 @@ func (r *TPUSliceAssignmentReconciler) ensureHostListsOf(ctx context.Context, sl
 	// its name, read live: this reconcile read the slice and the Pods from caches, and a slice
 	// replaced under its name (a RayCluster re-created) may still be in them, with the Pods of its
 	// successor, which reference the same name. Created for the dead slice, the ConfigMap had a
-	// controller the garbage collector deletes it for, until the successor adopted it (found by
-	// the chaos suite: a Pod taking its lists from a ConfigMap of a former slice's UID).
+	// controller the garbage collector deletes it for, until the successor adopted it (found while
+	// diagnosing a chaos failure: a Pod taking its lists from a ConfigMap of a former slice's UID).
 	err = hostlists.Current(ctx, r.reader, slice.Namespace, owner)
 	var created bool
 	if err == nil {

@@ -108,9 +108,9 @@ func TestEnsureHostLists(t *testing.T) {
 		"a ConfigMap a former slice left is not adopted by a slice that is itself gone": {
 			pods: []*corev1.Pod{pod(0)}, existing: []client.Object{former.DeepCopy()}, wantStored: former, wantNames: []string{want.Name},
 		},
-		// Found by the chaos suite: a reconcile of a slice already replaced under its name (its
-		// RayCluster re-created), on caches that still held it with its successor's Pods, created
-		// the ConfigMap owned by the dead slice, which the garbage collector deletes.
+		// Found while diagnosing a chaos failure: a reconcile of a slice already replaced under its
+		// name (its RayCluster re-created), on caches that still held it with its successor's Pods,
+		// created the ConfigMap owned by the dead slice, which the garbage collector deletes.
 		"a missing ConfigMap is not re-created for a slice that is gone": {
 			pods: []*corev1.Pod{pod(0)}, wantNames: []string{want.Name},
 		},

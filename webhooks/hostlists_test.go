@@ -115,8 +115,8 @@ func TestPodWebhookHostListsConfigMap(t *testing.T) {
 			assignment: withUID, above: 1, admissions: 2, existing: []client.Object{former, newerSlice},
 			want: inline, wantConfigMap: former,
 		},
-		// Found by the chaos suite on the reconciler's path (a slice read from a cache behind); a
-		// reservation's hand-out can name a replaced slice the same way.
+		// The reconciler's path had this hole (a slice read from a cache behind); a reservation's
+		// hand-out can name a replaced slice the same way.
 		"the ConfigMap is missing and the admission's slice has been replaced: inline, nothing written": {
 			assignment: withUID, above: 1, admissions: 2, existing: []client.Object{newerSlice},
 			want: inline,

@@ -54,6 +54,13 @@ func (r *runner) deleteHostLists() {
 // another slice's lists, a mix that resolves to something else, or a reference to a ConfigMap that
 // is not its slice's.
 func (r *runner) checkHostLists(final bool) error {
+	// The Pods first, then the ConfigMaps, then the slices: the webhook adopts a ConfigMap left by
+	// a former slice of the name before it admits the first Pod of the new slice, so a Pod listed
+	// was admitted after that adoption, and the ConfigMap listed after it shows the adopter or a
+	// later one, which the slices listed last show. Listed the other way round, a ConfigMap read
+	// before a RayCluster's re-created Pods were admitted still showed the former slice as owner
+	// (seed 111 at 1 min, gate off: a false violation after a re-create).
+	pods := r.workerPods(func(p *corev1.Pod) bool { return p.Annotations[tpuv1alpha1.ClaimTokenAnnotation] != "" })
 	var list corev1.ConfigMapList
 	if err := k8sClient.List(ctx, &list, client.InNamespace(r.ns), client.HasLabels{tpuv1alpha1.SliceLabel}); err != nil {
 		return fmt.Errorf("listing host lists ConfigMaps: %w", err)
@@ -72,7 +79,7 @@ func (r *runner) checkHostLists(final bool) error {
 	}
 	var errs []error
 	refs := 0
-	for _, p := range r.workerPods(func(p *corev1.Pod) bool { return p.Annotations[tpuv1alpha1.ClaimTokenAnnotation] != "" }) {
+	for _, p := range pods {
 		id, ok := identity.FromPod(&p)
 		slice, err := topology.FromPod(p.Annotations, &p.Spec)
 		if !ok || err != nil || id.Hosts < 2 || id.Hosts > topology.DefaultMaxSliceHosts {
