@@ -93,7 +93,8 @@ func boundedNote(note string) string {
 // for one reason) one reconcile records; above it, one Event on the RayCluster names their worker
 // IDs as ranges (docs/spec.md §8). A 1,024-host slice binds hundreds of claims in one reconcile,
 // and an Event on each Pod was an API write each, posted at once beside KubeRay's creates: `make
-// bench` S7 took 1.70 times the baseline with them and 1.30 without (docs/performance.md).
+// bench` S7 took 1.70 times the baseline with them and 1.35 with this bound (medians of 11 runs on
+// a busy machine, docs/performance.md).
 const maxClaimEvents = 8
 
 // The notes of the Events that sum up more than maxClaimEvents claims: their count, their worker

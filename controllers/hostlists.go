@@ -113,17 +113,13 @@ func (r *TPUSliceAssignmentReconciler) ensureHostListsOf(ctx context.Context, sl
 		}
 		return nil
 	}
-	// Missing, or left by a former slice of this name, which Ensure adopts. Only for the slice of
-	// its name, read live: this reconcile read the slice and the Pods from caches, and a slice
-	// replaced under its name (a RayCluster re-created) may still be in them, with the Pods of its
-	// successor, which reference the same name. Created for the dead slice, the ConfigMap had a
-	// controller the garbage collector deletes it for, until the successor adopted it (found while
+	// Missing, or left by a former slice of this name, which Ensure adopts. Ensure writes only for
+	// the slice of its name, read live: this reconcile read the slice and the Pods from caches, and
+	// a slice replaced under its name (a RayCluster re-created) may still be in them, with the Pods
+	// of its successor, which reference the same name. Created for the dead slice, the ConfigMap had
+	// a controller the garbage collector deletes it for, until the successor adopted it (found while
 	// diagnosing a chaos failure: a Pod taking its lists from a ConfigMap of a former slice's UID).
-	err = hostlists.Current(ctx, r.reader, slice.Namespace, owner)
-	var created bool
-	if err == nil {
-		created, err = hostlists.Ensure(ctx, r.client, r.reader, owner, want)
-	}
+	created, err := hostlists.Ensure(ctx, r.client, r.reader, owner, want)
 	switch {
 	case errors.Is(err, hostlists.ErrSliceGone):
 		// This reconcile read the slice from a cache behind: the slice is gone or replaced, and

@@ -78,12 +78,10 @@ func (w *hostListsWriter) ensure(ctx context.Context, namespace string, assignme
 	if ok && uid == owner.UID {
 		return nil
 	}
-	// Once per slice and instance, a live read of the slice: an ID handed out from a reservation
-	// names the slice the reservation was written to, which may have been replaced under its name
-	// since, and a ConfigMap created for it would have a dead controller (docs/spec.md §4).
-	if err := hostlists.Current(ctx, w.live, namespace, owner); err != nil {
-		return err
-	}
+	// Once per slice and instance; Ensure reads the slice live first: an ID handed out from a
+	// reservation names the slice the reservation was written to, which may have been replaced
+	// under its name since, and a ConfigMap created for it would have a dead controller
+	// (docs/spec.md §4).
 	if _, err := hostlists.Ensure(ctx, w.writer, w.live, owner, tpuenv.HostListsConfigMap(namespace, vals, n)); err != nil {
 		return err
 	}

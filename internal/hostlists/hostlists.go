@@ -58,9 +58,13 @@ var ErrSliceGone = errors.New("the slice is no longer the one of its name")
 // same name with the same data (LeftBySameName) is adopted, only while a live read shows slice as
 // the slice of its name (else ErrSliceGone): its controller reference is moved to slice,
 // conditional on the resourceVersion read. Any other is ErrNotTheSlices. It reports
-// whether it created the ConfigMap. cm is not changed. It creates without reading the slice:
-// callers check first that slice is the current one of its name (Current).
+// whether it created the ConfigMap. cm is not changed. It writes nothing unless a live read shows
+// slice as the current one of its name (Current; else ErrSliceGone): its callers may have read the
+// slice from a cache, or from a reservation made before the slice was replaced.
 func Ensure(ctx context.Context, c client.Writer, reader client.Reader, slice Slice, cm *corev1.ConfigMap) (bool, error) {
+	if err := Current(ctx, reader, cm.Namespace, slice); err != nil {
+		return false, fmt.Errorf("writing ConfigMap %s/%s: %w", cm.Namespace, cm.Name, err)
+	}
 	want := cm.DeepCopy()
 	want.OwnerReferences = []metav1.OwnerReference{{
 		APIVersion: tpuv1alpha1.GroupVersion.String(), Kind: "TPUSliceAssignment",
@@ -92,8 +96,9 @@ func Ensure(ctx context.Context, c client.Writer, reader client.Reader, slice Sl
 	// it does. A reconcile of a slice already deleted, run on a cache behind, would otherwise take
 	// the ConfigMap back from the slice that replaced it, and that slice's Pods would reference a
 	// ConfigMap of a dead owner (found by the chaos suite: a RayCluster re-created after its
-	// ConfigMap was deleted). The ConfigMap was read first, so a newer slice's adoption since
-	// changed its resourceVersion, and the update below fails.
+	// ConfigMap was deleted). Read again, after the ConfigMap: the slice may have been replaced
+	// since the read above, and a newer slice's adoption since the ConfigMap was read changed its
+	// resourceVersion, so the update below fails.
 	if err := Current(ctx, reader, cm.Namespace, slice); err != nil {
 		return false, fmt.Errorf("adopting ConfigMap %s/%s: %w", cm.Namespace, cm.Name, err)
 	}
@@ -112,10 +117,9 @@ func Ensure(ctx context.Context, c client.Writer, reader client.Reader, slice Sl
 
 // Current returns nil when reader (the API server) shows slice as the TPUSliceAssignment of its
 // name in namespace, not being deleted, and ErrSliceGone when it is gone or replaced by a slice of
-// the same name and another UID. A writer that read slice from a cache calls it before it writes
-// anything the slice is to own: a ConfigMap created or adopted for a slice already replaced would
-// have, until the current slice took it, a dead controller, which the garbage collector deletes
-// under the Pods that reference it.
+// the same name and another UID. Ensure calls it before it writes: a ConfigMap created or adopted
+// for a slice already replaced would have, until the current slice took it, a dead controller,
+// which the garbage collector deletes under the Pods that reference it.
 func Current(ctx context.Context, reader client.Reader, namespace string, slice Slice) error {
 	current := &tpuv1alpha1.TPUSliceAssignment{}
 	if err := reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: slice.Name}, current); err != nil {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -64,8 +65,17 @@ func TestEnsure(t *testing.T) {
 		// stored is the UID of the slice of that name the API server holds ("" for slice's own,
 		// "none" for no slice).
 		stored types.UID
+		// wantNone: no ConfigMap of the name is stored afterwards.
+		wantNone bool
 	}{
 		"none yet: created": {wantCreated: true, wantOwner: "new"},
+		// Found while diagnosing a chaos failure: the reconciler's slice came from a cache behind.
+		"none yet, and the slice is gone from the API server: nothing created": {
+			stored: "none", wantErr: ErrSliceGone, wantNone: true,
+		},
+		"none yet, and the slice has been replaced by one of its name: nothing created": {
+			stored: "newer", wantErr: ErrSliceGone, wantNone: true,
+		},
 		"the slice's already": {
 			existing: existing(ownedBy("TPUSliceAssignment", slice.Name, "new")), wantOwner: "new",
 		},
@@ -124,7 +134,14 @@ func TestEnsure(t *testing.T) {
 				t.Fatalf("Ensure() = %t, %v; want %t, %v", created, err, tc.wantCreated, tc.wantErr)
 			}
 			var got corev1.ConfigMap
-			if err := c.Get(t.Context(), client.ObjectKeyFromObject(want), &got); err != nil {
+			err = c.Get(t.Context(), client.ObjectKeyFromObject(want), &got)
+			if tc.wantNone {
+				if !apierrors.IsNotFound(err) {
+					t.Errorf("reading ConfigMap %s = %v, want NotFound", want.Name, err)
+				}
+				return
+			}
+			if err != nil {
 				t.Fatal(err)
 			}
 			var owner types.UID
