@@ -97,6 +97,10 @@ FUZZTIME ?= 30s
 # MODEL_CHECKS is the model-based test's budget under `make fuzz` (TestModel in controllers; `make
 # test` runs it with its small default).
 MODEL_CHECKS ?= 5000
+# The integration and end-to-end suites run with client-go's cache mutation detector: an informer
+# keeps a copy of every object it caches and panics when the cached object is changed. The
+# reconciler reads a slice's Pods from the cache without copying them (controllers/pods.go).
+CACHE_MUTATION_DETECTOR = KUBE_CACHE_MUTATION_DETECTOR=true
 
 .PHONY: test
 test: test-unit test-integration envtest cluster-tools ## Run every test layer: unit, integration, end-to-end (bare API server and local cluster, side by side), then a CHAOS_DURATION (2m) chaos run, its gate-on half on the local cluster.
@@ -111,11 +115,11 @@ test-unit: ## Run the unit tests (no control plane).
 
 .PHONY: test-integration
 test-integration: envtest kustomize helm ## Run the integration suites (test/integration/...) on a real kube-apiserver.
-	KUBEBUILDER_ASSETS="$(KUBEBUILDER_ASSETS)" KUSTOMIZE="$(KUSTOMIZE)" HELM="$(HELM)" go test ./test/integration/... -count=1 -timeout $(TEST_TIMEOUT) $(TEST_ARGS)
+	$(CACHE_MUTATION_DETECTOR) KUBEBUILDER_ASSETS="$(KUBEBUILDER_ASSETS)" KUSTOMIZE="$(KUSTOMIZE)" HELM="$(HELM)" go test ./test/integration/... -count=1 -timeout $(TEST_TIMEOUT) $(TEST_ARGS)
 
 .PHONY: test-e2e
 test-e2e: envtest ## Run the end-to-end suite (test/e2e): KubeRay's RayCluster controller in-process, with RayMultiHostIndexing off and on.
-	KUBEBUILDER_ASSETS="$(KUBEBUILDER_ASSETS)" go test ./test/e2e -count=1 -timeout $(TEST_TIMEOUT) $(TEST_ARGS)
+	$(CACHE_MUTATION_DETECTOR) KUBEBUILDER_ASSETS="$(KUBEBUILDER_ASSETS)" go test ./test/e2e -count=1 -timeout $(TEST_TIMEOUT) $(TEST_ARGS)
 
 .PHONY: test-chaos
 test-chaos: envtest cluster-tools ## Run the chaos suite (SEED=<n> DURATION=<total, split between both KubeRay gate settings; default 20m> CHAOS_CLUSTER=none|gate-on|all, default gate-on: that half on the local cluster).

@@ -47,9 +47,19 @@ const liveGetConcurrency = 16
 
 // cachedPods returns, from the cache, the Pods whose spec identity names the slice. Labels play no
 // part: a Pod whose tpu.ray.io labels were removed is still found.
+//
+// The Pods are the cache's own, not copies: their maps, slices and pointers are shared with the
+// informer, so nothing may write to them (a copy is made before any change, as for a patch). The
+// reconciler lists a slice's Pods on every reconcile, and during a burst of creates it reconciles
+// the slice about once a second, so deep copies cost O(hosts) a reconcile: at 2,240 hosts they were
+// 0.51 s of the bench process's 8.04 s of CPU in S5, as much as the Pod webhook's handling of all
+// the Pods (docs/performance.md). The integration and end-to-end suites run with client-go's cache
+// mutation detector on (KUBE_CACHE_MUTATION_DETECTOR, the Makefile), which fails the suite when a
+// cached object is changed.
 func (r *TPUSliceAssignmentReconciler) cachedPods(ctx context.Context, slice *tpuv1alpha1.TPUSliceAssignment) ([]corev1.Pod, error) {
 	var pods corev1.PodList
-	if err := r.client.List(ctx, &pods, client.InNamespace(slice.Namespace), client.MatchingFields{identity.SliceIndex: slice.Name}); err != nil {
+	if err := r.client.List(ctx, &pods, client.InNamespace(slice.Namespace), client.MatchingFields{identity.SliceIndex: slice.Name},
+		client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing Pods of slice %s: %w", slice.Name, err)
 	}
 	return pods.Items, nil
