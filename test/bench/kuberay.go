@@ -17,10 +17,12 @@ limitations under the License.
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -105,14 +107,49 @@ func (b *bench) kubeRayReplicas(ctx context.Context, sizes []int32) ([]string, e
 	}
 	var lines []string
 	for _, hosts := range sizes {
-		r, err := b.kubeRayReplica(ctx, hosts)
-		if err != nil {
-			return nil, fmt.Errorf("S7-%d: %w", hosts, err)
+		rounds := make([]replicaResult, 0, s7Rounds)
+		for round := range s7Rounds {
+			r, err := b.kubeRayReplica(ctx, hosts, round)
+			if err != nil {
+				return nil, fmt.Errorf("S7-%d round %d: %w", hosts, round+1, err)
+			}
+			r.report(round)
+			rounds = append(rounds, r)
 		}
-		lines = append(lines, r.report())
+		lines = append(lines, roundsLine(rounds))
 	}
 	return lines, nil
 }
+
+// roundsLine is S7's BENCH line for one size measured in rounds: the line of the round whose ratio
+// is the median (the upper one of an even count), with the duplicates and timeouts of every round,
+// and every round's ratio and payload floor ratio in the order they ran. The machine moves one run
+// of S7 by 0.2-0.3 (docs/performance.md); the median of rounds, each against its own baseline,
+// says what one run cannot.
+func roundsLine(rounds []replicaResult) string {
+	order := make([]int, len(rounds))
+	ratios := make([]string, len(rounds))
+	floors := make([]string, len(rounds))
+	for i, r := range rounds {
+		order[i] = i
+		ratios[i] = fmt.Sprintf("%.2f", r.ratio())
+		floors[i] = fmt.Sprintf("%.2f", ratio(r.floor.created, r.base.created))
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(rounds[a].ratio(), rounds[b].ratio()) })
+	m := rounds[order[len(order)/2]]
+	m.duplicates = 0
+	for _, r := range rounds {
+		m.duplicates += r.duplicates
+		m.run.timedOut = m.run.timedOut || r.run.timedOut
+		m.base.timedOut = m.base.timedOut || r.base.timedOut
+		m.floor.timedOut = m.floor.timedOut || r.floor.timedOut
+	}
+	return fmt.Sprintf("%s rounds=%d round_ratios=%s round_floor_ratios=%s", replicaLine(m), len(rounds),
+		strings.Join(ratios, ","), strings.Join(floors, ","))
+}
+
+// ratio is the round's webhook run over its baseline.
+func (r replicaResult) ratio() float64 { return ratio(r.run.created, r.base.created) }
 
 // kubeRayWarmUp applies a RayCluster with one CPU worker and waits for KubeRay to create it, then
 // removes it.
@@ -137,7 +174,7 @@ func (b *bench) kubeRayWarmUp(ctx context.Context) error {
 // first, as in production) with --slice-placement=ChosenDomain. One TPU Node of the slice's shape
 // exists during the webhook run, so that the slice is placed by a chosen domain and its Pods are
 // admitted gated; one Node is no domain for the whole slice, so they stay gated.
-func (b *bench) kubeRayReplica(ctx context.Context, hosts int32) (replicaResult, error) {
+func (b *bench) kubeRayReplica(ctx context.Context, hosts int32, round int) (replicaResult, error) {
 	r := replicaResult{hosts: hosts}
 	topo, err := s6Topology(hosts)
 	if err != nil {
@@ -161,7 +198,7 @@ func (b *bench) kubeRayReplica(ctx context.Context, hosts int32) (replicaResult,
 	if err := b.registerPodWebhook(ctx, saved); err != nil {
 		return r, err
 	}
-	if err := b.kubeRayPayloadFloor(ctx, hosts, topo, &r); err != nil {
+	if err := b.kubeRayPayloadFloor(ctx, hosts, topo, round, &r); err != nil {
 		return r, err
 	}
 	node := testutil.MakeNode("bench-s7").TPU(s5Accelerator, topo, "bench-s7-pool").Obj()
@@ -180,7 +217,7 @@ func (b *bench) kubeRayReplica(ctx context.Context, hosts int32) (replicaResult,
 	if err != nil {
 		return r, err
 	}
-	stopProfile := b.profile(ctx, fmt.Sprintf("S7-%d", hosts))
+	stopProfile := b.profileRound(ctx, fmt.Sprintf("S7-%d", hosts), round)
 	r.run, err = b.applyAndCount(ctx, rc, int(hosts), s7Timeout)
 	stopProfile()
 	if err != nil {
@@ -197,7 +234,7 @@ func (b *bench) kubeRayReplica(ctx context.Context, hosts int32) (replicaResult,
 // the identity KubeRay's index labels name (injectPayload), with no claim and no API call: the
 // admission round trip, the patch and the Pods' size, which no webhook that injects this payload
 // avoids.
-func (b *bench) kubeRayPayloadFloor(ctx context.Context, hosts int32, topo string, r *replicaResult) error {
+func (b *bench) kubeRayPayloadFloor(ctx context.Context, hosts int32, topo string, round int, r *replicaResult) error {
 	rc, err := b.replicaCluster(ctx, "floor-s7", hosts, topo)
 	if err != nil {
 		return err
@@ -216,7 +253,7 @@ func (b *bench) kubeRayPayloadFloor(ctx context.Context, hosts int32, topo strin
 	if err != nil {
 		return err
 	}
-	stopProfile := b.profile(ctx, fmt.Sprintf("S7-%d-floor", hosts))
+	stopProfile := b.profileRound(ctx, fmt.Sprintf("S7-%d-floor", hosts), round)
 	r.floor, err = b.applyAndCount(ctx, rc, int(hosts), s7Timeout)
 	stopProfile()
 	if err := errors.Join(err, stop()); err != nil {
@@ -439,12 +476,11 @@ func watchWorkers(ctx context.Context, cfg *rest.Config, namespace, cluster stri
 	return w, nil
 }
 
-// report prints what S7 measured for one size and returns its BENCH line.
-func (r replicaResult) report() string {
-	fmt.Fprintf(os.Stderr, "S7-%d: KubeRay created the replica's %d worker Pods in %.2f s through the webhook (%d creates, placement %s), %.2f s with no webhook (%d creates), %.2f s through the payload floor's stand-in webhook; stored %.1f MiB of Pods, %d ConfigMaps %.1f KiB\n",
-		r.hosts, r.run.live, r.run.created.Seconds(), r.run.creates, r.placement, r.base.created.Seconds(), r.base.creates,
+// report prints what one round of S7 measured for one size.
+func (r replicaResult) report(round int) {
+	fmt.Fprintf(os.Stderr, "S7-%d round %d: ratio %.2f, payload floor %.2f; KubeRay created the replica's %d worker Pods in %.2f s through the webhook (%d creates, placement %s), %.2f s with no webhook (%d creates), %.2f s through the payload floor's stand-in webhook; stored %.1f MiB of Pods, %d ConfigMaps %.1f KiB\n",
+		r.hosts, round+1, r.ratio(), ratio(r.floor.created, r.base.created), r.run.live, r.run.created.Seconds(), r.run.creates, r.placement, r.base.created.Seconds(), r.base.creates,
 		r.floor.created.Seconds(), float64(r.stored.podBytes)/(1<<20), r.stored.configMaps, float64(r.stored.configMapBytes)/1024)
-	return replicaLine(r)
 }
 
 // replicaLine is S7's BENCH line.

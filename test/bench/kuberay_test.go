@@ -17,6 +17,7 @@ limitations under the License.
 package main
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -109,5 +110,66 @@ func TestReplicaLine(t *testing.T) {
 		" floor_stored_pod_bytes=153600000 floor_stored_configmap_bytes=0 floor_stored_bytes_per_pod=150000"
 	if diff := cmp.Diff(want, replicaLine(r)); diff != "" {
 		t.Errorf("replicaLine (-want,+got):\n%s", diff)
+	}
+}
+
+func TestRoundsLine(t *testing.T) {
+	round := func(run, floor time.Duration, dups int, timedOut bool) replicaResult {
+		return replicaResult{
+			hosts:      64,
+			run:        replicaRun{created: run, live: 64, creates: 64, timedOut: timedOut},
+			base:       replicaRun{created: 10 * time.Second, live: 64, creates: 64},
+			floor:      replicaRun{created: floor, live: 64, creates: 64},
+			placement:  tpuv1alpha1.PlacementChosenDomain,
+			duplicates: dups,
+		}
+	}
+	// line is the BENCH line of a round whose webhook run took run seconds and its payload floor
+	// took floor seconds, both against a baseline of 10 s.
+	line := func(run, floor float64, dups, timedOut int) string {
+		return fmt.Sprintf("BENCH S7 hosts=64 created_s=%.2f base_created_s=10.00 ratio=%.2f pods_per_s=%.1f base_pods_per_s=6.4"+
+			" floor_created_s=%.2f floor_ratio=%.2f creates=64 base_creates=64 timed_out=%d base_timed_out=0 floor_timed_out=0"+
+			" placement=ChosenDomain duplicates=%d stored_pod_bytes=0 stored_configmap_bytes=0 stored_bytes_per_pod=0"+
+			" floor_stored_pod_bytes=0 floor_stored_configmap_bytes=0 floor_stored_bytes_per_pod=0",
+			run, run/10, 64/run, floor, floor/10, timedOut, dups)
+	}
+	tests := []struct {
+		name   string
+		rounds []replicaResult
+		want   string
+	}{{
+		name:   "one round is its own line",
+		rounds: []replicaResult{round(12*time.Second, 11*time.Second, 0, false)},
+		want:   line(12, 11, 0, 0) + " rounds=1 round_ratios=1.20 round_floor_ratios=1.10",
+	}, {
+		name: "the median round's line, every round's ratios in the order they ran",
+		rounds: []replicaResult{
+			round(14*time.Second, 10*time.Second, 0, false),
+			round(12*time.Second, 11*time.Second, 0, false),
+			round(13*time.Second, 12*time.Second, 0, false),
+		},
+		want: line(13, 12, 0, 0) + " rounds=3 round_ratios=1.40,1.20,1.30 round_floor_ratios=1.00,1.10,1.20",
+	}, {
+		name: "duplicates and timeouts of any round are the line's",
+		rounds: []replicaResult{
+			round(12*time.Second, 10*time.Second, 2, false),
+			round(14*time.Second, 10*time.Second, 0, true),
+			round(13*time.Second, 10*time.Second, 1, false),
+		},
+		want: line(13, 10, 3, 1) + " rounds=3 round_ratios=1.20,1.40,1.30 round_floor_ratios=1.00,1.00,1.00",
+	}, {
+		name: "an even count takes the upper median",
+		rounds: []replicaResult{
+			round(12*time.Second, 10*time.Second, 0, false),
+			round(14*time.Second, 10*time.Second, 0, false),
+		},
+		want: line(14, 10, 0, 0) + " rounds=2 round_ratios=1.20,1.40 round_floor_ratios=1.00,1.00",
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, roundsLine(tc.rounds)); diff != "" {
+				t.Errorf("roundsLine (-want,+got):\n%s", diff)
+			}
+		})
 	}
 }

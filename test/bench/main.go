@@ -72,11 +72,14 @@ var (
 	reservationWindow time.Duration
 	// pendingTTL is every operator instance's --pending-claim-ttl (0: the operator's default).
 	pendingTTL time.Duration
+	// s7Rounds is how many times S7 measures each replica size.
+	s7Rounds = 3
 )
 
 func main() {
 	only := flag.String("scenarios", "S1,S2,S3,S4,S5,S6,S7,S8", "Comma-separated scenarios to run (S6 needs CLUSTER_ASSETS: `make cluster-tools`).")
 	s7 := flag.String("s7-hosts", "1024", "Comma-separated sizes (4-chip v5p hosts) of the one replica KubeRay creates in S7.")
+	flag.IntVar(&s7Rounds, "s7-rounds", s7Rounds, "Rounds of S7 per size, each its baseline, payload floor and webhook run in turn; the BENCH line gives the round of the median ratio and every round's ratios.")
 	s6 := flag.String("s6-hosts", "64,1024,2240", "Comma-separated slice sizes (4-chip v5p hosts) S6 places, each on a cluster of 3 pools of that many Nodes.")
 	s6Placement := flag.String("s6-placement", string(tpuv1alpha1.PlacementChosenDomain), "How the operator instances of S6 keep a slice in one pool (--slice-placement): ChosenDomain (gated, released onto a chosen pool) or InterPodAffinity (today's terms, for the number before).")
 	s6QPS := flag.Int("s6-scheduler-qps", 0, "kube-scheduler's client QPS in S6 (burst twice that); 0 for the local cluster's default, 1000 (the scheduler's own default, 50, caps binds at about 50 per second).")
@@ -137,6 +140,10 @@ func main() {
 	s7Hosts, err := parseHosts(*s7)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench: -s7-hosts:", err)
+		os.Exit(2)
+	}
+	if s7Rounds < 1 {
+		fmt.Fprintln(os.Stderr, "bench: -s7-rounds: at least 1")
 		os.Exit(2)
 	}
 	placement := tpuv1alpha1.SlicePlacement(*s6Placement)

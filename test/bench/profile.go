@@ -28,6 +28,14 @@ import (
 	"k8s.io/client-go/rest"
 )
 
+// profileRound profiles the first round of a scenario measured in rounds (S7) only.
+func (b *bench) profileRound(ctx context.Context, name string, round int) func() {
+	if round > 0 {
+		return func() {}
+	}
+	return b.profile(ctx, name)
+}
+
 // profile starts CPU profiles of this process and of the API server when -profile-dir is set, and
 // returns the function that stops them and writes <dir>/<name>-{bench,apiserver}.pprof.
 func (b *bench) profile(ctx context.Context, name string) func() {
