@@ -399,3 +399,55 @@ func parseFlags(args []string) (Options, error) {
 	opts.BindFlags(fs)
 	return opts, fs.Parse(args)
 }
+
+func TestRESTConfig(t *testing.T) {
+	tests := []struct {
+		name      string
+		opts      Options
+		wantQPS   float32
+		wantBurst int
+	}{
+		{name: "defaults", wantQPS: DefaultKubeAPIQPS, wantBurst: DefaultKubeAPIBurst},
+		{name: "set in Options", opts: Options{KubeAPIQPS: 20, KubeAPIBurst: 40}, wantQPS: 20, wantBurst: 40},
+		{name: "the flag wins", opts: Options{KubeAPIQPS: 20, qps: 30}, wantQPS: 30, wantBurst: DefaultKubeAPIBurst},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			in := &rest.Config{Host: "https://example.invalid", QPS: 1, Burst: 2}
+			got := RESTConfig(in, tc.opts)
+			if got.QPS != tc.wantQPS || got.Burst != tc.wantBurst {
+				t.Errorf("RESTConfig: QPS %v burst %d, want %v and %d", got.QPS, got.Burst, tc.wantQPS, tc.wantBurst)
+			}
+			if in.QPS != 1 || in.Burst != 2 || in.DisableCompression {
+				t.Errorf("RESTConfig changed its argument: %+v", in)
+			}
+		})
+	}
+}
+
+// The operator's client asks for no compressed responses, as kube-scheduler's and
+// kube-controller-manager's do: the request reaches the API server with no Accept-Encoding.
+func TestRESTConfigAsksForNoCompression(t *testing.T) {
+	encodings := make(chan string, 1)
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		encodings <- r.Header.Get("Accept-Encoding")
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"kind":"Status","apiVersion":"v1","status":"Success"}`)
+	}))
+	defer srv.Close()
+	// TLS, as every API server is reached: client-go gives a plain HTTP config Go's default
+	// transport, which ignores DisableCompression.
+	cfg := RESTConfig(&rest.Config{Host: srv.URL, TLSClientConfig: rest.TLSClientConfig{Insecure: true}}, Options{})
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := hc.Get(srv.URL + "/api/v1/namespaces/default/pods")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if got := <-encodings; got != "" {
+		t.Errorf("the operator's request carries Accept-Encoding %q, want none", got)
+	}
+}
