@@ -97,9 +97,10 @@ FUZZTIME ?= 30s
 # MODEL_CHECKS is the model-based test's budget under `make fuzz` (TestModel in controllers; `make
 # test` runs it with its small default).
 MODEL_CHECKS ?= 5000
-# The integration and end-to-end suites run with client-go's cache mutation detector: an informer
-# keeps a copy of every object it caches and panics when the cached object is changed. The
-# reconciler reads a slice's Pods from the cache without copying them (controllers/pods.go).
+# Every suite on a control plane (integration, end-to-end, local cluster, chaos) runs with
+# client-go's cache mutation detector: an informer keeps a copy of every object it caches and
+# panics when the cached object is changed. The reconciler reads a slice's Pods from the cache
+# without copying them (controllers/pods.go).
 CACHE_MUTATION_DETECTOR = KUBE_CACHE_MUTATION_DETECTOR=true
 
 .PHONY: test
@@ -128,12 +129,12 @@ test-chaos: envtest cluster-tools ## Run the chaos suite (SEED=<n> DURATION=<tot
 # run-chaos runs the chaos suite for $(1) with go test's timeout $(2); SEED=0 (default) derives the
 # seed from the time and prints it.
 define run-chaos
-KUBEBUILDER_ASSETS="$(KUBEBUILDER_ASSETS)" CLUSTER_ASSETS="$(CLUSTER_ASSETS)" go test ./test/chaos -count=1 -timeout $(2) -v -args -chaos.seed=$(or $(SEED),0) -chaos.duration=$(1) -chaos.cluster=$(CHAOS_CLUSTER)
+$(CACHE_MUTATION_DETECTOR) KUBEBUILDER_ASSETS="$(KUBEBUILDER_ASSETS)" CLUSTER_ASSETS="$(CLUSTER_ASSETS)" go test ./test/chaos -count=1 -timeout $(2) -v -args -chaos.seed=$(or $(SEED),0) -chaos.duration=$(1) -chaos.cluster=$(CHAOS_CLUSTER)
 endef
 
 .PHONY: test-cluster
 test-cluster: envtest cluster-tools ## Run the local cluster's suite (test/cluster): the real scheduler, kube-controller-manager and kwok TPU nodes.
-	KUBEBUILDER_ASSETS="$(KUBEBUILDER_ASSETS)" CLUSTER_ASSETS="$(CLUSTER_ASSETS)" go test ./test/cluster -count=1 -timeout $(TEST_TIMEOUT) $(TEST_ARGS)
+	$(CACHE_MUTATION_DETECTOR) KUBEBUILDER_ASSETS="$(KUBEBUILDER_ASSETS)" CLUSTER_ASSETS="$(CLUSTER_ASSETS)" go test ./test/cluster -count=1 -timeout $(TEST_TIMEOUT) $(TEST_ARGS)
 
 .PHONY: fuzz
 fuzz: ## Run every fuzz target of the repository (func Fuzz... in a _test.go file), each for FUZZTIME (default 30s), then the model-based test for MODEL_CHECKS (default 5000) histories.
