@@ -151,6 +151,7 @@ func (r *TPUSliceAssignmentReconciler) choose(ctx context.Context, rc *rayv1.Ray
 	if err != nil {
 		return 0, err
 	}
+	confirmed := false
 	for range chooseAttempts {
 		req := gate.NewRequest(slice, pods, nodes.Items, requested, excluded, holds)
 		choice, err := placement.Choose(req)
@@ -158,6 +159,24 @@ func (r *TPUSliceAssignmentReconciler) choose(ctx context.Context, rc *rayv1.Ray
 			// The slice's Pods request no TPU: nothing to choose for; they stay gated.
 			log.Error(err, "Cannot choose a domain for slice")
 			return 0, nil
+		}
+		if choice.Outcome == placement.OutcomeChosen && !choice.Kept && !req.PodsBound && !confirmed {
+			// A domain other than the recorded one, chosen because no cached Pod of the slice is
+			// bound or selects a domain yet. The cache may not show the Pods a reconcile just
+			// released: released Pods never leave their domain, and releasing the rest elsewhere
+			// splits the slice (docs/spec.md §12). Found by the chaos run: a late host's
+			// reconcile, its Pod cache behind the release of three Pods onto a pool that then
+			// lost a Node, released the fourth onto another pool. A live read decides.
+			lv, err := r.livePods(ctx, slice)
+			if err != nil {
+				return 0, err
+			}
+			confirmed = true
+			if live := slicePods(slice, lv.pods); gate.Committed(live, slice.Spec.AffinityTopologyKey) {
+				log.V(1).Info("Pods of the slice the cache shows gated were released; choosing on the live Pods")
+				pods = live
+				continue
+			}
 		}
 		switch choice.Outcome {
 		case placement.OutcomeNoFit:
