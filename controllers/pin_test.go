@@ -238,8 +238,18 @@ func cachedAsBefore(c client.WithWatch, before ...*corev1.Pod) client.WithWatch 
 // the slice is committed to pool-a, and pool-b fits: choosing pool-b there split the slice over two
 // pools (docs/spec.md §12; found by the chaos run, CI seed 1796396490916371533: "ChosenDomain slice
 // ... has live Pods bound in 2 domains"). A domain other than the recorded one is taken only
-// after a live read confirms that no Pod of the slice is committed elsewhere.
+// after a live read confirms that no Pod of the slice is committed elsewhere; so is the recorded
+// one given back when no domain fits.
 func TestPlacementDoesNotMoveOnAStaleCache(t *testing.T) {
+	for name, otherPool := range map[string]bool{
+		"another pool fits: the slice does not move to it":                   true,
+		"no pool fits: the slice keeps its domain and does not give it back": false,
+	} {
+		t.Run(name, func(t *testing.T) { testPlacementOnAStaleCache(t, otherPool) })
+	}
+}
+
+func testPlacementOnAStaleCache(t *testing.T, otherPool bool) {
 	const poolA, poolB = "pool-a", "pool-b"
 	gated := func(id int32) *testutil.PodWrapper {
 		return releasePod("w-"+strconv.Itoa(int(id)), "t-w-"+strconv.Itoa(int(id)), id).
@@ -258,7 +268,9 @@ func TestPlacementDoesNotMoveOnAStaleCache(t *testing.T) {
 		objs = append(objs, testutil.MakeNode("a-"+strconv.Itoa(i)).TPU("tpu-v4-podslice", "2x2x4", poolA).TPUCapacity(4).Ready(true).Obj())
 	}
 	for i := range 4 {
-		objs = append(objs, testutil.MakeNode("b-"+strconv.Itoa(i)).TPU("tpu-v4-podslice", "2x2x4", poolB).TPUCapacity(4).Ready(true).Obj())
+		if otherPool {
+			objs = append(objs, testutil.MakeNode("b-"+strconv.Itoa(i)).TPU("tpu-v4-podslice", "2x2x4", poolB).TPUCapacity(4).Ready(true).Obj())
+		}
 	}
 	store := testutil.NewClientBuilder().WithObjects(objs...).Build()
 	cache := cachedAsBefore(workerPodCache(store), gated(0).Obj(), gated(1).Obj(), gated(2).Obj())

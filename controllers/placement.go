@@ -160,13 +160,15 @@ func (r *TPUSliceAssignmentReconciler) choose(ctx context.Context, rc *rayv1.Ray
 			log.Error(err, "Cannot choose a domain for slice")
 			return 0, nil
 		}
-		if choice.Outcome == placement.OutcomeChosen && !choice.Kept && !req.PodsBound && !confirmed {
-			// A domain other than the recorded one, chosen because no cached Pod of the slice is
-			// bound or selects a domain yet. The cache may not show the Pods a reconcile just
-			// released: released Pods never leave their domain, and releasing the rest elsewhere
-			// splits the slice (docs/spec.md §12). Found by the chaos run: a late host's
-			// reconcile, its Pod cache behind the release of three Pods onto a pool that then
-			// lost a Node, released the fourth onto another pool. A live read decides.
+		leaves := choice.Outcome == placement.OutcomeChosen || req.Previous != ""
+		if !choice.Kept && leaves && !req.PodsBound && !confirmed {
+			// A domain other than the recorded one, or none (the recorded one given back), because
+			// no cached Pod of the slice is bound or selects a domain yet. The cache may not show
+			// the Pods a reconcile just released: released Pods never leave their domain, and
+			// releasing the rest elsewhere splits the slice, giving the domain back lets another
+			// slice take it (docs/spec.md §12). Found by the chaos run: a late host's reconcile,
+			// its Pod cache behind the release of three Pods onto a pool that then lost a Node,
+			// released the fourth onto another pool. A live read decides.
 			lv, err := r.livePods(ctx, slice)
 			if err != nil {
 				return 0, err
