@@ -64,6 +64,28 @@ func notYetCached(c client.WithWatch, names ...string) client.WithWatch {
 	})
 }
 
+// reconcileReleaseSlice reconciles the release tests' slice with cache as the reconciler's cache and
+// store as the API server, at t0 and a bind settle later (the first pass writes the slice's
+// bookkeeping a bind settle later, docs/spec.md §8), and returns the Pods the store then holds.
+func reconcileReleaseSlice(t *testing.T, cache, store client.WithWatch, events *testutil.EventRecorder) corev1.PodList {
+	t.Helper()
+	clock := clocktesting.NewFakePassiveClock(t0)
+	r := newReconcileTestReconciler(cache, store, events, tombstones.New(0), clock)
+	r.leaseNamespace = "tpu-system"
+	key := types.NamespacedName{Namespace: releaseNamespace, Name: releaseSlice}
+	for _, at := range []time.Duration{0, DefaultBindSettle} {
+		clock.SetTime(t0.Add(at))
+		if _, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: key}); err != nil {
+			t.Fatalf("Reconcile at t0+%v: %v", at, err)
+		}
+	}
+	var pods corev1.PodList
+	if err := store.List(t.Context(), &pods); err != nil {
+		t.Fatal(err)
+	}
+	return pods
+}
+
 // TestPinning runs Reconcile on a ChosenDomain slice of 4 hosts in pool-a (Nodes n-0..n-4)
 // whose Pod w-0 is bound, and checks the pins and deletions it leaves (docs/spec.md §12,
 // "Pinning" and "Stranded Pods").
@@ -147,22 +169,7 @@ func TestPinning(t *testing.T) {
 			}
 			store := testutil.NewClientBuilder().WithObjects(objs...).Build()
 			events := &testutil.EventRecorder{}
-			clock := clocktesting.NewFakePassiveClock(t0)
-			r := newReconcileTestReconciler(notYetCached(workerPodCache(store), tc.hidden...), store, events, tombstones.New(0), clock)
-			r.leaseNamespace = "tpu-system"
-			key := types.NamespacedName{Namespace: releaseNamespace, Name: releaseSlice}
-			// The first pass writes the slice's bookkeeping a bind settle later (docs/spec.md §8).
-			for _, at := range []time.Duration{0, DefaultBindSettle} {
-				clock.SetTime(t0.Add(at))
-				if _, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: key}); err != nil {
-					t.Fatalf("Reconcile at t0+%v: %v", at, err)
-				}
-			}
-
-			var pods corev1.PodList
-			if err := store.List(t.Context(), &pods); err != nil {
-				t.Fatal(err)
-			}
+			pods := reconcileReleaseSlice(t, notYetCached(workerPodCache(store), tc.hidden...), store, events)
 			gotPins := map[string]string{}
 			for i := range pods.Items {
 				p := &pods.Items[i]
@@ -274,21 +281,8 @@ func testPlacementOnAStaleCache(t *testing.T, otherPool bool) {
 	}
 	store := testutil.NewClientBuilder().WithObjects(objs...).Build()
 	cache := cachedAsBefore(workerPodCache(store), gated(0).Obj(), gated(1).Obj(), gated(2).Obj())
-	clock := clocktesting.NewFakePassiveClock(t0)
-	r := newReconcileTestReconciler(cache, store, &testutil.EventRecorder{}, tombstones.New(0), clock)
-	r.leaseNamespace = "tpu-system"
+	pods := reconcileReleaseSlice(t, cache, store, &testutil.EventRecorder{})
 	key := types.NamespacedName{Namespace: releaseNamespace, Name: releaseSlice}
-	for _, at := range []time.Duration{0, DefaultBindSettle} {
-		clock.SetTime(t0.Add(at))
-		if _, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: key}); err != nil {
-			t.Fatalf("Reconcile at t0+%v: %v", at, err)
-		}
-	}
-
-	var pods corev1.PodList
-	if err := store.List(t.Context(), &pods); err != nil {
-		t.Fatal(err)
-	}
 	for i := range pods.Items {
 		if got := pods.Items[i].Spec.NodeSelector[constants.NodePoolTopologyKey]; got == poolB {
 			t.Errorf("Pod %s was released onto %s; the slice's other Pods select %s", pods.Items[i].Name, poolB, poolA)
