@@ -127,16 +127,13 @@ func (b *bench) kubeRayReplicas(ctx context.Context, sizes []int32) ([]string, e
 // of S7 by 0.2-0.3 (docs/performance.md); the median of rounds, each against its own baseline,
 // says what one run cannot.
 func roundsLine(rounds []replicaResult) string {
-	order := make([]int, len(rounds))
 	ratios := make([]string, len(rounds))
 	floors := make([]string, len(rounds))
 	for i, r := range rounds {
-		order[i] = i
 		ratios[i] = fmt.Sprintf("%.2f", r.ratio())
 		floors[i] = fmt.Sprintf("%.2f", ratio(r.floor.created, r.base.created))
 	}
-	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(rounds[a].ratio(), rounds[b].ratio()) })
-	m := rounds[order[len(order)/2]]
+	m := slices.SortedStableFunc(slices.Values(rounds), func(a, b replicaResult) int { return cmp.Compare(a.ratio(), b.ratio()) })[len(rounds)/2]
 	m.duplicates = 0
 	for _, r := range rounds {
 		m.duplicates += r.duplicates
