@@ -17,13 +17,18 @@ limitations under the License.
 package main
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -61,6 +66,8 @@ type bigResult struct {
 	injection floor
 	// health is S5-health: the same slice's Pods bound and readied after the webhook run.
 	health healthResult
+	// namespace and baseNamespace hold the webhook run's and the baseline's Pods.
+	namespace, baseNamespace string
 }
 
 // bigScenario is S5 for one topology: one slice, one Pod at a time, as KubeRay creates a group.
@@ -79,24 +86,91 @@ func bigScenario(topo string) (scenario, error) {
 	}, nil
 }
 
-// bigSlices runs S5 for each topology and returns its BENCH lines (floor first, then S5, per size)
-// and the per-Pod latencies of each webhook run by slice size.
+// bigSlices runs S5 for each topology, s5Rounds rounds each, and returns its BENCH lines (floor
+// first, then S5 and S5-health, per size, of the round with the median ratio) and the per-Pod
+// latencies of that round's webhook run by slice size. Every round but the last removes its
+// slice, so that each round runs on the same cluster; the last round's slice stays for S5-restart.
 func (b *bench) bigSlices(ctx context.Context, topologies []string) ([]string, map[int32][]time.Duration, error) {
 	var lines []string
 	lat := map[int32][]time.Duration{}
+	defer func() { b.noProfiles = false }()
 	for _, topo := range topologies {
 		s, err := bigScenario(topo)
 		if err != nil {
 			return nil, nil, err
 		}
-		r, err := b.bigSlice(ctx, s)
-		if err != nil {
-			return nil, nil, fmt.Errorf("%s: %w", s.name, err)
+		rounds := make([]bigResult, 0, s5Rounds)
+		for round := range s5Rounds {
+			b.noProfiles = round > 0
+			r, err := b.bigSlice(ctx, s)
+			if err != nil {
+				return nil, nil, fmt.Errorf("%s round %d: %w", s.name, round+1, err)
+			}
+			fmt.Fprintf(os.Stderr, "%s round %d:\n", s.name, round+1)
+			_ = r.report()
+			if round < s5Rounds-1 {
+				if err := b.removeBigSlice(ctx, r); err != nil {
+					return nil, nil, fmt.Errorf("%s round %d: %w", s.name, round+1, err)
+				}
+			}
+			rounds = append(rounds, r)
 		}
-		lines = append(lines, r.report())
-		lat[r.hosts] = r.lat
+		m := medianBigRound(rounds)
+		lines = append(lines, m.benchLinesOfRounds(rounds)...)
+		lat[m.hosts] = m.lat
 	}
 	return lines, lat, nil
+}
+
+// medianBigRound returns the round whose ratio is the median (the upper one of an even count).
+func medianBigRound(rounds []bigResult) bigResult {
+	return slices.SortedStableFunc(slices.Values(rounds), func(a, b bigResult) int { return cmp.Compare(a.ratio(), b.ratio()) })[len(rounds)/2]
+}
+
+// benchLinesOfRounds returns r's BENCH lines, r being the median of rounds: S5's line ends with the
+// number of rounds and every round's ratio, flatness and injection floor, in the order they ran;
+// its duplicates are the sum over every round.
+func (r bigResult) benchLinesOfRounds(rounds []bigResult) []string {
+	ratios := make([]string, len(rounds))
+	flatness := make([]string, len(rounds))
+	injection := make([]string, len(rounds))
+	r.duplicates = 0
+	for i, x := range rounds {
+		ratios[i] = fmt.Sprintf("%.2f", x.ratio())
+		flatness[i] = fmt.Sprintf("%.2f", x.flatness())
+		injection[i] = fmt.Sprintf("%.2f", ratio(x.injection.wall, x.baselineWall))
+		r.duplicates += x.duplicates
+	}
+	lines := r.benchLines()
+	lines[1] += fmt.Sprintf(" rounds=%d round_ratios=%s round_flatness=%s round_injection_ratios=%s", len(rounds),
+		strings.Join(ratios, ","), strings.Join(flatness, ","), strings.Join(injection, ","))
+	return append(lines, r.health.line())
+}
+
+// removeBigSlice deletes what a round of S5 leaves: its baseline's and webhook run's Pods (at once:
+// S5-health bound them, and no kubelet will), its slice and the slice's ConfigMaps, and the Nodes
+// S5-health bound the Pods to: left, they would make the next round's slice of the same topology
+// placeable, and its Pods gated.
+func (b *bench) removeBigSlice(ctx context.Context, r bigResult) error {
+	var nodes metav1.PartialObjectMetadataList
+	nodes.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NodeList"))
+	if err := b.c.List(ctx, &nodes); err != nil {
+		return err
+	}
+	mine := slices.DeleteFunc(nodes.Items, func(n metav1.PartialObjectMetadata) bool {
+		return !strings.HasPrefix(n.Name, healthNodePrefix(r.namespace))
+	})
+	errs := []error{framework.Parallel(len(mine), healthWidth, func(i int) error {
+		return client.IgnoreNotFound(b.c.Delete(ctx, &mine[i]))
+	})}
+	for _, ns := range []string{r.baseNamespace, r.namespace} {
+		in := client.InNamespace(ns)
+		errs = append(errs,
+			b.c.DeleteAllOf(ctx, &corev1.Pod{}, in, client.GracePeriodSeconds(0)),
+			b.c.DeleteAllOf(ctx, &tpuv1alpha1.TPUSliceAssignment{}, in),
+			b.c.DeleteAllOf(ctx, &corev1.ConfigMap{}, in, client.HasLabels{tpuv1alpha1.SliceLabel}))
+	}
+	return errors.Join(errs...)
 }
 
 // bigSlice measures, for one S5 slice size: the baseline (the same creates of Pods without TPUs, no
@@ -132,6 +206,7 @@ func (b *bench) bigSlice(ctx context.Context, s scenario) (bigResult, error) {
 		return r, err
 	}
 	r.pods, r.denials, r.wall, r.lat, r.allocStats, r.duplicates = run.pods, run.denials, run.wall, run.lat, run.allocStats, run.duplicates
+	r.namespace = run.namespace
 	name := naming.SliceName("bench", "tpu", 0)
 	// Counted from here, after the webhook run, so that the watch does not weigh on S5's numbers.
 	writes, err := framework.WatchSliceWrites(ctx, b.env.Config, run.namespace, name)
@@ -157,6 +232,7 @@ func (b *bench) bigBaseline(ctx context.Context, s scenario, r *bigResult) error
 	if err != nil {
 		return err
 	}
+	r.baseNamespace = ns
 	n := s.pods()
 	cpu := testutil.MakeRayCluster("bench", ns).CPUGroup("cpu", int32(n)).ManagedByMultiKueue().Obj()
 	if err := b.c.Create(ctx, cpu); err != nil {
@@ -231,18 +307,26 @@ func (r *bigResult) firstLast() (first, last []time.Duration) {
 	return r.lat[:min(flatWindow, len(r.lat))], r.lat[max(len(r.lat)-flatWindow, 0):]
 }
 
+// ratio is the webhook run's wall time over the baseline's.
+func (r *bigResult) ratio() float64 { return ratio(r.wall, r.baselineWall) }
+
+// flatness is the mean create of the slice's last flatWindow Pods over that of its first.
+func (r *bigResult) flatness() float64 {
+	first, last := r.firstLast()
+	return ratio(mean(last), mean(first))
+}
+
 // benchLines returns S5's BENCH lines for one size: the floors, then S5.
 func (r *bigResult) benchLines() []string {
 	n := float64(max(r.pods, 1))
-	first, last := r.firstLast()
-	flatness := ratio(mean(last), mean(first))
+	flatness := r.flatness()
 	return []string{
 		fmt.Sprintf("BENCH S5-floor hosts=%d write_1_ms=%.1f write_1_p99_ms=%.1f write_h_ms=%.1f write_h_p99_ms=%.1f payload_ratio=%.2f admission_ratio=%.2f injection_ratio=%.2f injection_flatness=%.2f %s",
 			r.hosts, ms(r.write1.mean), ms(r.write1.p99), ms(r.writeH.mean), ms(r.writeH.p99),
 			ratio(r.payload.wall, r.baselineWall), ratio(r.admission.wall, r.baselineWall),
 			ratio(r.injection.wall, r.baselineWall), r.injection.flatness, r.payload.stored.fields("payload_")),
 		fmt.Sprintf("BENCH S5 hosts=%d pods=%d ratio=%.2f flatness=%.2f p99_ms=%.1f status_kib=%.1f writes_per_pod=%.2f duplicates=%d %s",
-			r.hosts, r.pods, ratio(r.wall, r.baselineWall), flatness, ms(percentile(r.lat, 99)),
+			r.hosts, r.pods, r.ratio(), flatness, ms(percentile(r.lat, 99)),
 			float64(r.statusBytes)/1024, float64(r.writes)/n, r.duplicates, r.stored.fields("")),
 	}
 }

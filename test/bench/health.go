@@ -46,6 +46,9 @@ type healthResult struct {
 	bytes      int
 }
 
+// healthNodePrefix begins the names of the Nodes sliceHealth binds the Pods of namespace ns to.
+func healthNodePrefix(ns string) string { return ns + "-" }
+
 // sliceHealth binds every Pod of the S5 slice to its own TPU Node through the binding subresource
 // and reports it Ready as a kubelet would, 16 at a time, and measures the writes slice health
 // costs and how soon the slice turns Ready. claimWrites are the webhook's writes of the run.
@@ -58,7 +61,7 @@ func (b *bench) sliceHealth(ctx context.Context, ns, name string, s scenario, cl
 	r.pods = len(pods.Items)
 	nodes := make([]string, len(pods.Items))
 	if err := framework.Parallel(len(pods.Items), healthWidth, func(i int) error {
-		nodes[i] = ns + "-" + strconv.Itoa(i)
+		nodes[i] = healthNodePrefix(ns) + strconv.Itoa(i)
 		return framework.CreateNode(ctx, b.c, testutil.MakeNode(nodes[i]).TPU(s.acceleratorType(), s.topology, "bench-pool").Ready(true).Obj())
 	}); err != nil {
 		return r, err
@@ -97,8 +100,13 @@ func (b *bench) sliceHealth(ctx context.Context, ns, name string, s scenario, cl
 // claim writes, then every write a watch saw from the end of the webhook run until Ready and
 // 3 s after: binds and health), and seconds from the first binding to Ready.
 func (r healthResult) report() string {
-	n := float64(max(r.pods, 1))
 	fmt.Fprintf(os.Stderr, "S5-health-%d: %d committed claim writes during admission, %d writes after (binds, hosts, conditions) until Ready; stored object %.1f KiB when Ready\n",
 		r.hosts, r.claimWrite, r.writes, float64(r.bytes)/1024)
+	return r.line()
+}
+
+// line is S5-health's BENCH line.
+func (r healthResult) line() string {
+	n := float64(max(r.pods, 1))
 	return fmt.Sprintf("BENCH S5-health hosts=%d writes_per_pod=%.2f ready_s=%.1f", r.hosts, (float64(r.claimWrite)+float64(r.writes))/n, r.ready.Seconds())
 }

@@ -74,6 +74,8 @@ var (
 	pendingTTL time.Duration
 	// s7Rounds is how many times S7 measures each replica size.
 	s7Rounds = 3
+	// s5Rounds is how many times S5 measures each slice size.
+	s5Rounds = 3
 )
 
 func main() {
@@ -84,6 +86,7 @@ func main() {
 	s6Placement := flag.String("s6-placement", string(tpuv1alpha1.PlacementChosenDomain), "How the operator instances of S6 keep a slice in one pool (--slice-placement): ChosenDomain (gated, released onto a chosen pool) or InterPodAffinity (today's terms, for the number before).")
 	s6QPS := flag.Int("s6-scheduler-qps", 0, "kube-scheduler's client QPS in S6 (burst twice that); 0 for the local cluster's default, 1000 (the scheduler's own default, 50, caps binds at about 50 per second).")
 	s5 := flag.String("s5-topologies", "16x16x16,16x20x28", "Comma-separated v5p topologies of S5's slices, 4 chips per Pod (1,024 and 2,240 hosts).")
+	flag.IntVar(&s5Rounds, "s5-rounds", s5Rounds, "Rounds of S5 per size, each its baseline, floors and webhook run in turn; the BENCH lines give the round of the median ratio and every round's ratio and flatness.")
 	s4TPU := flag.Int("s4-tpu-pods", 2000, "TPU worker Pods in S4.")
 	s4Other := flag.Int("s4-other-pods", 10000, "Non-TPU Pods in S4.")
 	s4Nodes := flag.Int("s4-tpu-nodes", 5000, "TPU Nodes in S4 (GKE's labels and a status as large as GKE's), next to a fifth as many Nodes without TPUs.")
@@ -142,8 +145,8 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench: -s7-hosts:", err)
 		os.Exit(2)
 	}
-	if s7Rounds < 1 {
-		fmt.Fprintln(os.Stderr, "bench: -s7-rounds: at least 1")
+	if s7Rounds < 1 || s5Rounds < 1 {
+		fmt.Fprintln(os.Stderr, "bench: -s5-rounds and -s7-rounds: at least 1")
 		os.Exit(2)
 	}
 	placement := tpuv1alpha1.SlicePlacement(*s6Placement)
@@ -249,6 +252,8 @@ type bench struct {
 	env       *framework.Env
 	c         client.Client
 	validator *framework.Instance
+	// noProfiles turns profile off: rounds after the first are not profiled.
+	noProfiles bool
 }
 
 // start starts the control plane and the instance that serves the RayCluster webhook whenever no

@@ -39,7 +39,7 @@ func (b *bench) profileRound(ctx context.Context, name string, round int) func()
 // profile starts CPU profiles of this process and of the API server when -profile-dir is set, and
 // returns the function that stops them and writes <dir>/<name>-{bench,apiserver}.pprof.
 func (b *bench) profile(ctx context.Context, name string) func() {
-	if profileDir == "" {
+	if profileDir == "" || b.noProfiles {
 		return func() {}
 	}
 	f, err := os.Create(filepath.Join(profileDir, name+"-bench.pprof"))
