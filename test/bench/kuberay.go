@@ -67,6 +67,51 @@ type replicaRun struct {
 	// than live when KubeRay deleted an incomplete replica and created it again.
 	live, creates int
 	timedOut      bool
+	// gaps are the pauses between worker Pods seen one after another.
+	gaps gapStats
+}
+
+// gapStats describe the pauses of a run: the time from the apply to the first worker Pod seen,
+// and between each worker Pod seen and the next, by a watch. A pause that the creates' mean does
+// not explain is a stall: what it follows says where to look.
+type gapStats struct {
+	first time.Duration
+	// largest is the longest pause between two worker Pods, after the largestAfter-th.
+	largest      time.Duration
+	largestAfter int
+	// long counts the pauses of at least longGap; longTotal is their sum.
+	long      int
+	longTotal time.Duration
+}
+
+// longGap is the pause gapStats counts as long: five times the 10 ms KubeRay's client limit
+// spaces its creates by.
+const longGap = 50 * time.Millisecond
+
+// gapsOf returns the pauses of a run applied at start whose worker Pods were seen at times seen,
+// in order.
+func gapsOf(start time.Time, seen []time.Time) gapStats {
+	var g gapStats
+	if len(seen) == 0 {
+		return g
+	}
+	g.first = seen[0].Sub(start)
+	for i := 1; i < len(seen); i++ {
+		d := seen[i].Sub(seen[i-1])
+		if d > g.largest {
+			g.largest, g.largestAfter = d, i
+		}
+		if d >= longGap {
+			g.long++
+			g.longTotal += d
+		}
+	}
+	return g
+}
+
+func (g gapStats) String() string {
+	return fmt.Sprintf("first worker Pod %.0f ms after the apply, largest pause %.0f ms after the %d-th, %d pauses of %v or more, %.0f ms in all",
+		ms(g.first), ms(g.largest), g.largestAfter, g.long, longGap, ms(g.longTotal))
 }
 
 // replicaResult is what S7 measured for one replica size.
@@ -394,6 +439,8 @@ type workerCounter struct {
 	live    map[string]bool
 	creates int
 	reached time.Time
+	// seen are the times worker Pods were first seen, until want were live.
+	seen []time.Time
 }
 
 func newWorkerCounter(want int) *workerCounter {
@@ -409,6 +456,9 @@ func (c *workerCounter) added(name string, now time.Time) {
 	}
 	c.live[name] = true
 	c.creates++
+	if c.reached.IsZero() {
+		c.seen = append(c.seen, now)
+	}
 	if len(c.live) >= c.want && c.reached.IsZero() {
 		c.reached = now
 		close(c.done)
@@ -426,7 +476,7 @@ func (c *workerCounter) deleted(name string) {
 func (c *workerCounter) result(start time.Time, timeout time.Duration) replicaRun {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	r := replicaRun{live: len(c.live), creates: c.creates, created: timeout, timedOut: c.reached.IsZero()}
+	r := replicaRun{live: len(c.live), creates: c.creates, created: timeout, timedOut: c.reached.IsZero(), gaps: gapsOf(start, c.seen)}
 	if !r.timedOut {
 		r.created = c.reached.Sub(start)
 	}
@@ -478,6 +528,9 @@ func (r replicaResult) report(round int) {
 	fmt.Fprintf(os.Stderr, "S7-%d round %d: ratio %.2f, payload floor %.2f; KubeRay created the replica's %d worker Pods in %.2f s through the webhook (%d creates, placement %s), %.2f s with no webhook (%d creates), %.2f s through the payload floor's stand-in webhook; stored %.1f MiB of Pods, %d ConfigMaps %.1f KiB\n",
 		r.hosts, round+1, r.ratio(), ratio(r.floor.created, r.base.created), r.run.live, r.run.created.Seconds(), r.run.creates, r.placement, r.base.created.Seconds(), r.base.creates,
 		r.floor.created.Seconds(), float64(r.stored.podBytes)/(1<<20), r.stored.configMaps, float64(r.stored.configMapBytes)/1024)
+	fmt.Fprintf(os.Stderr, "S7-%d round %d: through the webhook: %s\n", r.hosts, round+1, r.run.gaps)
+	fmt.Fprintf(os.Stderr, "S7-%d round %d: payload floor: %s\n", r.hosts, round+1, r.floor.gaps)
+	fmt.Fprintf(os.Stderr, "S7-%d round %d: no webhook: %s\n", r.hosts, round+1, r.base.gaps)
 }
 
 // replicaLine is S7's BENCH line.

@@ -173,3 +173,42 @@ func TestRoundsLine(t *testing.T) {
 		})
 	}
 }
+
+func TestGapsOf(t *testing.T) {
+	start := time.Date(2026, 12, 4, 17, 0, 0, 0, time.UTC)
+	at := func(ms ...int) []time.Time {
+		out := make([]time.Time, len(ms))
+		for i, m := range ms {
+			out[i] = start.Add(time.Duration(m) * time.Millisecond)
+		}
+		return out
+	}
+	tests := []struct {
+		name string
+		seen []time.Time
+		want gapStats
+	}{{
+		name: "no Pod seen",
+		want: gapStats{},
+	}, {
+		name: "one Pod: only the first",
+		seen: at(300),
+		want: gapStats{first: 300 * time.Millisecond},
+	}, {
+		name: "steady creates have no long pause",
+		seen: at(100, 110, 120, 131, 141),
+		want: gapStats{first: 100 * time.Millisecond, largest: 11 * time.Millisecond, largestAfter: 3},
+	}, {
+		name: "pauses of 50 ms and more are counted and summed; the largest is named by the Pods before it",
+		seen: at(20, 30, 80, 90, 290, 300, 349),
+		want: gapStats{first: 20 * time.Millisecond, largest: 200 * time.Millisecond, largestAfter: 4,
+			long: 2, longTotal: 250 * time.Millisecond},
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, gapsOf(start, tc.seen), cmp.AllowUnexported(gapStats{})); diff != "" {
+				t.Errorf("gapsOf (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}
