@@ -324,9 +324,9 @@ func (e *Env) StartInstance(ctx context.Context, opts InstanceOptions) (*Instanc
 		Cache:                  operator.CacheOptions(opts.Operator),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		WebhookServer: webhook.NewServer(webhook.Options{
+		WebhookServer: severableServer{Server: webhook.NewServer(webhook.Options{
 			Host: wio.LocalServingHost, Port: port, CertDir: wio.LocalServingCertDir,
-		}),
+		}), severed: severed},
 		Logger:     ctrl.Log.WithName("operator").WithValues("port", port),
 		Controller: localenv.SkipNameValidation(),
 	})
@@ -365,12 +365,34 @@ func (e *Env) StartInstance(ctx context.Context, opts InstanceOptions) (*Instanc
 func (i *Instance) Stop() error { return i.stop(true) }
 
 // Crash kills the instance as a crash or SIGKILL does: from then on it makes no API request (not
-// even the writes its timers would make, such as a reservation's give-back), then its manager
+// even the writes its timers would make, such as a reservation's give-back) and answers no
+// request (severableServer), then its manager
 // stops while its peers still list its endpoint, and the endpoint goes only then, as Kubernetes
 // removes it once the Pod's readiness probe fails.
 func (i *Instance) Crash() error {
 	i.severed.Store(true)
 	return i.stop(false)
+}
+
+// severableServer is an instance's webhook server that answers nothing once the instance crashed:
+// every request it gets from then on, an admission or a forwarded claim, loses its connection
+// with no answer, as at a killed process's socket. Without it the webhook server, which
+// controller-runtime stops last, went on answering from memory while the rest of the manager
+// stopped: a crashed holder handed out reserved IDs for seconds after the crash.
+type severableServer struct {
+	webhook.Server
+	severed *atomic.Bool
+}
+
+// Register registers hook, cut off once the instance crashed.
+func (s severableServer) Register(path string, hook http.Handler) {
+	s.Server.Register(path, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.severed.Load() {
+			// net/http closes the connection, with no response, and logs nothing.
+			panic(http.ErrAbortHandler)
+		}
+		hook.ServeHTTP(w, r)
+	}))
 }
 
 // errCrashed is what a crashed instance's API requests fail with.
