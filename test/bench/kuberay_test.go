@@ -40,13 +40,15 @@ func TestWorkerCounter(t *testing.T) {
 		wantDone bool
 	}{
 		"the clock stops when the last Pod is created": {
-			events:   []event{{true, "a", at(1)}, {true, "b", at(2)}, {true, "c", at(3)}},
-			want:     replicaRun{created: 3 * time.Second, live: 3, creates: 3},
+			events: []event{{true, "a", at(1)}, {true, "b", at(2)}, {true, "c", at(3)}},
+			want: replicaRun{created: 3 * time.Second, live: 3, creates: 3,
+				gaps: gapStats{first: time.Second, largest: time.Second, largestAfter: 1, long: 2, longTotal: 2 * time.Second}},
 			wantDone: true,
 		},
 		"a Pod seen twice counts once": {
-			events:   []event{{true, "a", at(1)}, {true, "a", at(2)}, {true, "b", at(4)}, {true, "c", at(5)}},
-			want:     replicaRun{created: 5 * time.Second, live: 3, creates: 3},
+			events: []event{{true, "a", at(1)}, {true, "a", at(2)}, {true, "b", at(4)}, {true, "c", at(5)}},
+			want: replicaRun{created: 5 * time.Second, live: 3, creates: 3,
+				gaps: gapStats{first: time.Second, largest: 3 * time.Second, largestAfter: 1, long: 2, longTotal: 4 * time.Second}},
 			wantDone: true,
 		},
 		"a replica KubeRay deleted and created again is complete only with all its new Pods": {
@@ -54,17 +56,20 @@ func TestWorkerCounter(t *testing.T) {
 				{true, "a", at(1)}, {true, "b", at(2)}, {false, "a", at(3)}, {false, "b", at(3)},
 				{true, "d", at(4)}, {true, "e", at(5)}, {true, "f", at(6)},
 			},
-			want:     replicaRun{created: 6 * time.Second, live: 3, creates: 5},
+			want: replicaRun{created: 6 * time.Second, live: 3, creates: 5,
+				gaps: gapStats{first: time.Second, largest: 2 * time.Second, largestAfter: 2, long: 4, longTotal: 5 * time.Second}},
 			wantDone: true,
 		},
 		"Pods created after the replica was complete do not move the clock": {
-			events:   []event{{true, "a", at(1)}, {true, "b", at(2)}, {true, "c", at(3)}, {false, "c", at(4)}, {true, "g", at(5)}},
-			want:     replicaRun{created: 3 * time.Second, live: 3, creates: 4},
+			events: []event{{true, "a", at(1)}, {true, "b", at(2)}, {true, "c", at(3)}, {false, "c", at(4)}, {true, "g", at(5)}},
+			want: replicaRun{created: 3 * time.Second, live: 3, creates: 4,
+				gaps: gapStats{first: time.Second, largest: time.Second, largestAfter: 1, long: 2, longTotal: 2 * time.Second}},
 			wantDone: true,
 		},
 		"a replica never complete times out": {
 			events: []event{{true, "a", at(1)}, {true, "b", at(2)}},
-			want:   replicaRun{created: time.Minute, live: 2, creates: 2, timedOut: true},
+			want: replicaRun{created: time.Minute, live: 2, creates: 2, timedOut: true,
+				gaps: gapStats{first: time.Second, largest: time.Second, largestAfter: 1, long: 1, longTotal: time.Second}},
 		},
 	}
 	for name, tc := range testCases {
@@ -86,7 +91,7 @@ func TestWorkerCounter(t *testing.T) {
 			if done != tc.wantDone {
 				t.Errorf("done = %t, want %t", done, tc.wantDone)
 			}
-			if diff := cmp.Diff(tc.want, c.result(start, time.Minute), cmp.AllowUnexported(replicaRun{})); diff != "" {
+			if diff := cmp.Diff(tc.want, c.result(start, time.Minute), cmp.AllowUnexported(replicaRun{}, gapStats{})); diff != "" {
 				t.Errorf("result (-want,+got):\n%s", diff)
 			}
 		})
