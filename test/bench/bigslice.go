@@ -17,7 +17,6 @@ limitations under the License.
 package main
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -115,16 +114,11 @@ func (b *bench) bigSlices(ctx context.Context, topologies []string) ([]string, m
 			}
 			rounds = append(rounds, r)
 		}
-		m := medianBigRound(rounds)
+		m := medianRound(rounds, (*bigResult).ratio)
 		lines = append(lines, m.benchLinesOfRounds(rounds)...)
 		lat[m.hosts] = m.lat
 	}
 	return lines, lat, nil
-}
-
-// medianBigRound returns the round whose ratio is the median (the upper one of an even count).
-func medianBigRound(rounds []bigResult) bigResult {
-	return slices.SortedStableFunc(slices.Values(rounds), func(a, b bigResult) int { return cmp.Compare(a.ratio(), b.ratio()) })[len(rounds)/2]
 }
 
 // benchLinesOfRounds returns r's BENCH lines, r being the median of rounds: S5's line ends with the
@@ -319,14 +313,13 @@ func (r *bigResult) flatness() float64 {
 // benchLines returns S5's BENCH lines for one size: the floors, then S5.
 func (r *bigResult) benchLines() []string {
 	n := float64(max(r.pods, 1))
-	flatness := r.flatness()
 	return []string{
 		fmt.Sprintf("BENCH S5-floor hosts=%d write_1_ms=%.1f write_1_p99_ms=%.1f write_h_ms=%.1f write_h_p99_ms=%.1f payload_ratio=%.2f admission_ratio=%.2f injection_ratio=%.2f injection_flatness=%.2f %s",
 			r.hosts, ms(r.write1.mean), ms(r.write1.p99), ms(r.writeH.mean), ms(r.writeH.p99),
 			ratio(r.payload.wall, r.baselineWall), ratio(r.admission.wall, r.baselineWall),
 			ratio(r.injection.wall, r.baselineWall), r.injection.flatness, r.payload.stored.fields("payload_")),
 		fmt.Sprintf("BENCH S5 hosts=%d pods=%d ratio=%.2f flatness=%.2f p99_ms=%.1f status_kib=%.1f writes_per_pod=%.2f duplicates=%d %s",
-			r.hosts, r.pods, r.ratio(), flatness, ms(percentile(r.lat, 99)),
+			r.hosts, r.pods, r.ratio(), r.flatness(), ms(percentile(r.lat, 99)),
 			float64(r.statusBytes)/1024, float64(r.writes)/n, r.duplicates, r.stored.fields("")),
 	}
 }

@@ -78,7 +78,7 @@ func TestBigRoundsLines(t *testing.T) {
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got := medianBigRound(tc.rounds).benchLinesOfRounds(tc.rounds)
+			got := medianRound(tc.rounds, (*bigResult).ratio).benchLinesOfRounds(tc.rounds)
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("S5's lines of rounds (-want,+got):\n%s", diff)
 			}

@@ -17,12 +17,10 @@ limitations under the License.
 package main
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -178,7 +176,7 @@ func roundsLine(rounds []replicaResult) string {
 		ratios[i] = fmt.Sprintf("%.2f", r.ratio())
 		floors[i] = fmt.Sprintf("%.2f", ratio(r.floor.created, r.base.created))
 	}
-	m := slices.SortedStableFunc(slices.Values(rounds), func(a, b replicaResult) int { return cmp.Compare(a.ratio(), b.ratio()) })[len(rounds)/2]
+	m := medianRound(rounds, (*replicaResult).ratio)
 	m.duplicates = 0
 	for _, r := range rounds {
 		m.duplicates += r.duplicates

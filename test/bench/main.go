@@ -31,6 +31,7 @@ limitations under the License.
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -326,6 +327,12 @@ func ratio(a, b time.Duration) float64 {
 		return math.Inf(1)
 	}
 	return float64(a) / float64(b)
+}
+
+// medianRound returns the round of a scenario measured in rounds (S5, S7) whose ratio is the
+// median: the upper one of an even count.
+func medianRound[T any](rounds []T, ratio func(*T) float64) T {
+	return slices.SortedStableFunc(slices.Values(rounds), func(a, b T) int { return cmp.Compare(ratio(&a), ratio(&b)) })[len(rounds)/2]
 }
 
 func (b *bench) namespace(ctx context.Context, prefix string) (string, error) {

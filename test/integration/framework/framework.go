@@ -366,9 +366,8 @@ func (i *Instance) Stop() error { return i.stop(true) }
 
 // Crash kills the instance as a crash or SIGKILL does: from then on it makes no API request (not
 // even the writes its timers would make, such as a reservation's give-back) and answers no
-// request (severableServer), then its manager
-// stops while its peers still list its endpoint, and the endpoint goes only then, as Kubernetes
-// removes it once the Pod's readiness probe fails.
+// request (severableServer); then its manager stops while its peers still list its endpoint, and
+// the endpoint goes only then, as Kubernetes removes it once the Pod's readiness probe fails.
 func (i *Instance) Crash() error {
 	i.severed.Store(true)
 	return i.stop(false)
