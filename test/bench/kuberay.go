@@ -67,6 +67,9 @@ type replicaRun struct {
 	timedOut      bool
 	// gaps are the pauses between worker Pods seen one after another.
 	gaps gapStats
+	// server is where the run's Pod creates spent their time, as the API server and the
+	// operator's handler measured it.
+	server serverTimes
 }
 
 // gapStats describe the pauses of a run: the time from the apply to the first worker Pod seen,
@@ -258,7 +261,7 @@ func (b *bench) kubeRayReplica(ctx context.Context, hosts int32, round int) (rep
 		return r, err
 	}
 	stopProfile := b.profileRound(ctx, fmt.Sprintf("S7-%d", hosts), round)
-	r.run, err = b.applyAndCount(ctx, rc, int(hosts), s7Timeout)
+	r.run, err = b.applyAndCount(ctx, rc, int(hosts), s7Timeout, instances...)
 	stopProfile()
 	if err != nil {
 		return r, err
@@ -320,13 +323,18 @@ func (b *bench) replicaCluster(ctx context.Context, prefix string, hosts int32, 
 }
 
 // applyAndCount creates rc and times how long it takes until want of its worker Pods are live,
-// watching their metadata only.
-func (b *bench) applyAndCount(ctx context.Context, rc *rayv1.RayCluster, want int, timeout time.Duration) (replicaRun, error) {
+// watching their metadata only, and where the creates spent their time (serverTimes), the claims'
+// in the given instances.
+func (b *bench) applyAndCount(ctx context.Context, rc *rayv1.RayCluster, want int, timeout time.Duration, instances ...*framework.Instance) (replicaRun, error) {
 	w, err := watchWorkers(ctx, b.env.Config, rc.Namespace, rc.Name, want)
 	if err != nil {
 		return replicaRun{}, err
 	}
 	defer w.stop()
+	before, err := sampleServerTimes(ctx, b.env.Config, instances)
+	if err != nil {
+		return replicaRun{}, err
+	}
 	start := time.Now()
 	if err := b.c.Create(ctx, rc); err != nil {
 		return replicaRun{}, err
@@ -339,7 +347,13 @@ func (b *bench) applyAndCount(ctx context.Context, rc *rayv1.RayCluster, want in
 	case <-ctx.Done():
 		return replicaRun{}, ctx.Err()
 	}
-	return w.counter.result(start, timeout), nil
+	run := w.counter.result(start, timeout)
+	after, err := sampleServerTimes(ctx, b.env.Config, instances)
+	if err != nil {
+		return replicaRun{}, err
+	}
+	run.server = after.minus(before)
+	return run, nil
 }
 
 // inspectReplica reads the webhook run's outcome into r: duplicate worker IDs among the live Pods
@@ -526,20 +540,25 @@ func (r replicaResult) report(round int) {
 	fmt.Fprintf(os.Stderr, "S7-%d round %d: ratio %.2f, payload floor %.2f; KubeRay created the replica's %d worker Pods in %.2f s through the webhook (%d creates, placement %s), %.2f s with no webhook (%d creates), %.2f s through the payload floor's stand-in webhook; stored %.1f MiB of Pods, %d ConfigMaps %.1f KiB\n",
 		r.hosts, round+1, r.ratio(), ratio(r.floor.created, r.base.created), r.run.live, r.run.created.Seconds(), r.run.creates, r.placement, r.base.created.Seconds(), r.base.creates,
 		r.floor.created.Seconds(), float64(r.stored.podBytes)/(1<<20), r.stored.configMaps, float64(r.stored.configMapBytes)/1024)
-	fmt.Fprintf(os.Stderr, "S7-%d round %d: through the webhook: %s\n", r.hosts, round+1, r.run.gaps)
-	fmt.Fprintf(os.Stderr, "S7-%d round %d: payload floor: %s\n", r.hosts, round+1, r.floor.gaps)
-	fmt.Fprintf(os.Stderr, "S7-%d round %d: no webhook: %s\n", r.hosts, round+1, r.base.gaps)
+	fmt.Fprintf(os.Stderr, "S7-%d round %d: through the webhook: %s; %s\n", r.hosts, round+1, r.run.gaps, r.run.server)
+	fmt.Fprintf(os.Stderr, "S7-%d round %d: payload floor: %s; %s\n", r.hosts, round+1, r.floor.gaps, r.floor.server)
+	fmt.Fprintf(os.Stderr, "S7-%d round %d: no webhook: %s; %s\n", r.hosts, round+1, r.base.gaps, r.base.server)
 }
 
 // replicaLine is S7's BENCH line.
 func replicaLine(r replicaResult) string {
 	return fmt.Sprintf("BENCH S7 hosts=%d created_s=%.2f base_created_s=%.2f ratio=%.2f pods_per_s=%.1f base_pods_per_s=%.1f"+
 		" floor_created_s=%.2f floor_ratio=%.2f creates=%d base_creates=%d timed_out=%d base_timed_out=%d floor_timed_out=%d"+
-		" placement=%s duplicates=%d %s %s",
+		" placement=%s duplicates=%d %s %s"+
+		" server_create_ms=%.2f floor_server_create_ms=%.2f base_server_create_ms=%.2f webhook_wait_ms=%.2f floor_webhook_wait_ms=%.2f"+
+		" handler_ms=%.2f forward_ms=%.2f claim_ms=%.2f",
 		r.hosts, r.run.created.Seconds(), r.base.created.Seconds(), ratio(r.run.created, r.base.created),
 		r.run.podsPerSecond(), r.base.podsPerSecond(), r.floor.created.Seconds(), ratio(r.floor.created, r.base.created),
 		r.run.creates, r.base.creates, b2i(r.run.timedOut), b2i(r.base.timedOut), b2i(r.floor.timedOut),
-		r.placement, r.duplicates, r.stored.fields(""), r.floorStored.fields("floor_"))
+		r.placement, r.duplicates, r.stored.fields(""), r.floorStored.fields("floor_"),
+		r.run.server.post.meanMS(), r.floor.server.post.meanMS(), r.base.server.post.meanMS(),
+		r.run.server.webhook.meanMS(), r.floor.server.webhook.meanMS(),
+		r.run.server.handler.meanMS(), r.run.server.forward.meanMS(), r.run.server.claim.meanMS())
 }
 
 // podsPerSecond is the live worker Pods per second of the run.

@@ -91,7 +91,7 @@ func TestWorkerCounter(t *testing.T) {
 			if done != tc.wantDone {
 				t.Errorf("done = %t, want %t", done, tc.wantDone)
 			}
-			if diff := cmp.Diff(tc.want, c.result(start, time.Minute), cmp.AllowUnexported(replicaRun{}, gapStats{})); diff != "" {
+			if diff := cmp.Diff(tc.want, c.result(start, time.Minute), cmp.AllowUnexported(replicaRun{}, gapStats{}, serverTimes{}, sumCount{})); diff != "" {
 				t.Errorf("result (-want,+got):\n%s", diff)
 			}
 		})
@@ -100,10 +100,15 @@ func TestWorkerCounter(t *testing.T) {
 
 func TestReplicaLine(t *testing.T) {
 	r := replicaResult{
-		hosts:       1024,
-		run:         replicaRun{created: 40 * time.Second, live: 1024, creates: 1024},
-		base:        replicaRun{created: 10 * time.Second, live: 1024, creates: 1024},
-		floor:       replicaRun{created: 25 * time.Second, live: 1024, creates: 1024},
+		hosts: 1024,
+		run: replicaRun{created: 40 * time.Second, live: 1024, creates: 1024, server: serverTimes{
+			post: sumCount{sum: 10.25, count: 1025}, webhook: sumCount{sum: 5.125, count: 1025}, handler: sumCount{sum: 2.05, count: 1025},
+			forward: sumCount{sum: 0.6, count: 682}, claim: sumCount{sum: 0.3, count: 1024},
+		}},
+		base: replicaRun{created: 10 * time.Second, live: 1024, creates: 1024, server: serverTimes{post: sumCount{sum: 4.1, count: 1025}}},
+		floor: replicaRun{created: 25 * time.Second, live: 1024, creates: 1024, server: serverTimes{
+			post: sumCount{sum: 8.2, count: 1025}, webhook: sumCount{sum: 3.075, count: 1025},
+		}},
 		placement:   tpuv1alpha1.PlacementChosenDomain,
 		stored:      storedBytes{pods: 1024, podBytes: 1024 * 5000, configMaps: 1, configMapBytes: 102400},
 		floorStored: storedBytes{pods: 1024, podBytes: 1024 * 150000},
@@ -112,7 +117,9 @@ func TestReplicaLine(t *testing.T) {
 		" floor_created_s=25.00 floor_ratio=2.50 creates=1024 base_creates=1024 timed_out=0 base_timed_out=0 floor_timed_out=0" +
 		" placement=ChosenDomain duplicates=0" +
 		" stored_pod_bytes=5120000 stored_configmap_bytes=102400 stored_bytes_per_pod=5100" +
-		" floor_stored_pod_bytes=153600000 floor_stored_configmap_bytes=0 floor_stored_bytes_per_pod=150000"
+		" floor_stored_pod_bytes=153600000 floor_stored_configmap_bytes=0 floor_stored_bytes_per_pod=150000" +
+		" server_create_ms=10.00 floor_server_create_ms=8.00 base_server_create_ms=4.00 webhook_wait_ms=5.00 floor_webhook_wait_ms=3.00" +
+		" handler_ms=2.00 forward_ms=0.88 claim_ms=0.29"
 	if diff := cmp.Diff(want, replicaLine(r)); diff != "" {
 		t.Errorf("replicaLine (-want,+got):\n%s", diff)
 	}
@@ -135,7 +142,9 @@ func TestRoundsLine(t *testing.T) {
 		return fmt.Sprintf("BENCH S7 hosts=64 created_s=%.2f base_created_s=10.00 ratio=%.2f pods_per_s=%.1f base_pods_per_s=6.4"+
 			" floor_created_s=%.2f floor_ratio=%.2f creates=64 base_creates=64 timed_out=%d base_timed_out=0 floor_timed_out=0"+
 			" placement=ChosenDomain duplicates=%d stored_pod_bytes=0 stored_configmap_bytes=0 stored_bytes_per_pod=0"+
-			" floor_stored_pod_bytes=0 floor_stored_configmap_bytes=0 floor_stored_bytes_per_pod=0",
+			" floor_stored_pod_bytes=0 floor_stored_configmap_bytes=0 floor_stored_bytes_per_pod=0"+
+			" server_create_ms=0.00 floor_server_create_ms=0.00 base_server_create_ms=0.00 webhook_wait_ms=0.00 floor_webhook_wait_ms=0.00"+
+			" handler_ms=0.00 forward_ms=0.00 claim_ms=0.00",
 			run, run/10, 64/run, floor, floor/10, timedOut, dups)
 	}
 	tests := []struct {
