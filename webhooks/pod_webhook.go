@@ -208,7 +208,7 @@ func (w *podWebhook) readRayCluster(ctx context.Context, worker *workerPod) erro
 	key := types.NamespacedName{Namespace: worker.namespace, Name: worker.cluster}
 	rc, err := reads.CacheThenLive(ctx, w.clusters, w.live, key, func(rc *rayv1.RayCluster) bool {
 		return worker.clusterUID == "" || rc.UID == worker.clusterUID
-	})
+	}, client.UnsafeDisableDeepCopy) // only its labels and annotations are read, here
 	if err != nil {
 		// As the allocator's read of the same RayCluster: a refusal the API server would repeat
 		// is permanent, anything else transient (docs/operations.md).

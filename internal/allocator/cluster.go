@@ -47,7 +47,7 @@ func (a *Allocator) cluster(ctx context.Context, req *Request) (clusterInfo, err
 	rc, err := reads.CacheThenLive(ctx, a.client, a.reader, key, func(rc *rayv1.RayCluster) bool {
 		hosts, hasGroup := numOfHosts(rc, req.GroupName)
 		return (req.ClusterUID == "" || rc.UID == req.ClusterUID) && hasGroup && hosts == req.Hosts
-	})
+	}, client.UnsafeDisableDeepCopy) // read here only, on every claim: no copy of its templates
 	if rc == nil || err != nil {
 		return clusterInfo{}, a.clusterReadDenial(key, err)
 	}

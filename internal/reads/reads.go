@@ -31,12 +31,14 @@ import (
 // zeroing it, so a reused one would keep the fields the live object omits. It returns nil and no
 // error when the object does not exist live, and the live read's error otherwise. The live read
 // waits as long as ctx allows: on the admission path ctx carries the admission's deadline
-// (docs/spec.md §5), never the bare HTTP request's context.
+// (docs/spec.md §5), never the bare HTTP request's context. cacheOpts apply to the cache read only:
+// a caller that only reads the object passes client.UnsafeDisableDeepCopy, and must then neither
+// change it nor keep it past the call (the cache's own object).
 func CacheThenLive[T any, PT interface {
 	*T
 	client.Object
-}](ctx context.Context, cache, live client.Reader, key client.ObjectKey, good func(PT) bool) (PT, error) {
-	if cached := PT(new(T)); cache.Get(ctx, key, cached) == nil && good(cached) {
+}](ctx context.Context, cache, live client.Reader, key client.ObjectKey, good func(PT) bool, cacheOpts ...client.GetOption) (PT, error) {
+	if cached := PT(new(T)); cache.Get(ctx, key, cached, cacheOpts...) == nil && good(cached) {
 		return cached, nil
 	}
 	fresh := PT(new(T))

@@ -109,3 +109,31 @@ func TestCacheThenLive(t *testing.T) {
 		})
 	}
 }
+
+// TestCacheThenLivePassesCacheOptionsToTheCacheOnly checks that the options reach the cache read
+// (a caller that only reads asks it for no copy) and never the live read.
+func TestCacheThenLivePassesCacheOptionsToTheCacheOnly(t *testing.T) {
+	key := client.ObjectKey{Namespace: "ns", Name: "cm"}
+	recording := func(seen *[]client.GetOption, objs ...client.Object) client.Reader {
+		return fake.NewClientBuilder().WithObjects(objs...).WithInterceptorFuncs(interceptor.Funcs{
+			Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+				*seen = append(*seen, opts...)
+				return c.Get(ctx, key, obj, opts...)
+			},
+		}).Build()
+	}
+	var cacheOpts, liveOpts []client.GetOption
+	cache := recording(&cacheOpts, configMap("old", nil))
+	live := recording(&liveOpts, configMap("new", nil))
+	got, err := reads.CacheThenLive(t.Context(), cache, live, key, func(cm *corev1.ConfigMap) bool { return cm.Data["v"] == "new" },
+		client.UnsafeDisableDeepCopy)
+	if err != nil || got == nil || got.Data["v"] != "new" {
+		t.Fatalf("CacheThenLive() = %v, %v; want the live object", got, err)
+	}
+	if len(cacheOpts) != 1 || cacheOpts[0] != client.UnsafeDisableDeepCopy {
+		t.Errorf("the cache read got options %v, want [UnsafeDisableDeepCopy]", cacheOpts)
+	}
+	if len(liveOpts) != 0 {
+		t.Errorf("the live read got options %v, want none", liveOpts)
+	}
+}
