@@ -67,6 +67,9 @@ type bigResult struct {
 	health healthResult
 	// namespace and baseNamespace hold the webhook run's and the baseline's Pods.
 	namespace, baseNamespace string
+	// firstServer and lastServer are where the first and the last flatWindow creates of the
+	// webhook run spent their time.
+	firstServer, lastServer serverTimes
 }
 
 // bigScenario is S5 for one topology: one slice, one Pod at a time, as KubeRay creates a group.
@@ -201,6 +204,7 @@ func (b *bench) bigSlice(ctx context.Context, s scenario) (bigResult, error) {
 	}
 	r.pods, r.denials, r.wall, r.lat, r.allocStats, r.duplicates = run.pods, run.denials, run.wall, run.lat, run.allocStats, run.duplicates
 	r.namespace = run.namespace
+	r.firstServer, r.lastServer = run.firstServer, run.lastServer
 	name := naming.SliceName("bench", "tpu", 0)
 	// Counted from here, after the webhook run, so that the watch does not weigh on S5's numbers.
 	writes, err := framework.WatchSliceWrites(ctx, b.env.Config, run.namespace, name)
@@ -285,6 +289,8 @@ func (r *bigResult) report() string {
 	fmt.Fprintf(os.Stderr, "S5-%d: wall %.0f ms, baseline %.0f ms, mean create %.1f ms (first %d Pods %.1f ms, last %d Pods %.1f ms), p50 %.1f ms, denials %d\n",
 		r.hosts, ms(r.wall), ms(r.baselineWall), ms(mean(r.lat)), len(first), ms(mean(first)), len(last), ms(mean(last)),
 		ms(percentile(r.lat, 50)), r.denials)
+	fmt.Fprintf(os.Stderr, "S5-%d: the first %d Pods: %s\n", r.hosts, len(first), r.firstServer)
+	fmt.Fprintf(os.Stderr, "S5-%d: the last %d Pods: %s\n", r.hosts, len(last), r.lastServer)
 	fmt.Fprintf(os.Stderr, "S5-%d: %s: ratio %.2f; claims forwarded %.2f per Pod, mean claim inside the webhook %.1f ms\n",
 		r.hosts, r.admission.name, ratio(r.admission.wall, r.baselineWall), r.perPod(r.forwarded, r.pods),
 		float64(r.claimNanos)/n/1e6)

@@ -75,6 +75,35 @@ func (b *bench) createPods(ctx context.Context, n, clients int, build func(i int
 	return slices.DeleteFunc(lat, func(d time.Duration) bool { return d < 0 }), wall, int(failures.Load())
 }
 
+// createSampled creates the n worker Pods of rc one at a time, as create does with one client, and
+// calls sample before the Pod at each position of at (n: after the last). The time sample takes
+// is left out of the wall time it returns, not the latencies.
+func (b *bench) createSampled(ctx context.Context, rc *rayv1.RayCluster, n int, at []int, sample func()) ([]time.Duration, time.Duration, int) {
+	group := rc.Spec.WorkerGroupSpecs[0].GroupName
+	lat := make([]time.Duration, 0, n)
+	failures := 0
+	var paused time.Duration
+	pause := func(i int) {
+		if slices.Contains(at, i) {
+			t := time.Now()
+			sample()
+			paused += time.Since(t)
+		}
+	}
+	start := time.Now()
+	for i := range n {
+		pause(i)
+		t := time.Now()
+		if err := b.c.Create(ctx, testutil.WorkerPodFor(rc, group).Obj()); err != nil {
+			failures++
+			continue
+		}
+		lat = append(lat, time.Since(t))
+	}
+	pause(n)
+	return lat, time.Since(start) - paused, failures
+}
+
 // slowest lists the k longest latencies with their position in lat (the order the creates were
 // started in, failures left out).
 func slowest(lat []time.Duration, k int) string {

@@ -18,6 +18,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -77,6 +78,9 @@ type result struct {
 	lat []time.Duration
 	// namespace holds the webhook run's RayCluster and Pods.
 	namespace string
+	// firstServer and lastServer are where the first and the last flatWindow creates of one big
+	// slice (S5) spent their time.
+	firstServer, lastServer serverTimes
 }
 
 // scenario measures the baseline and then the same creations through three webhook instances.
@@ -184,7 +188,22 @@ func (b *bench) webhookRun(ctx context.Context, s scenario, instances []*framewo
 	r.namespace = rc.Namespace
 	stopProfile := b.profile(ctx, s.name)
 	before := stats(instances)
-	r.lat, r.wall, r.denials = b.create(ctx, rc, n, s.clients)
+	if s.clients == 1 && s.slices == 1 && n > 2*flatWindow {
+		// One big slice (S5): where the first and the last flatWindow creates spent their time.
+		var samples []serverTimes
+		var sampleErr error
+		r.lat, r.wall, r.denials = b.createSampled(ctx, rc, n, []int{0, flatWindow, n - flatWindow, n}, func() {
+			t, err := sampleServerTimes(ctx, b.env.Config, instances)
+			sampleErr = errors.Join(sampleErr, err)
+			samples = append(samples, t)
+		})
+		if sampleErr != nil {
+			return sampleErr
+		}
+		r.firstServer, r.lastServer = samples[1].minus(samples[0]), samples[3].minus(samples[2])
+	} else {
+		r.lat, r.wall, r.denials = b.create(ctx, rc, n, s.clients)
+	}
 	if showSlowest > 0 {
 		fmt.Fprintf(os.Stderr, "%s: slowest creates (position: ms): %s\n", s.name, slowest(r.lat, showSlowest))
 	}

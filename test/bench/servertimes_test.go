@@ -19,11 +19,17 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/ray-tpu/tpu-slice-operator/internal/operator"
+	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
 )
 
 // apiserverMetrics is an excerpt of kube-apiserver 1.37's /metrics as S7 reads it: other verbs,
@@ -113,4 +119,32 @@ func TestHistogramOf(t *testing.T) {
 func approx(a, b float64) bool {
 	d := a - b
 	return d < 1e-9 && d > -1e-9
+}
+
+func TestCreateSampled(t *testing.T) {
+	rc := testutil.MakeRayCluster("bench", "ns").TPUGroup("tpu", s5Accelerator, "4x4x4", 4, 16, 1).Obj()
+	b := &bench{c: fake.NewClientBuilder().WithScheme(operator.Scheme).Build()}
+	var at []int
+	created := func() int {
+		var pods corev1.PodList
+		if err := b.c.List(t.Context(), &pods); err != nil {
+			t.Fatal(err)
+		}
+		return len(pods.Items)
+	}
+	start := time.Now()
+	lat, wall, failures := b.createSampled(t.Context(), rc, 16, []int{0, 4, 12, 16}, func() {
+		at = append(at, created())
+		time.Sleep(50 * time.Millisecond)
+	})
+	if diff := cmp.Diff([]int{0, 4, 12, 16}, at); diff != "" {
+		t.Errorf("Pods created when sampled (-want,+got):\n%s", diff)
+	}
+	if len(lat) != 16 || failures != 0 {
+		t.Errorf("createSampled made %d creates and %d failures, want 16 and 0", len(lat), failures)
+	}
+	// Four samples of 50 ms each are not the creates' time.
+	if total := time.Since(start); total-wall < 200*time.Millisecond {
+		t.Errorf("wall time %v of %v in all holds some of the samples' 200 ms", wall, total)
+	}
 }
