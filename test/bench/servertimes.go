@@ -81,20 +81,23 @@ type serverTimes struct {
 	// slice's owner at the caller (tpu_slice_operator_claim_forward_duration_seconds, answered),
 	// claim included. Both are summed over the instances.
 	claim, forward sumCount
+	// writes are the instances' claim writes (give-backs included), lost those of them that lost a
+	// resourceVersion conflict.
+	writes, lost float64
 }
 
 func (s serverTimes) minus(t serverTimes) serverTimes {
 	return serverTimes{post: s.post.minus(t.post), webhook: s.webhook.minus(t.webhook), handler: s.handler.minus(t.handler),
-		claim: s.claim.minus(t.claim), forward: s.forward.minus(t.forward)}
+		claim: s.claim.minus(t.claim), forward: s.forward.minus(t.forward), writes: s.writes - t.writes, lost: s.lost - t.lost}
 }
 
 // String gives the means: a create's time past the webhook's round trip is the API server's own
 // (decoding, the patch, storage, waiting for a CPU), and the round trip past the handler's time is
 // the transport.
 func (s serverTimes) String() string {
-	return fmt.Sprintf("Pod create in the API server %.2f ms (%d), its wait for the webhook %.2f ms (%d), the operator's handler %.2f ms (%d), a forward to the owner %.2f ms (%d), a claim %.2f ms (%d)",
+	return fmt.Sprintf("Pod create in the API server %.2f ms (%d), its wait for the webhook %.2f ms (%d), the operator's handler %.2f ms (%d), a forward to the owner %.2f ms (%d), a claim %.2f ms (%d), claim writes %.0f (lost %.0f)",
 		s.post.meanMS(), s.post.count, s.webhook.meanMS(), s.webhook.count, s.handler.meanMS(), s.handler.count,
-		s.forward.meanMS(), s.forward.count, s.claim.meanMS(), s.claim.count)
+		s.forward.meanMS(), s.forward.count, s.claim.meanMS(), s.claim.count, s.writes, s.lost)
 }
 
 // sampleServerTimes reads the API server's metrics, this process's controller-runtime registry and
@@ -121,6 +124,8 @@ func sampleServerTimes(ctx context.Context, cfg *rest.Config, instances []*frame
 	for _, inst := range instances {
 		t.claim = t.claim.plus(histogramOf(inst.Metrics.Duration))
 		t.forward = t.forward.plus(histogramOf(inst.Metrics.ForwardDuration.WithLabelValues(metrics.ForwardAnswered)))
+		t.writes += metrics.Value(inst.Metrics.Writes)
+		t.lost += metrics.Value(inst.Metrics.LostWrites)
 	}
 	return t, nil
 }

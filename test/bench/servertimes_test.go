@@ -99,6 +99,9 @@ func TestServerTimesOf(t *testing.T) {
 	if m := run.post.meanMS(); !approx(m, 10) || run.post.count != 10 {
 		t.Errorf("a run's creates: mean %v ms of %d, want 10 ms of 10", m, run.post.count)
 	}
+	if d := (serverTimes{writes: 5, lost: 2}).minus(serverTimes{writes: 3, lost: 1}); d.writes != 2 || d.lost != 1 {
+		t.Errorf("a run's claim writes: %v (lost %v), want 2 (lost 1)", d.writes, d.lost)
+	}
 	if m := (sumCount{}).meanMS(); m != 0 {
 		t.Errorf("mean of no sample = %v, want 0", m)
 	}
