@@ -80,28 +80,20 @@ func (b *bench) createPods(ctx context.Context, n, clients int, build func(i int
 // is left out of the wall time it returns, not the latencies.
 func (b *bench) createSampled(ctx context.Context, rc *rayv1.RayCluster, n int, at []int, sample func()) ([]time.Duration, time.Duration, int) {
 	group := rc.Spec.WorkerGroupSpecs[0].GroupName
-	lat := make([]time.Duration, 0, n)
-	failures := 0
 	var paused time.Duration
-	pause := func(i int) {
+	// createPods builds each Pod before it times the create.
+	lat, wall, failures := b.createPods(ctx, n, 1, func(i int) *corev1.Pod {
 		if slices.Contains(at, i) {
 			t := time.Now()
 			sample()
 			paused += time.Since(t)
 		}
+		return testutil.WorkerPodFor(rc, group).Obj()
+	})
+	if slices.Contains(at, n) {
+		sample()
 	}
-	start := time.Now()
-	for i := range n {
-		pause(i)
-		t := time.Now()
-		if err := b.c.Create(ctx, testutil.WorkerPodFor(rc, group).Obj()); err != nil {
-			failures++
-			continue
-		}
-		lat = append(lat, time.Since(t))
-	}
-	pause(n)
-	return lat, time.Since(start) - paused, failures
+	return lat, wall - paused, failures
 }
 
 // slowest lists the k longest latencies with their position in lat (the order the creates were

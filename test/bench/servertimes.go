@@ -21,7 +21,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -29,7 +28,6 @@ import (
 	"k8s.io/client-go/rest"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
-	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
 	"github.com/ray-tpu/tpu-slice-operator/test/integration/framework"
 )
 
@@ -48,10 +46,6 @@ type sumCount struct {
 
 func (s sumCount) minus(t sumCount) sumCount {
 	return sumCount{sum: s.sum - t.sum, count: s.count - t.count}
-}
-
-func (s sumCount) plus(t sumCount) sumCount {
-	return sumCount{sum: s.sum + t.sum, count: s.count + t.count}
 }
 
 // meanMS is the histogram's mean in milliseconds, 0 with no sample.
@@ -76,10 +70,10 @@ type serverTimes struct {
 	// (controller_runtime_webhook_latency_seconds), forwarding to the slice's owner included; none
 	// for the stand-in of the payload floor.
 	handler sumCount
-	// claim is the allocator's time to hand out a worker ID, where the claim was committed
+	// claim is the allocators' time per claim committed or denied, where it was committed
 	// (tpu_slice_operator_claim_duration_seconds); forward is a forwarded claim's round trip to the
 	// slice's owner at the caller (tpu_slice_operator_claim_forward_duration_seconds, answered),
-	// claim included. Both are summed over the instances.
+	// claim included. Both are the instances' (framework.TotalCounts).
 	claim, forward sumCount
 	// writes are the instances' claim writes (give-backs included), lost those of them that lost a
 	// resourceVersion conflict.
@@ -121,23 +115,11 @@ func sampleServerTimes(ctx context.Context, cfg *rest.Config, instances []*frame
 		return serverTimes{}, err
 	}
 	t := serverTimesOf(apiserver, own)
-	for _, inst := range instances {
-		t.claim = t.claim.plus(histogramOf(inst.Metrics.Duration))
-		t.forward = t.forward.plus(histogramOf(inst.Metrics.ForwardDuration.WithLabelValues(metrics.ForwardAnswered)))
-		t.writes += metrics.Value(inst.Metrics.Writes)
-		t.lost += metrics.Value(inst.Metrics.LostWrites)
-	}
+	c := framework.TotalCounts(instances)
+	t.claim = sumCount{sum: c.ClaimTime.Seconds(), count: uint64(c.Committed + c.Denied)}
+	t.forward = sumCount{sum: c.ForwardTime.Seconds(), count: uint64(c.Forwarded)}
+	t.writes, t.lost = float64(c.Writes), float64(c.LostWrites)
 	return t, nil
-}
-
-// histogramOf is the sum and count of one histogram.
-func histogramOf(o prometheus.Observer) sumCount {
-	m, ok := o.(prometheus.Metric)
-	var pb dto.Metric
-	if !ok || m.Write(&pb) != nil || pb.GetHistogram() == nil {
-		return sumCount{}
-	}
-	return sumCount{sum: pb.GetHistogram().GetSampleSum(), count: pb.GetHistogram().GetSampleCount()}
 }
 
 // serverTimesOf picks serverTimes out of the API server's metric families and this process's.

@@ -107,18 +107,6 @@ func TestServerTimesOf(t *testing.T) {
 	}
 }
 
-func TestHistogramOf(t *testing.T) {
-	h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "h"})
-	h.Observe(0.5)
-	h.Observe(1.5)
-	if diff := cmp.Diff(sumCount{sum: 2, count: 2}, histogramOf(h), cmp.AllowUnexported(sumCount{})); diff != "" {
-		t.Errorf("histogramOf (-want,+got):\n%s", diff)
-	}
-	if got := histogramOf(prometheus.ObserverFunc(func(float64) {})); got != (sumCount{}) {
-		t.Errorf("histogramOf(not a histogram) = %+v, want zero", got)
-	}
-}
-
 func approx(a, b float64) bool {
 	d := a - b
 	return d < 1e-9 && d > -1e-9
