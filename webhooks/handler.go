@@ -90,7 +90,7 @@ func decodePod(raw []byte) (*corev1.Pod, error) {
 		return nil, fmt.Errorf("decoding the Pod: %w", err)
 	}
 	if (pod.Kind != "" && pod.Kind != "Pod") || (pod.APIVersion != "" && pod.APIVersion != "v1") {
-		return nil, fmt.Errorf("the object is a %s of %s, not a Pod of v1", pod.Kind, pod.APIVersion)
+		return nil, fmt.Errorf("the object has apiVersion %q and kind %q, not a v1 Pod", pod.APIVersion, pod.Kind)
 	}
 	return pod, nil
 }
