@@ -32,6 +32,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -68,7 +69,13 @@ var (
 		"model test: fail the operator's next writes to slices, refused or applied with the answer lost")
 	modelReservations = flag.Bool("model.reservations", true,
 		"model test: the allocator reserves blocks of IDs and hands them out from memory for the operator's default window (docs/spec.md §3.5)")
+	modelHeldWrites = flag.Bool("model.held-writes", true,
+		"model test: hold the operator's status writes in flight, unapplied, while admissions go on (a renewal's write with hand-outs beside it, a claim's write answered late)")
 )
+
+// reservationsFired counts, over all histories, the IDs handed out from reservations, the
+// renewals written, and the admissions answered while an operator write was held in flight.
+var reservationsFired struct{ handed, renewals, whileHeld atomic.Int64 }
 
 // defaultModelChecks is the model test's budget in `make test` when -rapid.checks is not given.
 const defaultModelChecks = 150
@@ -115,6 +122,7 @@ func (p *admittedPod) String() string {
 
 // operatorProcess is one incarnation of the operator: its allocator, reconciler and tombstones.
 type operatorProcess struct {
+	counts  *metrics.Metrics
 	alloc   *allocator.Allocator
 	rec     *TPUSliceAssignmentReconciler
 	deleted *tombstones.Tombstones
@@ -153,7 +161,9 @@ func (m *model) start() {
 	m.w.tombstones = deleted
 	m.w.mu.Unlock()
 	m.w.relist()
+	m.tallyReservations()
 	m.op = operatorProcess{
+		counts:  counts,
 		deleted: deleted,
 		alloc: allocator.New(cache, live, allocator.Options{
 			Timeout: allocator.DefaultTimeout, Tombstones: deleted, Metrics: counts,
@@ -262,20 +272,23 @@ func (m *model) create(t *rapid.T, p *admittedPod) {
 // actions are the steps of the state machine; "" checks the invariants after each.
 func (m *model) actions() map[string]func(*rapid.T) {
 	return map[string]func(*rapid.T){
-		"":              m.check,
-		"admit":         m.admit,
-		"burst":         m.burst,
-		"commitParked":  m.commitParked,
-		"deliverPods":   func(t *rapid.T) { m.deliver(t, "Pod", m.w.pods) },
-		"deliverSlices": func(t *rapid.T) { m.deliver(t, "slice", m.w.slices) },
-		"reconcile":     m.reconcile,
-		"advance":       m.advance,
-		"deletePod":     m.deletePod,
-		"finishPod":     m.finishPod,
-		"editToken":     m.editToken,
-		"editLabels":    m.editLabels,
-		"corruptSlice":  m.corruptSlice,
-		"faultWrites":   m.faultWrites,
+		"":                m.check,
+		"admit":           m.admit,
+		"burst":           m.burst,
+		"commitParked":    m.commitParked,
+		"deliverPods":     func(t *rapid.T) { m.deliver(t, "Pod", m.w.pods) },
+		"deliverSlices":   func(t *rapid.T) { m.deliver(t, "slice", m.w.slices) },
+		"reconcile":       m.reconcile,
+		"advance":         m.advance,
+		"deletePod":       m.deletePod,
+		"finishPod":       m.finishPod,
+		"editToken":       m.editToken,
+		"editLabels":      m.editLabels,
+		"corruptSlice":    m.corruptSlice,
+		"faultWrites":     m.faultWrites,
+		"admitAfterPause": m.admitAfterPause,
+		"holdWrites":      m.holdWrites,
+		"releaseWrites":   m.releaseWrites,
 		"restart": func(*rapid.T) {
 			m.start()
 			m.logf("restart: a fresh operator (no tombstones, no memory), caches listed anew")
@@ -287,12 +300,82 @@ func (m *model) admit(t *rapid.T) {
 	topology := m.drawTopology(t)
 	park := rapid.IntRange(0, 4).Draw(t, "park") == 0
 	a, err := m.op.alloc.Claim(m.ctx, m.request(topology))
+	// What the admission set off in the background (a renewal, a give-back) runs until it waits,
+	// before the next step: a history replays the same.
+	synctest.Wait()
 	if err != nil {
 		m.logf("admit %s: denied: %v", topology, err)
 		return
 	}
+	m.w.mu.Lock()
+	held := m.w.hold != nil && m.w.held > 0
+	m.w.mu.Unlock()
+	if held {
+		reservationsFired.whileHeld.Add(1)
+	}
 	m.logf("admit %s", m.admitted(t, topology, a, park))
 	m.checkAnswered(t)
+}
+
+// admitAfterPause admits a Pod after a pause that leaves the last write's reservation less than a
+// quarter of its window: the hand-out renews it (docs/spec.md §3.5).
+func (m *model) admitAfterPause(t *rapid.T) {
+	d := rapid.SampledFrom([]time.Duration{1500 * time.Millisecond, 1900 * time.Millisecond}).Draw(t, "pause")
+	time.Sleep(d)
+	m.logf("clock +%s", d)
+	m.expireParked()
+	m.admit(t)
+}
+
+// holdWrites holds the operator's next status writes to slices in flight, unapplied, until
+// releaseWrites: a reservation's renewal with hand-outs going on beside it, or a claim's write
+// whose admission times out before it lands.
+func (m *model) holdWrites(t *rapid.T) {
+	if !*modelHeldWrites {
+		t.Skip("-model.held-writes=false")
+	}
+	m.w.mu.Lock()
+	defer m.w.mu.Unlock()
+	if m.w.hold == nil {
+		m.w.hold, m.w.held = make(chan struct{}), 0
+		m.logf("the operator's next status writes to slices are held in flight")
+	}
+}
+
+// releaseWrites lets the held writes land, and what follows them run until it waits.
+func (m *model) releaseWrites(*rapid.T) {
+	m.w.mu.Lock()
+	hold, held := m.w.hold, m.w.held
+	m.w.hold = nil
+	m.w.mu.Unlock()
+	if hold == nil {
+		return
+	}
+	close(hold)
+	synctest.Wait()
+	m.logf("%d held status writes land", held)
+}
+
+// settle lets the operator's background work (a renewal or a give-back retrying a conflict, a
+// held write) finish before the history ends, however it ends: time stops in the bubble once the
+// history's goroutine has exited, and a goroutine still asleep then fails the run as a deadlock,
+// which hid the history's own failure (found with a mutant that drops a renewal's bridge).
+func (m *model) settle() {
+	m.w.mu.Lock()
+	m.w.faults = nil
+	m.w.mu.Unlock()
+	m.releaseWrites(nil)
+	time.Sleep(2 * allocator.DefaultTimeout)
+	synctest.Wait()
+}
+
+// tallyReservations adds the current operator process's reservation counts to reservationsFired.
+func (m *model) tallyReservations() {
+	if m.op.counts == nil {
+		return
+	}
+	reservationsFired.handed.Add(int64(metrics.Value(m.op.counts.Reserved)))
+	reservationsFired.renewals.Add(int64(metrics.Value(m.op.counts.Renewals)))
 }
 
 // burst admits 2-4 Pods at once. Their claims are made deterministic in order: the first one's
@@ -370,7 +453,7 @@ func (m *model) deliver(t *rapid.T, kind string, v *view) {
 func (m *model) reconcile(t *rapid.T) {
 	replica := rapid.Int32Range(0, modelReplicas-1).Draw(t, "replica")
 	name := naming.SliceName(modelCluster, modelGroup, replica)
-	res, err := m.op.rec.Reconcile(m.ctx, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: modelNS, Name: name}})
+	res, err := m.op.rec.Reconcile(notHeld(m.ctx), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: modelNS, Name: name}})
 	outcome := "done"
 	switch {
 	case err != nil:
@@ -385,7 +468,7 @@ func (m *model) reconcile(t *rapid.T) {
 }
 
 func (m *model) advance(t *rapid.T) {
-	d := rapid.SampledFrom([]time.Duration{200 * time.Millisecond, time.Second, 5 * time.Second, 20 * time.Second, 61 * time.Second}).Draw(t, "advance")
+	d := rapid.SampledFrom([]time.Duration{200 * time.Millisecond, time.Second, 1500 * time.Millisecond, 5 * time.Second, 20 * time.Second, 61 * time.Second}).Draw(t, "advance")
 	time.Sleep(d)
 	m.logf("clock +%s", d)
 	m.expireParked()
@@ -609,6 +692,8 @@ func (m *model) quiesce(t *rapid.T) {
 	m.w.mu.Lock()
 	m.w.faults = nil
 	m.w.mu.Unlock()
+	m.releaseWrites(t)
+	defer m.tallyReservations()
 	for _, p := range m.parked {
 		m.logf("create of %s failed (quiesce)", p)
 	}
@@ -619,7 +704,7 @@ func (m *model) quiesce(t *rapid.T) {
 		m.w.deliver(m.w.slices, -1)
 		for replica := range int32(modelReplicas) {
 			name := naming.SliceName(modelCluster, modelGroup, replica)
-			_, _ = m.op.rec.Reconcile(m.ctx, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: modelNS, Name: name}})
+			_, _ = m.op.rec.Reconcile(notHeld(m.ctx), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: modelNS, Name: name}})
 		}
 		m.check(t)
 		if round%2 == 0 {
@@ -742,10 +827,20 @@ func TestModel(t *testing.T) {
 		rapid.SyncTest(t, func(t *rapid.T) {
 			ctx := ctrl.LoggerInto(context.Background(), logr.Discard())
 			m := newModel(ctx)
+			defer m.settle()
 			t.Repeat(m.actions())
 			m.quiesce(t)
 		})
 	})
+	// Otherwise the histories held up without reservations, or without hand-outs beside a write in
+	// flight, vacuously.
+	if *modelReservations && !t.Failed() {
+		handed, renewals, whileHeld := reservationsFired.handed.Load(), reservationsFired.renewals.Load(), reservationsFired.whileHeld.Load()
+		t.Logf("reservations: %d IDs handed out, %d renewals, %d admissions answered while a write was held", handed, renewals, whileHeld)
+		if handed == 0 || renewals == 0 || (*modelHeldWrites && whileHeld == 0) {
+			t.Errorf("the histories handed out %d reserved IDs, renewed %d times and answered %d admissions while a write was held, want some of each", handed, renewals, whileHeld)
+		}
+	}
 	// Otherwise the histories held up under failing writes vacuously.
 	if *modelWriteFaults && !t.Failed() {
 		refused, lost := faultsFired[faultRefused].Load(), faultsFired[faultLost].Load()

@@ -91,6 +91,32 @@ type world struct {
 	// faults are how the next writes of the operator to TPUSliceAssignments (create, status update
 	// or patch) fail, in order (faultWrites).
 	faults []writeFault
+	// hold, when set, holds every status update of the operator to a TPUSliceAssignment in flight,
+	// unapplied, until it is closed (holdWrites); held counts the writes it holds.
+	hold chan struct{}
+	held int
+}
+
+// notHeldKey marks the context of a call whose writes a hold lets through: the model's reconciles,
+// which it runs to completion within a step.
+type notHeldKey struct{}
+
+func notHeld(ctx context.Context) context.Context { return context.WithValue(ctx, notHeldKey{}, true) }
+
+// waitHold blocks an operator's status write while a hold is set (holdWrites), counting it.
+func (w *world) waitHold(ctx context.Context, operator bool, obj client.Object) {
+	if _, ok := obj.(*tpuv1alpha1.TPUSliceAssignment); !ok || !operator || ctx.Value(notHeldKey{}) != nil {
+		return
+	}
+	w.mu.Lock()
+	hold := w.hold
+	if hold != nil {
+		w.held++
+	}
+	w.mu.Unlock()
+	if hold != nil {
+		<-hold
+	}
 }
 
 // writeFault is how the API server answers a faulted write.
@@ -279,6 +305,7 @@ func (w *world) writer(operator bool) client.WithWatch {
 				w.record(ctx, obj)
 				return nil
 			}
+			w.waitHold(ctx, operator, obj)
 			if f, ok := w.nextFault(operator, obj); ok {
 				return faulted(f, obj, update)
 			}

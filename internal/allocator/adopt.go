@@ -133,7 +133,9 @@ func (a *Allocator) adoptReplica(ctx context.Context, q *queue, req Request, rep
 		}
 		written, over, err := a.writeSlice(ctx, req, replica, slice, w)
 		if err == nil {
+			q.mu.Lock()
 			q.remember(replica, over, written)
+			q.mu.Unlock()
 			a.m.ClaimsAdopted.WithLabelValues(metrics.AdoptedAtAdmission).Add(float64(len(adopted)))
 			logf.FromContext(ctx).Info("Adopted TPU worker Pods that carry an identity but no claim",
 				"slice", written.Name, "workerIDs", adopted)

@@ -215,10 +215,11 @@ type groupKey struct {
 
 type call struct {
 	// giveBack marks a call that asks the queue's drain to give back the unhanded IDs of expired
-	// reservations (scheduleGiveBack); it carries no request and wants no answer.
-	giveBack bool
-	cancel   context.CancelFunc
-	req      Request
+	// reservations (scheduleGiveBack), renew one that asks it to renew the reservations due
+	// (queueRenewal); neither carries a request or wants an answer.
+	giveBack, renew bool
+	cancel          context.CancelFunc
+	req             Request
 	// cluster is req's RayCluster as resolved when the call was made.
 	cluster clusterInfo
 	token   string
@@ -228,6 +229,9 @@ type call struct {
 	m                   *metrics.Metrics
 	attempts, conflicts int
 }
+
+// housekeeping reports whether c is a give-back or a renewal, not a claim.
+func (c *call) housekeeping() bool { return c.giveBack || c.renew }
 
 // finish answers a call and records its metrics.
 func (c *call) finish(r result) {

@@ -20,6 +20,8 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"slices"
+	"sync"
 	"time"
 
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -54,28 +56,36 @@ type queue struct {
 	// contended is when a write of this group last lost a conflict, and wrote when one last
 	// landed (guarded by Allocator.mu).
 	contended, wrote time.Time
-	// written holds, by replica, the slices this process last wrote for the group, until the cache
-	// has seen them (used only by the queue's drain goroutine).
-	written map[int32]ownWrite
-
 	// key is the queue's own key, and last the last request it committed (it names the group's
-	// slices for a give-back).
+	// slices for a give-back or a renewal; used only by the drain goroutine).
 	key  groupKey
 	last Request
+
+	// mu guards what hand-outs outside the drain goroutine (handOutNow) share with it; it is never
+	// held across an API call, and a.mu is never taken while it is held.
+	mu sync.Mutex
+	// claiming is set while the drain goroutine commits claims: their writes drop every unhanded
+	// token, so no hand-out runs meanwhile. renewing is set while a renewal is queued or running.
+	claiming, renewing bool
+	// written holds, by replica, the slices this process last wrote for the group, until the cache
+	// has seen them.
+	written map[int32]ownWrite
 	// reserved holds this process's reservations of the group's slices by replica, unhanded every
 	// token it reserved and has not handed out, by token, and handed what request tokens got from a
-	// reservation (docs/spec.md §3.5; used only by the drain goroutine).
+	// reservation (docs/spec.md §3.5).
 	reserved map[int32]*reservation
 	unhanded map[string]unhanded
 	handed   map[string]handedOut
 }
 
 // idle reports whether the queue may be forgotten at now: nothing recent to remember about its
-// group.
+// group. a.mu is held.
 func (q *queue) idle(now time.Time) bool {
 	if now.Sub(q.contended) < contentionWindow || now.Sub(q.wrote) < contentionWindow {
 		return false
 	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
 	// Reserved tokens not handed out are dropped by the queue's next write or give-back; forgetting
 	// the queue before then would leave them to the pending TTL.
 	for _, u := range q.unhanded {
@@ -97,14 +107,23 @@ func (a *Allocator) enqueue(c *call) {
 	a.enqueueCall(keyOf(c.req), c)
 }
 
-// enqueueCall adds c to the queue of key. A give-back call joins only a queue that still exists:
-// a forgotten queue holds no reservation.
+// enqueueCall adds c to the queue of key, unless a reservation of the queue answers it at once
+// (handOutNow). A give-back or renewal call joins only a queue that still exists: a forgotten queue
+// holds no reservation.
 func (a *Allocator) enqueueCall(key groupKey, c *call) {
+	if !c.housekeeping() && a.reserving() {
+		a.mu.Lock()
+		q := a.queues[key]
+		a.mu.Unlock()
+		if q != nil && a.handOutNow(q, c) {
+			return
+		}
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	q := a.queues[key]
 	if q == nil {
-		if c.giveBack {
+		if c.housekeeping() {
 			c.cancel()
 			return
 		}
@@ -152,19 +171,38 @@ func (a *Allocator) forgetLater(key groupKey, q *queue) {
 }
 
 // commit places and writes a batch of calls for one worker group, retrying conflicts until each
-// call is answered or its deadline passes.
+// call is answered or its deadline passes; then it runs the batch's give-backs and renewals, and
+// those that queued while it retried, with hand-outs free to run beside them.
 func (a *Allocator) commit(key groupKey, q *queue, batch []*call) {
+	batch, housekeeping := splitGiveBacks(batch)
+	if len(batch) > 0 {
+		housekeeping = append(housekeeping, a.commitClaims(key, q, batch)...)
+	}
+	if len(housekeeping) > 0 {
+		a.runGiveBacks(q, housekeeping)
+	}
+}
+
+// commitClaims commits a batch of claim calls with no hand-out running beside it (q.claiming), and
+// returns the give-backs and renewals that queued while it retried.
+func (a *Allocator) commitClaims(key groupKey, q *queue, batch []*call) []*call {
+	q.mu.Lock()
+	q.claiming = true
 	a.forgetHanded(q)
-	batch, giveBacks := splitGiveBacks(a.handOut(q, batch))
-	// After the batch's own writes, which renew the reservations of the slices they write; with
-	// those that queue while the batch retries.
+	batch, renew := a.handOut(q, batch)
+	q.mu.Unlock()
 	defer func() {
-		if len(giveBacks) > 0 {
-			a.runGiveBacks(q, giveBacks)
-		}
+		q.mu.Lock()
+		q.claiming = false
+		q.mu.Unlock()
 	}()
+	var housekeeping []*call
+	if renew {
+		ctx, cancel := context.WithTimeout(context.Background(), a.opts.Timeout)
+		housekeeping = append(housekeeping, &call{renew: true, ctx: ctx, cancel: cancel, result: make(chan result, 1), m: a.m})
+	}
 	if len(batch) == 0 {
-		return
+		return housekeeping
 	}
 	q.last = batch[len(batch)-1].req
 	log := logf.FromContext(batch[0].ctx)
@@ -175,7 +213,7 @@ func (a *Allocator) commit(key groupKey, q *queue, batch []*call) {
 	for attempt := 0; ; attempt++ {
 		pending = dropExpired(pending)
 		if len(pending) == 0 {
-			return
+			return housekeeping
 		}
 		ctx := latestDeadline(pending)
 		// Every call of the queue has its group, RayCluster UID and shape (keyOf), so any of them
@@ -189,7 +227,7 @@ func (a *Allocator) commit(key groupKey, q *queue, batch []*call) {
 		if err != nil {
 			if d := (*DeniedError)(nil); errors.As(err, &d) {
 				a.answerAll(pending, d)
-				return
+				return housekeeping
 			}
 			log.V(1).Info("Reading slices failed, retrying", "err", err, "attempt", attempt)
 			live = true
@@ -201,7 +239,7 @@ func (a *Allocator) commit(key groupKey, q *queue, batch []*call) {
 		}
 		retry := a.apply(ctx, q, pending, p)
 		if len(retry) == 0 {
-			return
+			return housekeeping
 		}
 		// Claims that queued while this batch was writing join its retry: one write carries them
 		// all. A give-back that queued meanwhile runs after the batch, as the batch's own do: it
@@ -209,37 +247,51 @@ func (a *Allocator) commit(key groupKey, q *queue, batch []*call) {
 		// group (last, below), and the retry would plan the claims for a slice of 0 hosts and an
 		// empty RayCluster UID (denied for good, or the slice replaced). Found by make bench S7.
 		a.mu.Lock()
-		queued, queuedGiveBacks := splitGiveBacks(q.pending)
+		queued, queuedHousekeeping := splitGiveBacks(q.pending)
 		q.pending = nil
 		a.mu.Unlock()
 		pending = append(retry, queued...)
-		giveBacks = append(giveBacks, queuedGiveBacks...)
+		housekeeping = append(housekeeping, queuedHousekeeping...)
 		live = true
 		a.backoff(ctx, attempt)
 	}
 }
 
-// splitGiveBacks separates the give-back calls of a batch from its claims.
-func splitGiveBacks(batch []*call) (claims, giveBacks []*call) {
+// splitGiveBacks separates the give-back and renewal calls of a batch from its claims.
+func splitGiveBacks(batch []*call) (claims, housekeeping []*call) {
 	for _, c := range batch {
-		if c.giveBack {
-			giveBacks = append(giveBacks, c)
+		if c.housekeeping() {
+			housekeeping = append(housekeeping, c)
 		} else {
 			claims = append(claims, c)
 		}
 	}
-	return claims, giveBacks
+	return claims, housekeeping
 }
 
-// runGiveBacks gives back the unhanded IDs of expired reservations, once for any number of
-// give-back calls, within the first call's deadline.
+// runGiveBacks renews the reservations due (once for any number of renewal calls), then gives back
+// the unhanded IDs of expired reservations (once for any number of give-back calls), within the
+// first call's deadline.
 func (a *Allocator) runGiveBacks(q *queue, calls []*call) {
 	defer func() {
 		for _, c := range calls {
 			c.cancel()
 		}
 	}()
-	if q.last.GroupName != "" {
+	renew := slices.ContainsFunc(calls, func(c *call) bool { return c.renew })
+	giveBack := slices.ContainsFunc(calls, func(c *call) bool { return c.giveBack })
+	if q.last.GroupName == "" {
+		if renew {
+			q.mu.Lock()
+			q.renewing = false
+			q.mu.Unlock()
+		}
+		return
+	}
+	if renew {
+		a.renew(calls[0].ctx, q, q.last)
+	}
+	if giveBack {
 		a.giveBack(calls[0].ctx, q, q.last)
 	}
 }
@@ -268,12 +320,20 @@ func (a *Allocator) apply(ctx context.Context, q *queue, pending []*call, p plan
 		}
 		req := pending[placed[0]].req
 		var ids map[int32]string
+		exhausted := false
 		if !anyNoReservation(pending, placed) {
-			ids = a.reserve(q, replica, req.Hosts, &w, placedIDs(p, placed))
+			q.mu.Lock()
+			ids, exhausted = a.reserve(q, replica, req.Hosts, &w, placedIDs(p, placed))
+			q.mu.Unlock()
 		}
 		sent := a.clock.Now()
 		written, over, err := a.writeSlice(ctx, req, replica, p.current[replica], w)
-		a.recordReservation(q, replica, maybeStored(ids, err), sent, written, err)
+		q.mu.Lock()
+		a.recordReservation(q, replica, maybeStored(ids, err), exhausted, sent, written, err)
+		if err == nil {
+			q.remember(replica, over, written)
+		}
+		q.mu.Unlock()
 		if err != nil {
 			var denied *DeniedError
 			switch {
@@ -301,7 +361,6 @@ func (a *Allocator) apply(ctx context.Context, q *queue, pending []*call, p plan
 			}
 			continue
 		}
-		q.remember(replica, over, written)
 		a.mu.Lock()
 		q.wrote = a.clock.Now()
 		a.mu.Unlock()

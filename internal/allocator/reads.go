@@ -58,7 +58,7 @@ type ownWrite struct {
 // conflict, as it would without the overlay.
 const maxOwnWrites = 64
 
-// remember records that this process's writes turned the versions over into slice.
+// remember records that this process's writes turned the versions over into slice. q.mu is held.
 func (q *queue) remember(replica int32, over []string, slice *tpuv1alpha1.TPUSliceAssignment) {
 	if q.written == nil {
 		q.written = map[int32]ownWrite{}
@@ -110,12 +110,17 @@ func (a *Allocator) plan(ctx context.Context, q *queue, last *call, reqs []claim
 	if err != nil {
 		return plan{}, err
 	}
+	q.mu.Lock()
 	overlayOwnWrites(current, q.written)
+	q.mu.Unlock()
 	g := group(req, last.cluster)
 	confirmed := map[int32]bool{}
 	for {
-		// The IDs this process reserved and has not handed out are free to it (docs/spec.md §3.5).
-		planned := a.stripOwn(q, current)
+		// The IDs this process reserved and has not handed out are free to it (docs/spec.md §3.5):
+		// no hand-out runs while claims are committed (q.claiming).
+		q.mu.Lock()
+		planned := a.stripOwn(q, current, false)
+		q.mu.Unlock()
 		outcomes, writes := claims.Plan(g, planned, reqs, nil)
 		blocked := anyBlocked(outcomes)
 		stale := a.unconfirmed(g, planned, writes, confirmed, live, blocked)

@@ -28,10 +28,14 @@ package allocator
 // no Pod ever does (a holder that died, or restarted with an empty memory, fences itself by
 // forgetting its tokens).
 //
-// Only the holder knows which of its tokens are still unhanded, and only it removes them: its next
-// write of the slice drops them (and reserves afresh), and, once the window has passed with tokens
-// left, a give-back write drops them so that another replica (a new owner of the group) may claim
-// those IDs at once.
+// Only the holder knows which of its tokens are still unhanded, and only it removes them. Its
+// writes of a slice on a claim's path, made while no hand-out runs (the queue is claiming), drop
+// them all and reserve afresh. Before a reservation runs out or its window ends, while Pods are
+// still being handed its IDs, the holder renews it with a write of its own, off the admission path
+// (renew): that write reserves a new block, drops the tokens whose window has ended and keeps every
+// token it may still hand out, since hand-outs go on while it is in flight. Once the window has
+// passed with tokens left, a give-back write drops them so that another replica (a new owner of
+// the group) may claim those IDs at once.
 
 import (
 	"context"
@@ -57,22 +61,69 @@ const (
 	maxReservation = 4096
 )
 
-// reservation is what this process may hand out of one slice: the IDs it reserved by its last write
-// of the slice and has not handed out yet.
+// reservation is what this process may hand out of one slice: the IDs it reserved by its writes of
+// the slice and has not handed out yet, each until the window after the write that stored it.
 type reservation struct {
 	sliceUID    types.UID
 	sliceName   string
 	replicaName string
 	affinityKey string
 	placement   tpuv1alpha1.SlicePlacement
-	// sent is when the write that stored the tokens was sent: they are handed out only before
-	// sent plus the window.
-	sent time.Time
-	// ids maps each unhanded reserved worker ID to its token, and handed counts the IDs handed
-	// out since the write (the next block is twice that).
-	ids    map[int32]string
-	handed int
+	// newest is when the write that stored the newest of ids was sent: a renewal is due once
+	// renewAfter of its window has passed.
+	newest time.Time
+	// ids maps each unhanded reserved worker ID to its token and the time its write was sent; an ID
+	// is handed out only before that time plus the window. handed counts the IDs handed out since
+	// the reservation began (a block is twice that), and exhausted says that its last block found
+	// fewer free IDs than it asked for: no renewal is due for running low.
+	ids       map[int32]reservedID
+	handed    int
+	exhausted bool
+	// sinceRenewal counts the IDs handed out since the reservation's last renewal was planned.
+	sinceRenewal int
 }
+
+// retire keeps in r, for hand-outs while a renewal's write is in flight, only the bridge lowest
+// IDs still inside their window at now (the next ones KubeRay asks for), and returns how many it
+// dropped: from now on they are never handed out, so the renewal's write may drop their tokens
+// and reserve the IDs again under new ones. The bridge is half the IDs handed out since the last
+// renewal, at least one: a write takes a few tens of milliseconds, the interval between renewals
+// a quarter of the window or more.
+func (r *reservation) retire(now time.Time, window time.Duration) int {
+	bridge := max(1, r.sinceRenewal/2)
+	r.sinceRenewal = 0
+	live := make([]int32, 0, len(r.ids))
+	for id, ri := range r.ids {
+		if now.Sub(ri.sent) < window {
+			live = append(live, id)
+		}
+	}
+	slices.Sort(live)
+	keep := map[int32]bool{}
+	for _, id := range live[:min(bridge, len(live))] {
+		keep[id] = true
+	}
+	dropped := 0
+	for id := range r.ids {
+		if !keep[id] {
+			delete(r.ids, id)
+			dropped++
+		}
+	}
+	return dropped
+}
+
+// reservedID is one reserved, unhanded worker ID: its token and when the write that stored it was
+// sent.
+type reservedID struct {
+	token string
+	sent  time.Time
+}
+
+// renewAfter is how much of the newest block's window passes before its reservation is renewed:
+// the renewal has the rest of the window (0.5 s by default, some 25 status writes) to land before
+// the block's IDs can no longer be handed out.
+const renewAfter = 3.0 / 4
 
 // unhanded is one token this process reserved and has not handed out, until a write of its slice by
 // this process removes it (or the token is older than forgetUnhandedAfter).
@@ -97,41 +148,88 @@ type handedOut struct {
 func (a *Allocator) reserving() bool { return a.opts.ReservationWindow > 0 }
 
 // handOut answers every call of batch that a valid reservation of q, or an earlier hand-out to its
-// token, can answer, and returns the others. It runs on the queue's drain goroutine, the only one
-// that touches q's reservations.
-func (a *Allocator) handOut(q *queue, batch []*call) []*call {
+// token, can answer, and returns the others, and whether a reservation is due for renewal. It runs
+// on the queue's drain goroutine, with q.mu held.
+func (a *Allocator) handOut(q *queue, batch []*call) ([]*call, bool) {
 	if len(q.reserved) == 0 && len(q.handed) == 0 {
-		return batch
+		return batch, false
 	}
 	now := a.clock.Now()
 	rest := batch[:0]
+	renew := false
 	for _, c := range batch {
-		if c.giveBack || !roomToHandOut(c.ctx) {
-			// A call past or near its deadline goes to the write path: its caller may give up
-			// (a forwarding replica then claims locally under the same request token), and an ID
-			// handed out under a reserved token would then wait for the pending TTL, whereas a
-			// claim written under the request's own token is found again by that retry.
+		answered, due := a.handOutOne(q, c, now)
+		renew = renew || due
+		if !answered {
 			rest = append(rest, c)
-			continue
 		}
-		if h, ok := q.handed[c.token]; ok {
-			// The same claim again: answered, but not counted as a second one.
-			c.result <- result{assignment: h.assignment}
-			continue
-		}
-		as, ok := a.take(q, c, now)
-		if !ok {
-			rest = append(rest, c)
-			continue
-		}
-		a.m.Reserved.Inc()
-		if q.handed == nil {
-			q.handed = map[string]handedOut{}
-		}
-		q.handed[c.token] = handedOut{assignment: as, at: now}
-		c.finish(result{assignment: as})
 	}
-	return rest
+	return rest, renew
+}
+
+// handOutNow answers c from a reservation of q, outside the drain goroutine, unless the queue is
+// committing claims (their writes drop the unhanded tokens): a group's Pods are handed IDs while a
+// renewal or a give-back of the group is in flight. A due renewal is queued.
+func (a *Allocator) handOutNow(q *queue, c *call) bool {
+	q.mu.Lock()
+	if q.claiming || (len(q.reserved) == 0 && len(q.handed) == 0) {
+		q.mu.Unlock()
+		return false
+	}
+	answered, renew := a.handOutOne(q, c, a.clock.Now())
+	q.mu.Unlock()
+	if renew {
+		a.queueRenewal(q)
+	}
+	return answered
+}
+
+// handOutOne answers c from a valid reservation of q, or from an earlier hand-out to its token, and
+// reports whether it did, and whether the reservation it took from is due for renewal (one is then
+// marked as queued). q.mu is held.
+func (a *Allocator) handOutOne(q *queue, c *call, now time.Time) (answered, renew bool) {
+	if c.housekeeping() || !roomToHandOut(c.ctx) {
+		// A call past or near its deadline goes to the write path: its caller may give up
+		// (a forwarding replica then claims locally under the same request token), and an ID
+		// handed out under a reserved token would then wait for the pending TTL, whereas a
+		// claim written under the request's own token is found again by that retry.
+		return false, false
+	}
+	if h, ok := q.handed[c.token]; ok {
+		// The same claim again: answered, but not counted as a second one.
+		c.result <- result{assignment: h.assignment}
+		return true, false
+	}
+	as, ok := a.take(q, c, now)
+	if !ok {
+		return false, false
+	}
+	a.m.Reserved.Inc()
+	if q.handed == nil {
+		q.handed = map[string]handedOut{}
+	}
+	q.handed[c.token] = handedOut{assignment: as, at: now}
+	c.finish(result{assignment: as})
+	if r := q.reserved[as.Replica]; r != nil && !q.renewing && a.renewalDue(r, now) {
+		q.renewing = true
+		return true, true
+	}
+	return true, false
+}
+
+// renewalDue reports whether r should be renewed now: renewAfter of its newest block's window has
+// passed, or it holds no more IDs than it has handed out (unless its last block found no more free).
+func (a *Allocator) renewalDue(r *reservation, now time.Time) bool {
+	if now.Sub(r.newest) >= time.Duration(renewAfter*float64(a.opts.ReservationWindow)) {
+		return true
+	}
+	return !r.exhausted && len(r.ids) <= r.handed
+}
+
+// queueRenewal queues a renewal call on q (q.mu not held).
+func (a *Allocator) queueRenewal(q *queue) {
+	ctx, cancel := context.WithTimeout(context.Background(), a.opts.Timeout)
+	a.enqueueCall(q.key, &call{renew: true, ctx: ctx, cancel: cancel, result: make(chan result, 1), m: a.m})
 }
 
 // handOutMargin is how much of its deadline a call must have left to be handed a reserved ID.
@@ -148,29 +246,30 @@ func roomToHandOut(ctx context.Context) bool {
 }
 
 // take hands c an ID of a valid reservation: the one KubeRay's labels name, or else the lowest
-// reserved ID of the lowest reserved replica.
+// reserved ID of the lowest reserved replica, among the IDs still inside their window.
 func (a *Allocator) take(q *queue, c *call, now time.Time) (Assignment, bool) {
-	valid := func(r *reservation) bool {
-		return r != nil && len(r.ids) > 0 && now.Sub(r.sent) < a.opts.ReservationWindow
-	}
+	live := func(ri reservedID) bool { return now.Sub(ri.sent) < a.opts.ReservationWindow }
 	replica, id := int32(-1), int32(-1)
 	if idx := c.req.Claim.ReplicaIndex; idx != nil {
 		r := q.reserved[*idx]
-		if !valid(r) || *idx >= c.cluster.desired || r.replicaName != c.req.Claim.ReplicaName {
+		if r == nil || *idx >= c.cluster.desired || r.replicaName != c.req.Claim.ReplicaName {
 			return Assignment{}, false
 		}
 		want := int32(0)
 		if c.req.Claim.HostIndex != nil {
 			want = *c.req.Claim.HostIndex
 		}
-		if _, ok := r.ids[want]; !ok {
+		if ri, ok := r.ids[want]; !ok || !live(ri) {
 			return Assignment{}, false
 		}
 		replica, id = *idx, want
 	} else {
 		for _, rep := range slices.Sorted(maps.Keys(q.reserved)) {
-			if r := q.reserved[rep]; rep < c.cluster.desired && valid(r) {
-				replica, id = rep, lowestKey(r.ids)
+			if rep >= c.cluster.desired {
+				continue
+			}
+			if low, ok := lowestLive(q.reserved[rep], live); ok {
+				replica, id = rep, low
 				break
 			}
 		}
@@ -179,7 +278,7 @@ func (a *Allocator) take(q *queue, c *call, now time.Time) (Assignment, bool) {
 		}
 	}
 	r := q.reserved[replica]
-	token := r.ids[id]
+	token := r.ids[id].token
 	if !a.stillStored(c.ctx, q, c.req.Namespace, replica, r, id, token) {
 		// Someone else's write removed or bound the claim, or left lines that do not parse: the
 		// reservation is not trusted any more, and the slow path plans on the slice as it is.
@@ -189,6 +288,7 @@ func (a *Allocator) take(q *queue, c *call, now time.Time) (Assignment, bool) {
 	delete(r.ids, id)
 	delete(q.unhanded, token)
 	r.handed++
+	r.sinceRenewal++
 	return Assignment{SliceName: r.sliceName, SliceUID: r.sliceUID, Replica: replica, WorkerID: id, Token: token,
 		AffinityTopologyKey: r.affinityKey, Placement: r.placement}, true
 }
@@ -221,11 +321,13 @@ func (a *Allocator) stillStored(ctx context.Context, q *queue, namespace string,
 }
 
 // stripOwn returns current with every pending claim this process reserved and has not handed out
-// removed: to the plan they are free, so that the write it makes of their slice drops them (or
-// hands them to its requests under their own tokens). Slices are copied only where a claim is
-// removed. A token not found pending in current is forgotten once it is forgetUnhandedAfter old
-// (by then the pending TTL has freed it, if a write of this process has not).
-func (a *Allocator) stripOwn(q *queue, current claims.Slices) claims.Slices {
+// removed, except, when keepLive, the claims it may still hand out (inside their window, in a
+// reservation it trusts): to the plan the others are free, so that the write it makes of their
+// slice drops them (or hands them to its requests under their own tokens). Slices are copied only
+// where a claim is removed. A token not found pending in current is forgotten once it is
+// forgetUnhandedAfter old (by then the pending TTL has freed it, if a write of this process has
+// not). q.mu is held.
+func (a *Allocator) stripOwn(q *queue, current claims.Slices, keepLive bool) claims.Slices {
 	if len(q.unhanded) == 0 {
 		return current
 	}
@@ -236,7 +338,17 @@ func (a *Allocator) stripOwn(q *queue, current claims.Slices) claims.Slices {
 		out[replica] = s
 		mine := func(c tpuv1alpha1.WorkerClaim) bool {
 			u, ok := q.unhanded[c.Token]
-			return ok && u.replica == replica && u.workerID == c.WorkerID && c.PodUID == ""
+			if !ok || u.replica != replica || u.workerID != c.WorkerID || c.PodUID != "" {
+				return false
+			}
+			if keepLive {
+				if r := q.reserved[replica]; r != nil && r.sliceUID == s.UID {
+					if ri, ok := r.ids[c.WorkerID]; ok && ri.token == c.Token && now.Sub(ri.sent) < a.opts.ReservationWindow {
+						return false
+					}
+				}
+			}
+			return true
 		}
 		if !slices.ContainsFunc(s.Status.Claims, mine) {
 			continue
@@ -260,12 +372,14 @@ func (a *Allocator) stripOwn(q *queue, current claims.Slices) claims.Slices {
 }
 
 // reserve adds to w, the claims a write of replica will store, a block of the slice's free IDs under
-// new tokens, and returns them by worker ID (nil when reservations are off or no ID is free). placed
-// are the IDs the write claims for its requests: a block starts above the highest of them, the
-// order KubeRay creates a replica's hosts in, and wraps around.
-func (a *Allocator) reserve(q *queue, replica, hosts int32, w *claims.Write, placed []int32) map[int32]string {
+// new tokens, and returns them by worker ID (nil when reservations are off or no ID is free), and
+// whether the block is smaller than asked for (the slice had no more free IDs). placed are the IDs
+// the write claims for its requests: a block starts above the highest of them, the order KubeRay
+// creates a replica's hosts in, and wraps around (without them, at the lowest free ID). q.mu is
+// held.
+func (a *Allocator) reserve(q *queue, replica, hosts int32, w *claims.Write, placed []int32) (map[int32]string, bool) {
 	if !a.reserving() {
-		return nil
+		return nil, false
 	}
 	size := minReservation
 	if prev := q.reserved[replica]; prev != nil && prev.handed > 0 {
@@ -293,22 +407,24 @@ func (a *Allocator) reserve(q *queue, replica, hosts int32, w *claims.Write, pla
 		}
 	}
 	if len(out) == 0 {
-		return nil
+		return nil, true
 	}
 	claimsOut := slices.Clone(w.Claims)
 	for id, token := range out {
 		claimsOut = append(claimsOut, tpuv1alpha1.WorkerClaim{WorkerID: id, Token: token})
 	}
 	w.Claims = claimsOut
-	return out
+	return out, len(out) < size
 }
 
-// recordReservation records, after the write of replica sent at sent returned written, the
+// recordReservation records, after a claim's write of replica sent at sent returned written, the
 // reservation it made (ids; nil for none) and forgets the unhanded tokens of that slice the write
-// dropped. A write whose answer did not come back (err) may or may not have stored ids: they are
-// remembered as unhanded, to drop later, but never handed out.
-func (a *Allocator) recordReservation(q *queue, replica int32, ids map[int32]string, sent time.Time,
+// dropped (all of them: no hand-out runs while claims are committed). A write whose answer did not
+// come back (err) may or may not have stored ids: they are remembered as unhanded, to drop later,
+// but never handed out. q.mu is held.
+func (a *Allocator) recordReservation(q *queue, replica int32, ids map[int32]string, exhausted bool, sent time.Time,
 	written *tpuv1alpha1.TPUSliceAssignment, err error) {
+	prev := q.reserved[replica]
 	delete(q.reserved, replica)
 	if err == nil {
 		// The write stored exactly its claims: every older unhanded token of the slice is gone.
@@ -321,22 +437,174 @@ func (a *Allocator) recordReservation(q *queue, replica int32, ids map[int32]str
 	if len(ids) == 0 {
 		return
 	}
-	if q.unhanded == nil {
-		q.unhanded = map[string]unhanded{}
-	}
-	for id, token := range ids {
-		q.unhanded[token] = unhanded{replica: replica, workerID: id, at: sent}
-	}
+	a.rememberUnhanded(q, replica, ids, sent)
 	if err != nil {
 		return
 	}
 	if q.reserved == nil {
 		q.reserved = map[int32]*reservation{}
 	}
-	q.reserved[replica] = &reservation{sliceUID: written.UID, sliceName: written.Name, replicaName: written.Spec.ReplicaName,
+	r := &reservation{sliceUID: written.UID, sliceName: written.Name, replicaName: written.Spec.ReplicaName,
 		affinityKey: written.Spec.AffinityTopologyKey, placement: written.Spec.Placement,
-		sent: sent, ids: ids}
+		ids: map[int32]reservedID{}}
+	if prev != nil && prev.sliceUID == written.UID {
+		// The same burst goes on: the next block keeps growing with it.
+		r.handed = prev.handed
+	}
+	a.addBlock(q, r, ids, exhausted, sent)
+	q.reserved[replica] = r
+}
+
+// recordRenewal records, after a renewal's (or a give-back's) write of replica sent at sent returned
+// written, storing exactly stored when it succeeded, the block it reserved (ids; nil for none): the
+// unhanded tokens of the slice it dropped are forgotten, the ones it kept (those that could still
+// be handed out when it was planned, and may have been since) stay. The reservation is kept
+// whatever the outcome: every ID it may still hand out is stored by the write as by the state
+// before it. q.mu is held.
+func (a *Allocator) recordRenewal(q *queue, replica int32, ids map[int32]string, exhausted bool, sent time.Time,
+	written *tpuv1alpha1.TPUSliceAssignment, stored []tpuv1alpha1.WorkerClaim, err error) {
+	r := q.reserved[replica]
+	if err == nil {
+		kept := make(map[string]int32, len(stored))
+		for _, c := range stored {
+			if c.PodUID == "" {
+				kept[c.Token] = c.WorkerID
+			}
+		}
+		for token, u := range q.unhanded {
+			if id, ok := kept[token]; u.replica == replica && (!ok || id != u.workerID) {
+				delete(q.unhanded, token)
+			}
+		}
+		if r != nil {
+			for id, ri := range r.ids {
+				if keptID, ok := kept[ri.token]; !ok || keptID != id {
+					delete(r.ids, id)
+				}
+			}
+			if len(r.ids) == 0 && len(ids) == 0 && r.sliceUID == written.UID {
+				delete(q.reserved, replica)
+			}
+		}
+	}
+	if len(ids) == 0 {
+		return
+	}
+	a.rememberUnhanded(q, replica, ids, sent)
+	if err != nil || r == nil || r.sliceUID != written.UID {
+		return
+	}
+	a.addBlock(q, r, ids, exhausted, sent)
+}
+
+// rememberUnhanded records the tokens of a block a write sent at sent may have stored.
+func (a *Allocator) rememberUnhanded(q *queue, replica int32, ids map[int32]string, sent time.Time) {
+	if q.unhanded == nil {
+		q.unhanded = map[string]unhanded{}
+	}
+	for id, token := range ids {
+		q.unhanded[token] = unhanded{replica: replica, workerID: id, at: sent}
+	}
+}
+
+// addBlock adds to r a block the write sent at sent stored, and schedules its give-back.
+func (a *Allocator) addBlock(q *queue, r *reservation, ids map[int32]string, exhausted bool, sent time.Time) {
+	for id, token := range ids {
+		r.ids[id] = reservedID{token: token, sent: sent}
+	}
+	r.newest, r.exhausted = sent, exhausted
 	a.scheduleGiveBack(q, sent)
+}
+
+// renewAttempts bounds the writes of one slice's renewal: a conflict (the reconciler binding the
+// Pods handed the reservation's IDs, most often) is retried on a live read.
+const renewAttempts = 5
+
+// renew renews the reservations of q that are still inside their window, for the group of the
+// request req (the queue's last committed request names the group's slices): each slice is
+// written once, off the admission path, with a new block reserved, its tokens whose window has
+// ended dropped, and every token that may still be handed out kept (docs/spec.md §3.5). Hand-outs
+// go on from the reservation while the write is in flight.
+func (a *Allocator) renew(ctx context.Context, q *queue, req Request) {
+	defer func() {
+		q.mu.Lock()
+		q.renewing = false
+		q.mu.Unlock()
+	}()
+	now := a.clock.Now()
+	q.mu.Lock()
+	var replicas []int32
+	for replica, r := range q.reserved {
+		if now.Sub(r.newest) < a.opts.ReservationWindow {
+			replicas = append(replicas, replica)
+		}
+	}
+	q.mu.Unlock()
+	if len(replicas) == 0 {
+		return
+	}
+	current, err := a.readSlices(ctx, req)
+	if err != nil {
+		logf.FromContext(ctx).V(1).Info("Reading slices to renew a reservation failed; the next claim writes", "err", err)
+		return
+	}
+	q.mu.Lock()
+	overlayOwnWrites(current, q.written)
+	q.mu.Unlock()
+	for _, replica := range slices.Sorted(slices.Values(replicas)) {
+		a.renewSlice(ctx, q, req, replica, current[replica])
+	}
+}
+
+// renewSlice renews the reservation of replica on the slice as current shows it, retrying
+// conflicts on live reads. It first retires all but a bridge of the reservation's IDs
+// (reservation.retire): the write drops their tokens and reserves them again, with a new block,
+// under new tokens whose window starts with it, and keeps the bridge's, which may be handed out
+// while it is in flight.
+func (a *Allocator) renewSlice(ctx context.Context, q *queue, req Request, replica int32, current *tpuv1alpha1.TPUSliceAssignment) {
+	q.mu.Lock()
+	if r := q.reserved[replica]; r != nil {
+		r.retire(a.clock.Now(), a.opts.ReservationWindow)
+	}
+	q.mu.Unlock()
+	for attempt := 0; current != nil && attempt < renewAttempts; attempt++ {
+		q.mu.Lock()
+		r := q.reserved[replica]
+		if r == nil || r.sliceUID != current.UID || current.Spec.ReplicaName != r.replicaName {
+			q.mu.Unlock()
+			return
+		}
+		stripped := a.stripOwn(q, claims.Slices{replica: current}, true)[replica]
+		w := claims.Write{Claims: stripped.Status.Claims, ReplicaName: current.Spec.ReplicaName}
+		ids, exhausted := a.reserve(q, replica, current.Spec.Hosts, &w, nil)
+		q.mu.Unlock()
+		if len(ids) == 0 && stripped == current {
+			return // nothing to reserve, nothing to drop.
+		}
+		sent := a.clock.Now()
+		written, over, err := a.writeSlice(ctx, req, replica, current, w)
+		q.mu.Lock()
+		a.recordRenewal(q, replica, maybeStored(ids, err), exhausted, sent, written, w.Claims, err)
+		if err == nil {
+			q.remember(replica, over, written)
+		}
+		q.mu.Unlock()
+		if err == nil {
+			a.m.Renewals.Inc()
+			return
+		}
+		if !isConflict(err) {
+			logf.FromContext(ctx).V(1).Info("Renewing a reservation failed; the next claim writes",
+				"slice", naming.SliceName(req.ClusterName, req.GroupName, replica), "err", err)
+			return
+		}
+		a.m.LostWrites.Inc()
+		a.backoff(ctx, attempt)
+		var rerr error
+		if current, rerr = a.readSlice(ctx, req, replica); rerr != nil {
+			return
+		}
+	}
 }
 
 // scheduleGiveBack queues, for just after the window of a reservation sent at sent ends, a
@@ -362,17 +630,19 @@ func (a *Allocator) scheduleGiveBack(q *queue, sent time.Time) {
 // frees them.
 func (a *Allocator) giveBack(ctx context.Context, q *queue, req Request) {
 	now := a.clock.Now()
+	q.mu.Lock()
 	for replica, r := range q.reserved {
-		if now.Sub(r.sent) >= a.opts.ReservationWindow && len(r.ids) == 0 {
+		if now.Sub(r.newest) >= a.opts.ReservationWindow && len(r.ids) == 0 {
 			delete(q.reserved, replica)
 		}
 	}
 	var replicas []int32
 	for _, u := range q.unhanded {
-		if r := q.reserved[u.replica]; (r == nil || now.Sub(r.sent) >= a.opts.ReservationWindow) && !slices.Contains(replicas, u.replica) {
+		if r := q.reserved[u.replica]; (r == nil || now.Sub(r.newest) >= a.opts.ReservationWindow) && !slices.Contains(replicas, u.replica) {
 			replicas = append(replicas, u.replica)
 		}
 	}
+	q.mu.Unlock()
 	if len(replicas) == 0 {
 		return
 	}
@@ -381,7 +651,9 @@ func (a *Allocator) giveBack(ctx context.Context, q *queue, req Request) {
 		logf.FromContext(ctx).V(1).Info("Reading slices to give back reserved worker IDs failed; the pending TTL frees them", "err", err)
 		return
 	}
+	q.mu.Lock()
 	overlayOwnWrites(current, q.written)
+	q.mu.Unlock()
 	for _, replica := range replicas {
 		a.giveBackSlice(ctx, q, req, replica, current[replica])
 	}
@@ -392,21 +664,28 @@ func (a *Allocator) giveBack(ctx context.Context, q *queue, req Request) {
 const giveBackAttempts = 5
 
 // giveBackSlice writes the slice of replica, as current shows it, without this process's unhanded
-// reserved claims, retrying conflicts on live reads.
+// reserved claims that can no longer be handed out, retrying conflicts on live reads. Hand-outs may
+// run meanwhile: a claim that a renewal since made live again is kept.
 func (a *Allocator) giveBackSlice(ctx context.Context, q *queue, req Request, replica int32, current *tpuv1alpha1.TPUSliceAssignment) {
 	log := logf.FromContext(ctx)
 	for attempt := 0; current != nil && attempt < giveBackAttempts; attempt++ {
-		stripped := a.stripOwn(q, claims.Slices{replica: current})[replica]
+		q.mu.Lock()
+		stripped := a.stripOwn(q, claims.Slices{replica: current}, true)[replica]
+		q.mu.Unlock()
 		if stripped == current {
 			return // nothing of ours is stored there (any more).
 		}
 		w := claims.Write{Claims: stripped.Status.Claims, ReplicaName: current.Spec.ReplicaName}
 		sent := a.clock.Now()
 		written, over, err := a.writeSlice(ctx, req, replica, current, w)
-		a.recordReservation(q, replica, nil, sent, written, err)
+		q.mu.Lock()
+		a.recordRenewal(q, replica, nil, false, sent, written, w.Claims, err)
+		if err == nil {
+			q.remember(replica, over, written)
+		}
+		q.mu.Unlock()
 		if err == nil {
 			a.m.GiveBacks.Inc()
-			q.remember(replica, over, written)
 			return
 		}
 		if !isConflict(err) {
@@ -423,6 +702,7 @@ func (a *Allocator) giveBackSlice(ctx context.Context, q *queue, req Request, re
 }
 
 // forgetHanded drops hand-outs older than the claim timeout: no retry of their request comes later.
+// q.mu is held.
 func (a *Allocator) forgetHanded(q *queue) {
 	now := a.clock.Now()
 	for token, h := range q.handed {
@@ -432,13 +712,17 @@ func (a *Allocator) forgetHanded(q *queue) {
 	}
 }
 
-// lowestKey returns the lowest key of a non-empty m, in one pass.
-func lowestKey(m map[int32]string) int32 {
-	lowest, first := int32(0), true
-	for k := range m {
-		if first || k < lowest {
-			lowest, first = k, false
+// lowestLive returns the lowest ID of r that live accepts, in one pass, dropping from r the IDs
+// whose window has ended (they are never handed out; the next write of the slice drops them).
+func lowestLive(r *reservation, live func(reservedID) bool) (int32, bool) {
+	lowest, found := int32(0), false
+	for id, ri := range r.ids {
+		switch {
+		case !live(ri):
+			delete(r.ids, id)
+		case !found || id < lowest:
+			lowest, found = id, true
 		}
 	}
-	return lowest
+	return lowest, found
 }

@@ -91,14 +91,156 @@ func TestReservationsSequential(t *testing.T) {
 					t.Errorf("worker ID %d was handed out with token %q; the slice stores %q", id, token, stored[id].Token)
 				}
 			}
-			// Blocks of 16, 32, then the 13 left: 1 create and 3 status updates.
-			if w := metrics.Value(a.m.Writes); w > 4 {
-				t.Errorf("%d writes for %d sequential claims, want at most 4", int(w), hosts)
+			// The first claim's create and status update; renewals of 16, 32, then the IDs left, off
+			// the admission path.
+			if w := metrics.Value(a.m.Writes); w > 5 {
+				t.Errorf("%d writes for %d sequential claims, want at most 5", int(w), hosts)
 			}
-			if r := metrics.Value(a.m.Reserved); r != hosts-3 {
-				t.Errorf("%d IDs handed out from reservations, want %d", int(r), hosts-3)
+			// Every claim after the first is handed out, but for one that finds a renewal still in
+			// flight and the reservation run out (half of it is left when a renewal is queued).
+			if r := metrics.Value(a.m.Reserved); r < hosts-2 {
+				t.Errorf("%d IDs handed out from reservations, want at least %d", int(r), hosts-2)
 			}
 		})
+	}
+}
+
+// TestReservationsRenewedBeforeTheWindowEnds: once three quarters of a reservation's window have
+// passed, the hand-out that notices queues a renewal off the admission path (docs/spec.md §3.5): a
+// write that keeps a bridge of the reservation's next IDs under their tokens, reserves the others
+// again under new tokens, and a new block. The next claim past the first block's window is handed
+// an ID of the renewal, with no write of its own.
+func TestReservationsRenewedBeforeTheWindowEnds(t *testing.T) {
+	const hosts = 64
+	c := newClient(t, interceptor.Funcs{}, rayClusterOf(hosts, 1))
+	clk := clocktesting.NewFakeClock(now)
+	a := reservingAllocator(c, clk)
+	first, err := a.Claim(t.Context(), request(hosts))
+	if err != nil {
+		t.Fatal(err)
+	}
+	firstBlock := storedClaims(t, c, 0)
+	firstTokens := map[string]bool{}
+	for _, cl := range firstBlock {
+		firstTokens[cl.Token] = true
+	}
+	writes := metrics.Value(a.m.Writes)
+	clk.Step(window * 8 / 10)
+	second, err := a.Claim(t.Context(), request(hosts))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if firstBlock[second.WorkerID].Token != second.Token {
+		t.Fatalf("inside the window, the claim got worker ID %d under %q, not an ID of the first block", second.WorkerID, second.Token)
+	}
+	waitFor(t, func() bool { return metrics.Value(a.m.Renewals) == 1 })
+	if got := metrics.Value(a.m.Writes) - writes; got != 1 {
+		t.Fatalf("%v writes since the first claim, want 1 (the renewal)", got)
+	}
+	stored := storedClaims(t, c, 0)
+	kept := 0
+	for id, cl := range firstBlock {
+		switch {
+		case stored[id].PodUID != "" || stored[id].Token == "":
+			t.Errorf("the renewal freed worker ID %d of the first block: %+v", id, stored[id])
+		case id != first.WorkerID && id != second.WorkerID && stored[id].Token == cl.Token:
+			kept++
+		}
+	}
+	// One ID handed out since the first write: a bridge of one (the lowest left) keeps its token.
+	if kept != 1 {
+		t.Errorf("the renewal kept %d unhanded tokens of the first block, want 1 (the bridge)", kept)
+	}
+	if want := 2 + 1 + minReservation; len(stored) != want {
+		t.Errorf("%d claims stored after the renewal, want %d (2 handed out, the bridge, a block of %d)", len(stored), want, minReservation)
+	}
+	clk.Step(window * 3 / 10) // the first block's window has ended, the renewal's has not.
+	third, err := a.Claim(t.Context(), request(hosts))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := metrics.Value(a.m.Writes) - writes; got != 1 {
+		t.Errorf("the claim past the first block's window made %v writes, want none", got-1)
+	}
+	if firstTokens[third.Token] {
+		t.Errorf("past its window, worker ID %d was handed out under the first block's token %q", third.WorkerID, third.Token)
+	}
+	if stored := storedClaims(t, c, 0); stored[third.WorkerID].Token != third.Token {
+		t.Errorf("worker ID %d handed out under %q, stored under %q", third.WorkerID, third.Token, stored[third.WorkerID].Token)
+	}
+	if third.WorkerID == first.WorkerID || third.WorkerID == second.WorkerID {
+		t.Errorf("worker ID %d handed out twice", third.WorkerID)
+	}
+}
+
+// TestReservationsHandOutsDuringARenewal: while a renewal's write is in flight, the group's claims
+// are still handed IDs from the reservation, without waiting for the write (docs/spec.md §3.5), and
+// the write keeps their claims: every ID handed out is stored under its token once it lands.
+func TestReservationsHandOutsDuringARenewal(t *testing.T) {
+	const hosts = 64
+	var updates atomic.Int32
+	inFlight, release := make(chan struct{}), make(chan struct{})
+	var releaseOnce sync.Once
+	releaseWrite := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(releaseWrite)
+	c := newClient(t, interceptor.Funcs{
+		SubResourceUpdate: func(ctx context.Context, cl client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+			if updates.Add(1) == 2 { // the first renewal
+				close(inFlight)
+				<-release
+			}
+			return cl.SubResource(sub).Update(ctx, obj, opts...)
+		},
+	}, rayClusterOf(hosts, 1))
+	a := reservingAllocator(c, clocktesting.NewFakeClock(now))
+	got := map[int32]string{}
+	claim := func() {
+		t.Helper()
+		as, err := a.Claim(t.Context(), request(hosts))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, dup := got[as.WorkerID]; dup {
+			t.Fatalf("worker ID %d handed out twice", as.WorkerID)
+		}
+		got[as.WorkerID] = as.Token
+	}
+	// The first claim writes a block of 16; half of it handed out, a renewal is queued.
+	for range 1 + minReservation/2 {
+		claim()
+	}
+	select {
+	case <-inFlight:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no renewal was written once half of the block was handed out")
+	}
+	// 8 handed out since the first write: the renewal keeps a bridge of 4 for hand-outs meanwhile.
+	const bridge = minReservation / 4
+	start := time.Now()
+	for range bridge {
+		claim()
+	}
+	if waited := time.Since(start); waited > time.Second {
+		t.Errorf("%d claims took %v with a renewal in flight; they waited for it", bridge, waited)
+	}
+	writes := metrics.Value(a.m.Writes)
+	releaseWrite()
+	waitFor(t, func() bool { return metrics.Value(a.m.Renewals) == 1 })
+	if w := metrics.Value(a.m.Writes); w != writes {
+		t.Errorf("claims made %v writes of their own while the renewal was in flight", w-writes)
+	}
+	stored := storedClaims(t, c, 0)
+	for id, token := range got {
+		if stored[id].Token != token {
+			t.Errorf("worker ID %d handed out under %q, stored under %q after the renewal", id, token, stored[id].Token)
+		}
+	}
+	claim() // from the renewal's block
+	if stored := storedClaims(t, c, 0); len(stored) != len(got)+minReservation-1 {
+		t.Errorf("%d claims stored, want the %d handed out and the renewal's block of %d less the last one", len(stored), len(got), minReservation)
+	}
+	if r := metrics.Value(a.m.Reserved); int(r) != len(got)-1 {
+		t.Errorf("%v IDs handed out from reservations, want %d (all but the first)", r, len(got)-1)
 	}
 }
 
@@ -419,6 +561,7 @@ func TestReservationsGiveBack(t *testing.T) {
 	if got := storedClaims(t, c, 0)[first.WorkerID].Token; got != first.Token {
 		t.Errorf("the give-back removed the handed-out claim: %q", got)
 	}
+	waitFor(t, func() bool { return metrics.Value(a.m.GiveBacks) >= 1 }) // counted just after the write
 	if metrics.Value(a.m.GiveBacks) != 1 {
 		t.Errorf("%v give-backs, want 1", metrics.Value(a.m.GiveBacks))
 	}

@@ -94,8 +94,9 @@ type Metrics struct {
 	// replicas, the cost of their racing for one slice.
 	Writes, LostWrites prometheus.Counter
 	// Reserved counts the worker IDs handed out from a reservation, with no write of their own,
-	// and GiveBacks the writes that gave a reservation's unhanded IDs back (docs/spec.md §3.5).
-	Reserved, GiveBacks prometheus.Counter
+	// GiveBacks the writes that gave a reservation's unhanded IDs back, and Renewals the writes
+	// that renewed a reservation off the admission path (docs/spec.md §3.5).
+	Reserved, GiveBacks, Renewals prometheus.Counter
 	// Forwards counts claims sent to, or served for, the replica that owns their worker group, and
 	// ForwardDuration how long they took, round trip included (answered, fallback) or at the owner
 	// (served).
@@ -173,6 +174,10 @@ func New() *Metrics {
 			Namespace: namespace, Name: "reservation_give_backs_total",
 			Help: "Writes that gave back the unhanded worker IDs of a reservation whose window ended.",
 		}),
+		Renewals: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace, Name: "reservation_renewals_total",
+			Help: "Writes that renewed a reservation while its IDs were being handed out, off the admission path: a new block reserved, expired unhanded IDs dropped, IDs still inside their window kept.",
+		}),
 		Forwards: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "claim_forwards_total",
 			Help: "Claims forwarded to the replica that owns their worker group (answered, fallback: claimed locally after a failed forward) or served for a peer (served).",
@@ -187,7 +192,7 @@ func New() *Metrics {
 
 func (m *Metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.Admissions, m.ClaimsAdopted, m.ClaimsReleased, m.PodsDeleted, m.SliceTimeToReady, m.SliceDegraded,
-		m.Results, m.Attempts, m.Conflicts, m.Duration, m.Writes, m.LostWrites, m.Reserved, m.GiveBacks, m.Forwards, m.ForwardDuration}
+		m.Results, m.Attempts, m.Conflicts, m.Duration, m.Writes, m.LostWrites, m.Reserved, m.GiveBacks, m.Renewals, m.Forwards, m.ForwardDuration}
 }
 
 // sliceCollector reports the slices in the cache by state and by condition when scraped.

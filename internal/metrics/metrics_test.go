@@ -99,7 +99,7 @@ func TestDefaultServesEveryMetric(t *testing.T) {
 		"pod_admissions_total", "claims_adopted_total", "claims_released_total", "duplicate_pods_deleted_total",
 		"slice_time_to_ready_seconds", "slice_degraded_total", "claims_total", "claim_attempts", "claim_conflicts",
 		"claim_duration_seconds", "claim_writes_total", "claim_writes_lost_total", "claims_from_reservations_total",
-		"reservation_give_backs_total", "claim_forwards_total",
+		"reservation_give_backs_total", "reservation_renewals_total", "claim_forwards_total",
 		"claim_forward_duration_seconds",
 	}
 	collectors := Default.collectors()

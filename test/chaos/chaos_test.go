@@ -235,9 +235,10 @@ func run(seed, stream uint64, gate bool, d time.Duration) {
 	adopted := int64(adoptions(append(r.retired, r.instances...)) - r.adoptedBefore)
 	podsDeleted, repairs := audit.counts()
 	gateName := map[bool]string{false: "off", true: "on"}[gate]
-	var reserved int64
+	var reserved, renewals int64
 	for _, inst := range append(r.retired, r.instances...) {
 		reserved += inst.ReservedCount()
+		renewals += inst.RenewalCount()
 	}
 	found, versions := r.stored.take()
 	for _, v := range found {
@@ -247,11 +248,11 @@ func run(seed, stream uint64, gate bool, d time.Duration) {
 	line := fmt.Sprintf("CHAOS seed=%d duration=%.0f gate=%s ops=%d admitted=%d denials=%d retries=%d violations=%d forwarded=%d fallbacks=%d"+
 		" adopted=%d max_replace_s=%.2f forged=%d pods_deleted=%d"+
 		" unlabeled=%d mixed_denials=%d max_mixed_denial_s=%.2f malformed_tokens=%d stored_versions=%d"+
-		" absurd_denials=%d max_absurd_s=%.2f absurd_heap_mib=%d forged_indexes=%d hostlists_refs=%d hostlists_deleted=%d reserved=%d",
+		" absurd_denials=%d max_absurd_s=%.2f absurd_heap_mib=%d forged_indexes=%d hostlists_refs=%d hostlists_deleted=%d reserved=%d renewals=%d",
 		seed, d.Seconds(), gateName, r.ops, admitted, denials, max(attempts-admitted-denials, 0), len(r.errs), forwarded, fallbacks,
 		adopted, slices.Max(append(r.replaceTimes, 0)).Seconds(), r.forged, podsDeleted-r.deletedBefore,
 		h.unlabeled, h.mixedDenials, h.maxMixedDenial.Seconds(), h.malformed, versions,
-		h.absurdDenials, h.maxAbsurd.Seconds(), h.absurdHeap>>20, h.forgedIndexes, r.hostListsRefs, r.hostListsDeleted, reserved)
+		h.absurdDenials, h.maxAbsurd.Seconds(), h.absurdHeap>>20, h.forgedIndexes, r.hostListsRefs, r.hostListsDeleted, reserved, renewals)
 	fmt.Fprintln(os.Stdout, line)
 	GinkgoWriter.Println(line, "faults_injected:", r.faults.injected.Load())
 	fmt.Fprintf(os.Stdout, "CHAOS-OPS gate=%s %v judged_repairs=%d\n", gateName, r.opCounts, repairs-r.repairsBefore)

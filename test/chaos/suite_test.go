@@ -26,7 +26,7 @@ limitations under the License.
 // every Pod deletion, see audit.go; every stored slice version, see stored.go). Each gate setting
 // ends with one line:
 //
-//	CHAOS seed=<n> duration=<s> gate=<on|off> ops=<n> admitted=<n> denials=<n> retries=<n> violations=<n> forwarded=<n> fallbacks=<n> adopted=<n> max_replace_s=<x> forged=<n> pods_deleted=<n> unlabeled=<n> mixed_denials=<n> max_mixed_denial_s=<x> malformed_tokens=<n> stored_versions=<n> absurd_denials=<n> max_absurd_s=<x> absurd_heap_mib=<n> forged_indexes=<n> hostlists_refs=<n> hostlists_deleted=<n> reserved=<n>
+//	CHAOS seed=<n> duration=<s> gate=<on|off> ops=<n> admitted=<n> denials=<n> retries=<n> violations=<n> forwarded=<n> fallbacks=<n> adopted=<n> max_replace_s=<x> forged=<n> pods_deleted=<n> unlabeled=<n> mixed_denials=<n> max_mixed_denial_s=<x> malformed_tokens=<n> stored_versions=<n> absurd_denials=<n> max_absurd_s=<x> absurd_heap_mib=<n> forged_indexes=<n> hostlists_refs=<n> hostlists_deleted=<n> reserved=<n> renewals=<n>
 //
 // adopted counts the claims recorded for Pods that carried an identity but no claim (by the
 // allocators at admission and by the reconcilers), max_replace_s is the slowest admission of a
@@ -41,7 +41,8 @@ limitations under the License.
 // hostlists_refs the most live Pods seen at once taking their host lists from a ConfigMap and
 // hostlists_deleted the host lists ConfigMaps the run deleted under them (issue 22), reserved the
 // worker IDs handed out from reservations with no write of their own (docs/spec.md §3.5; a run
-// with none fails, as the restarts would then never kill a holder with IDs in hand). A
+// with none fails, as the restarts would then never kill a holder with IDs in hand), renewals the
+// reservation renewals written beside hand-outs (§3.5). A
 // CHAOS-OPS line follows with the count of each operation and of the operator deletions judged
 // repairs.
 //

@@ -63,6 +63,11 @@ func (i *Instance) ReservedCount() int64 {
 	return int64(metrics.Value(i.Metrics.Reserved))
 }
 
+// RenewalCount returns how many reservation renewals the instance wrote so far (docs/spec.md §3.5).
+func (i *Instance) RenewalCount() int64 {
+	return int64(metrics.Value(i.Metrics.Renewals))
+}
+
 // TotalCounts sums the counts of instances.
 func TotalCounts(instances []*Instance) ClaimCounts {
 	var t ClaimCounts
