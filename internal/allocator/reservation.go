@@ -533,6 +533,7 @@ func (a *Allocator) renew(ctx context.Context, q *queue, req Request) {
 	}()
 	now := a.clock.Now()
 	q.mu.Lock()
+	a.forgetHanded(q) // a burst served by hand-outs and renewals alone commits no claim batch.
 	var replicas []int32
 	for replica, r := range q.reserved {
 		if now.Sub(r.newest) < a.opts.ReservationWindow {

@@ -101,14 +101,19 @@ var _ = Describe("Reservations (docs/spec.md §3.5)", func() {
 		Expect(report.LivePods).To(Equal(64))
 		framework.ExpectIDs(ctx, suite.Client, ns, map[int32][]int{0: framework.Seq(64)})
 
-		// The first write claims ID 0 and reserves 16, the next ones 32 and the 15 left: 1 create
-		// and 3 status updates (measured: 4 and 4 on the watch), while every one of the 64
-		// admissions without reservations writes. On a machine so loaded that a block outlives its
-		// 5 s window, the next write renews it: 8 leaves room for that.
+		// The first admission's write claims ID 0 and reserves 16; renewals, off the admission
+		// path, reserve 16, 32 and the rest (measured: 5 writes, 5 on the watch), while every one
+		// of the 64 admissions without reservations writes. On a machine so loaded that a block
+		// outlives its 5 s window, more renewals come: 8 leaves room for that.
 		Expect(after.Writes-before.Writes).To(BeNumerically("<=", 8), "API writes of the allocators")
 		Eventually(writes.count).Should(BeNumerically(">=", 3))
 		Consistently(writes.count, "500ms").Should(BeNumerically("<=", 8), "claim writes seen on a watch of the slices")
-		Expect(reserved).To(BeNumerically(">=", 56), "IDs handed out from reservations")
+		// Every admission after the first is handed its ID, with no write of its own: 63 (one that
+		// finds a renewal's bridge spent waits for that renewal and is handed an ID of its block).
+		// One may write on a machine so loaded that a renewal lands after its block's window. With
+		// renewals on the admission path, as before 2026-12-04, the admissions that found a block
+		// spent wrote: 61.
+		Expect(reserved).To(BeNumerically(">=", 62), "IDs handed out from reservations")
 		GinkgoWriter.Printf("64 sequential admissions: %d allocator writes, %d claim writes on the watch, %d IDs from reservations\n",
 			after.Writes-before.Writes, writes.count(), reserved)
 	})
