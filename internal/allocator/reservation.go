@@ -516,6 +516,22 @@ func (a *Allocator) addBlock(q *queue, r *reservation, ids map[int32]string, exh
 	a.scheduleGiveBack(q, sent)
 }
 
+// writeOwn makes a write of replica that hand-outs may run beside (a renewal's or a give-back's):
+// w, planned on current, with ids the block it reserves (nil for none). It records the outcome
+// (recordRenewal) and, when it landed, the slice it left (remember).
+func (a *Allocator) writeOwn(ctx context.Context, q *queue, req Request, replica int32, current *tpuv1alpha1.TPUSliceAssignment,
+	w claims.Write, ids map[int32]string, exhausted bool) error {
+	sent := a.clock.Now()
+	written, over, err := a.writeSlice(ctx, req, replica, current, w)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	a.recordRenewal(q, replica, maybeStored(ids, err), exhausted, sent, written, w.Claims, err)
+	if err == nil {
+		q.remember(replica, over, written)
+	}
+	return err
+}
+
 // renewAttempts bounds the writes of one slice's renewal: a conflict (the reconciler binding the
 // Pods handed the reservation's IDs, most often) is retried on a live read.
 const renewAttempts = 5
@@ -582,14 +598,7 @@ func (a *Allocator) renewSlice(ctx context.Context, q *queue, req Request, repli
 		if len(ids) == 0 && stripped == current {
 			return // nothing to reserve, nothing to drop.
 		}
-		sent := a.clock.Now()
-		written, over, err := a.writeSlice(ctx, req, replica, current, w)
-		q.mu.Lock()
-		a.recordRenewal(q, replica, maybeStored(ids, err), exhausted, sent, written, w.Claims, err)
-		if err == nil {
-			q.remember(replica, over, written)
-		}
-		q.mu.Unlock()
+		err := a.writeOwn(ctx, q, req, replica, current, w, ids, exhausted)
 		if err == nil {
 			a.m.Renewals.Inc()
 			return
@@ -601,8 +610,7 @@ func (a *Allocator) renewSlice(ctx context.Context, q *queue, req Request, repli
 		}
 		a.m.LostWrites.Inc()
 		a.backoff(ctx, attempt)
-		var rerr error
-		if current, rerr = a.readSlice(ctx, req, replica); rerr != nil {
+		if current, err = a.readSlice(ctx, req, replica); err != nil {
 			return
 		}
 	}
@@ -677,14 +685,7 @@ func (a *Allocator) giveBackSlice(ctx context.Context, q *queue, req Request, re
 			return // nothing of ours is stored there (any more).
 		}
 		w := claims.Write{Claims: stripped.Status.Claims, ReplicaName: current.Spec.ReplicaName}
-		sent := a.clock.Now()
-		written, over, err := a.writeSlice(ctx, req, replica, current, w)
-		q.mu.Lock()
-		a.recordRenewal(q, replica, nil, false, sent, written, w.Claims, err)
-		if err == nil {
-			q.remember(replica, over, written)
-		}
-		q.mu.Unlock()
+		err := a.writeOwn(ctx, q, req, replica, current, w, nil, false)
 		if err == nil {
 			a.m.GiveBacks.Inc()
 			return

@@ -326,7 +326,7 @@ type operation struct {
 }
 
 // operations are the kinds of step. Steps are dealt from a shuffled deck that holds each kind
-// weight times (123 cards, 151 with clusterOperations on the local cluster; a fresh deck when it
+// weight times (129 cards, 157 with clusterOperations on the local cluster; a fresh deck when it
 // runs out), so that each kind runs about weight times every 120 steps: `make test`'s two minutes
 // (40 to 100 steps per gate setting) see most kinds several times, and the kinds' order depends on
 // the seed alone.
@@ -336,6 +336,7 @@ var operations = []operation{
 	{"recreate", 6, func(r *runner) { r.recreate(r.rng.IntN(len(r.clusters))) }},
 	{"restart", 5, func(r *runner) { r.restartInstance(r.rng.IntN(len(r.instances))) }},
 	{"burst", 8, func(r *runner) { r.burst(burstCluster + r.rng.IntN(2)) }},
+	{"trickle", 6, (*runner).trickle}, // one Pod at a time across renewals of a reservation
 	{"labels", 10, (*runner).editLabels},
 	{"copies", 6, (*runner).createCopies},
 	{"preexisting", 7, (*runner).createPreexisting},

@@ -706,3 +706,48 @@ func (r *runner) createSettled(pod *corev1.Pod) (*corev1.Pod, error) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// trickle creates the Pods a burst cluster is missing (deleting some first, up to 8 missing) one
+// at a time, as KubeRay does, with a pause of trickleGap (past three quarters of the instances'
+// reservation window) after the first and, at random, after later ones: the hand-out after each
+// pause renews the holder's reservation off the admission path while the next creates are handed
+// its bridge (docs/spec.md §3.5). A third of the time an instance (the holder, a third of those
+// times) is restarted right after a pause, while its renewal may be in flight.
+func (r *runner) trickle() {
+	i := burstCluster + r.rng.IntN(2)
+	rc := r.clusters[i]
+	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(rc), rc); err != nil {
+		return
+	}
+	pods := r.podsOf(i)
+	for k := 0; k < len(pods) && r.missing(i) < 8; k++ {
+		r.deleteAndWait(&pods[k])
+	}
+	n := min(r.missing(i), 8)
+	restartAt := -1
+	if r.rng.IntN(3) == 0 && n > 1 {
+		restartAt = 1 + r.rng.IntN(n-1)
+	}
+	created, refused := 0, []string{}
+	for k := range n {
+		if k == 1 || (k > 1 && r.rng.IntN(4) == 0) {
+			time.Sleep(trickleGap)
+		}
+		// What a refusal means is the check's concern; the line below says how many there were.
+		if _, err := r.createSettled(testutil.WorkerPodFor(rc, group).Obj()); err != nil {
+			refused = append(refused, err.Error())
+		} else {
+			created++
+		}
+		if k == restartAt {
+			r.restartInstance(r.rng.IntN(len(r.instances)))
+		}
+	}
+	GinkgoWriter.Printf("trickle into %s: %d missing, %d created, restart after create %d, refused: %q\n", rc.Name, n, created, restartAt, refused)
+	r.check(false)
+}
+
+// trickleGap is 80 % of the instances' reservation window (a quarter of the suite's pending TTL,
+// internal/operator's reservationWindow): a hand-out after it finds the block more than three
+// quarters through its window, and still inside it.
+const trickleGap = pendingTTL / 4 * 8 / 10
