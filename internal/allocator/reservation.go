@@ -84,12 +84,12 @@ type reservation struct {
 }
 
 // retire keeps in r, for hand-outs while a renewal's write is in flight, only the bridge lowest
-// IDs still inside their window at now (the next ones KubeRay asks for), and returns how many it
-// dropped: from now on they are never handed out, so the renewal's write may drop their tokens
-// and reserve the IDs again under new ones. The bridge is half the IDs handed out since the last
-// renewal, at least one: a write takes a few tens of milliseconds, the interval between renewals
-// a quarter of the window or more.
-func (r *reservation) retire(now time.Time, window time.Duration) int {
+// IDs still inside their window at now (the next ones KubeRay asks for): the others are never
+// handed out from now on, so the renewal's write may drop their tokens and reserve the IDs again
+// under new ones. The bridge is half the IDs handed out since the last renewal, at least one: a
+// write takes a few tens of milliseconds, the interval between renewals a quarter of the window or
+// more.
+func (r *reservation) retire(now time.Time, window time.Duration) {
 	bridge := max(1, r.sinceRenewal/2)
 	r.sinceRenewal = 0
 	live := make([]int32, 0, len(r.ids))
@@ -103,14 +103,11 @@ func (r *reservation) retire(now time.Time, window time.Duration) int {
 	for _, id := range live[:min(bridge, len(live))] {
 		keep[id] = true
 	}
-	dropped := 0
 	for id := range r.ids {
 		if !keep[id] {
 			delete(r.ids, id)
-			dropped++
 		}
 	}
-	return dropped
 }
 
 // reservedID is one reserved, unhanded worker ID: its token and when the write that stored it was
@@ -587,13 +584,16 @@ func (a *Allocator) renewSlice(ctx context.Context, q *queue, req Request, repli
 	for attempt := 0; current != nil && attempt < renewAttempts; attempt++ {
 		q.mu.Lock()
 		r := q.reserved[replica]
-		if r == nil || r.sliceUID != current.UID || current.Spec.ReplicaName != r.replicaName {
+		// The slice the reservation was made in, of the queue's shape: its host count is the
+		// request's, bounded by --max-slice-hosts before any claim was made (the stored spec's
+		// schema bound is far larger).
+		if r == nil || r.sliceUID != current.UID || current.Spec.ReplicaName != r.replicaName || current.Spec.Hosts != req.Hosts {
 			q.mu.Unlock()
 			return
 		}
 		stripped := a.stripOwn(q, claims.Slices{replica: current}, true)[replica]
 		w := claims.Write{Claims: stripped.Status.Claims, ReplicaName: current.Spec.ReplicaName}
-		ids, exhausted := a.reserve(q, replica, current.Spec.Hosts, &w, nil)
+		ids, exhausted := a.reserve(q, replica, req.Hosts, &w, nil)
 		q.mu.Unlock()
 		if len(ids) == 0 && stripped == current {
 			return // nothing to reserve, nothing to drop.

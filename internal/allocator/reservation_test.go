@@ -670,3 +670,60 @@ func TestReservationsGiveBackQueuedDuringARetry(t *testing.T) {
 		})
 	}
 }
+
+// TestReservationsNoHandOutBesideAClaimWrite: while the queue commits a claim by a write of its own
+// (here one with less than a second left, which a reservation never serves), no request is handed
+// an ID from the reservation that write is about to drop (docs/spec.md §3.5: a write made for
+// claims drops every unhanded token): the request waits for the write and is handed an ID of the
+// block it reserved, stored under its token.
+func TestReservationsNoHandOutBesideAClaimWrite(t *testing.T) {
+	const hosts = 64
+	var updates atomic.Int32
+	inFlight, release := make(chan struct{}), make(chan struct{})
+	var releaseOnce sync.Once
+	releaseWrite := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(releaseWrite)
+	c := newClient(t, interceptor.Funcs{
+		SubResourceUpdate: func(ctx context.Context, cl client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+			if updates.Add(1) == 2 { // the near-deadline claim's write
+				close(inFlight)
+				<-release
+			}
+			return cl.SubResource(sub).Update(ctx, obj, opts...)
+		},
+	}, rayClusterOf(hosts, 1))
+	a := reservingAllocator(c, clocktesting.NewFakeClock(now))
+	if _, err := a.Claim(t.Context(), request(hosts)); err != nil {
+		t.Fatal(err)
+	}
+	hurried, cancel := context.WithTimeout(t.Context(), 900*time.Millisecond)
+	defer cancel()
+	go func() { _, _ = a.Claim(hurried, request(hosts)) }()
+	select {
+	case <-inFlight:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the claim with under a second left made no write of its own")
+	}
+	type answer struct {
+		as  Assignment
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		as, err := a.Claim(t.Context(), request(hosts))
+		done <- answer{as, err}
+	}()
+	select {
+	case got := <-done:
+		t.Fatalf("a claim was answered (%+v, %v) while a claim write that drops the reservation was in flight", got.as, got.err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	releaseWrite()
+	got := <-done
+	if got.err != nil {
+		t.Fatal(got.err)
+	}
+	if stored := storedClaims(t, c, 0)[got.as.WorkerID]; stored.Token != got.as.Token {
+		t.Errorf("worker ID %d handed out under %q, stored under %q", got.as.WorkerID, got.as.Token, stored.Token)
+	}
+}
