@@ -49,7 +49,7 @@ import (
 func main() {
 	var f managerflags.Flags
 	f.Bind(flag.CommandLine)
-	flag.Parse()
+	_ = f.Parse(flag.CommandLine, os.Args[1:]) // flag.CommandLine exits on an error.
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&f.Zap)))
 	log := ctrl.Log.WithName("setup")
 	limit, set, err := managerflags.SoftMemoryLimit(os.Getenv)
@@ -102,8 +102,14 @@ func run(f *managerflags.Flags) error {
 	if err := addRunnables(mgr, certWatcher, rotator); err != nil {
 		return err
 	}
-	ctrl.Log.WithName("setup").Info("Starting manager", "leaderElection", f.LeaderElect, "metricsAddress", f.MetricsAddr,
-		"webhookPort", f.WebhookPort, "certMode", f.Certs.Mode, "claimForwarding", f.ClaimForwarding)
+	setupLog := ctrl.Log.WithName("setup")
+	if f.ReservingAlone() {
+		setupLog.Info("Claim reservations are on without --claim-forwarding: run this manager as a single replica, since replicas that each reserve IDs deny each other's Pods (docs/spec.md §3.5)",
+			"reservationWindow", f.Operator.ReservationWindow)
+	}
+	setupLog.Info("Starting manager", "leaderElection", f.LeaderElect, "metricsAddress", f.MetricsAddr,
+		"webhookPort", f.WebhookPort, "certMode", f.Certs.Mode, "claimForwarding", f.ClaimForwarding,
+		"reservationWindow", f.Operator.ReservationWindow)
 	return mgr.Start(ctrl.SetupSignalHandler())
 }
 

@@ -58,3 +58,27 @@ func (f *Flags) Bind(fs *flag.FlagSet) {
 	f.Certs.BindFlags(fs)
 	f.Zap.BindFlags(fs)
 }
+
+// Parse parses args with fs, on which Bind registered f's flags, and completes the settings that
+// depend on more than one flag: without --claim-forwarding, claim reservations are off unless
+// --claim-reservation-window is given (docs/spec.md §3.5). Reservations need one holder per worker
+// group: replicas that do not forward each reserve for the requests they get, and a KubeRay Pod
+// whose index labels name an ID another replica reserved is denied, so that KubeRay deletes the
+// incomplete replica and creates it again, with the same odds; a single replica may set the flag.
+func (f *Flags) Parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	windowSet := false
+	fs.Visit(func(fl *flag.Flag) { windowSet = windowSet || fl.Name == operator.ReservationWindowFlag })
+	if !f.ClaimForwarding && !windowSet {
+		f.Operator.ReservationWindow = -1
+	}
+	return nil
+}
+
+// ReservingAlone reports whether the parsed flags reserve claims without forwarding them: right
+// for a single replica only.
+func (f *Flags) ReservingAlone() bool {
+	return !f.ClaimForwarding && f.Operator.ReservationWindow > 0
+}

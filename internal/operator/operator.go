@@ -262,6 +262,11 @@ func tpuOnly(list corev1.ResourceList) corev1.ResourceList {
 	return nil
 }
 
+// ReservationWindowFlag is the flag of Options.ReservationWindow. Its default depends on another
+// flag of the manager's, --claim-forwarding: the manager completes it after parsing
+// (managerflags.Flags.Parse).
+const ReservationWindowFlag = "claim-reservation-window"
+
 // BindFlags registers the client flags; the webhook and controller options bind their own.
 func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&o.qps, "kube-api-qps", DefaultKubeAPIQPS, "Client-side QPS limit of the operator's API client.")
@@ -269,8 +274,9 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.ClaimTimeout, "claim-timeout", allocator.DefaultTimeout,
 		"How long one Pod admission may retry its claim before it is denied as transient (below the webhook's 10s timeout).")
 	o.ReservationWindow = allocator.DefaultReservationWindow
-	fs.Func("claim-reservation-window", fmt.Sprintf(
-		"How long after a claim write this replica hands out, with no write of their own, the block of a slice's free worker IDs the write reserved (at most --claim-timeout, a quarter of --pending-claim-ttl, and what that TTL leaves after 36s: the API server's 34s create cut-off and 2s of commit slack; none leaves reservations off); 0 makes every claim write its own. (default %s)",
+	fs.Func(ReservationWindowFlag, fmt.Sprintf(
+		"How long after a claim write this replica hands out, with no write of their own, the block of a slice's free worker IDs the write reserved (at most --claim-timeout, a quarter of --pending-claim-ttl, and what that TTL leaves after 36s: the API server's 34s create cut-off and 2s of commit slack; none leaves reservations off); 0 makes every claim write its own. "+
+			"Without --claim-forwarding reservations are off unless this flag is given: set it only for a single replica, since replicas that each reserve deny each other's Pods. (default %s with --claim-forwarding)",
 		allocator.DefaultReservationWindow), func(v string) error {
 		d, err := time.ParseDuration(v)
 		switch {

@@ -104,7 +104,7 @@ func main() {
 		hostListsAbove = int32(n)
 		return nil
 	})
-	flag.Func("claim-reservation-window", "The operator instances' --claim-reservation-window (default: the operator's, 2s); 0 makes every claim write its own, for the number before reservations (docs/spec.md §3.5).", func(v string) error {
+	flag.Func("claim-reservation-window", "The operator instances' --claim-reservation-window (default: the operator's, 2s with forwarding and off without it); 0 makes every claim write its own, for the number before reservations (docs/spec.md §3.5).", func(v string) error {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < 0 {
 			return errors.New("must be a duration, 0 or more")

@@ -57,6 +57,11 @@ func instanceOptions(i int, forward bool, configure ...func(*operator.Options)) 
 	opts := operator.Options{DisableControllers: i > 0 || !withReconciler}
 	opts.Webhooks.HostListsConfigMapAbove = hostListsAbove
 	opts.ReservationWindow = reservationWindow
+	if !forward && reservationWindow == 0 {
+		// As the manager's flags (managerflags.Flags.Parse): without forwarding, no reservations
+		// unless -claim-reservation-window says so.
+		opts.ReservationWindow = -1
+	}
 	opts.Controllers.PendingTTL = pendingTTL
 	for _, f := range configure {
 		f(&opts)
