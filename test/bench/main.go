@@ -74,7 +74,7 @@ var (
 	// pendingTTL is every operator instance's --pending-claim-ttl (0: the operator's default).
 	pendingTTL time.Duration
 	// s7Rounds is how many times S7 measures each replica size.
-	s7Rounds = 3
+	s7Rounds = 5
 	// s5Rounds is how many times S5 measures each slice size.
 	s5Rounds = 3
 )
