@@ -84,6 +84,7 @@ func TestReservationsSequential(t *testing.T) {
 					t.Fatalf("Claim of host index %d got worker ID %d", h, as.WorkerID)
 				}
 				got[as.WorkerID] = as.Token
+				waitRenewals(t, a)
 			}
 			stored := storedClaims(t, c, 0)
 			for id, token := range got {
@@ -96,12 +97,37 @@ func TestReservationsSequential(t *testing.T) {
 			if w := metrics.Value(a.m.Writes); w > 5 {
 				t.Errorf("%d writes for %d sequential claims, want at most 5", int(w), hosts)
 			}
-			// Every claim after the first is handed out, but for one that finds a renewal still in
-			// flight and the reservation run out (half of it is left when a renewal is queued).
-			if r := metrics.Value(a.m.Reserved); r < hosts-2 {
-				t.Errorf("%d IDs handed out from reservations, want at least %d", int(r), hosts-2)
+			// Every claim after the first is handed out.
+			if r := metrics.Value(a.m.Reserved); r < hosts-1 {
+				t.Errorf("%d IDs handed out from reservations, want at least %d", int(r), hosts-1)
 			}
 		})
+	}
+}
+
+// waitRenewals waits until no queue of a has a renewal queued or running. KubeRay's next create
+// comes milliseconds after its last, time enough for a renewal's write on the fake client; a test
+// loop that claims back to back on a loaded machine may not give it that time, and its next
+// claims then find the bridge spent and write their own (6 writes, 61 hand-outs in one CI run).
+func waitRenewals(t *testing.T, a *Allocator) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		busy := false
+		a.mu.Lock()
+		for _, q := range a.queues {
+			q.mu.Lock()
+			busy = busy || q.renewing
+			q.mu.Unlock()
+		}
+		a.mu.Unlock()
+		if !busy {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a renewal still queued or running after 5s")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
