@@ -45,11 +45,8 @@ func TestParseReservationWindow(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			fs := flag.NewFlagSet("manager", flag.ContinueOnError)
-			fs.SetOutput(io.Discard)
-			var f Flags
-			f.Bind(fs)
-			if err := f.Parse(fs, tc.args); err != nil {
+			f, err := parse(tc.args)
+			if err != nil {
 				t.Fatalf("Parse(%q) error = %v", tc.args, err)
 			}
 			if got := f.Operator.ReservationWindow; got != tc.want {
@@ -64,12 +61,17 @@ func TestParseReservationWindow(t *testing.T) {
 
 func TestParseRefusesABadWindow(t *testing.T) {
 	for _, arg := range []string{"--claim-reservation-window=-1s", "--claim-reservation-window=soon"} {
-		fs := flag.NewFlagSet("manager", flag.ContinueOnError)
-		fs.SetOutput(io.Discard)
-		var f Flags
-		f.Bind(fs)
-		if err := f.Parse(fs, []string{arg}); err == nil {
+		if _, err := parse([]string{arg}); err == nil {
 			t.Errorf("Parse(%q) succeeded, want an error", arg)
 		}
 	}
+}
+
+// parse binds the manager's flags on a fresh flag set and parses args with them.
+func parse(args []string) (*Flags, error) {
+	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	f := &Flags{}
+	f.Bind(fs)
+	return f, f.Parse(fs, args)
 }
