@@ -63,8 +63,9 @@ func (f *Flags) Bind(fs *flag.FlagSet) {
 // depend on more than one flag: without --claim-forwarding, claim reservations are off unless
 // --claim-reservation-window is given (docs/spec.md §3.5). Reservations need one holder per worker
 // group: replicas that do not forward each reserve for the requests they get, and a KubeRay Pod
-// whose index labels name an ID another replica reserved is denied, so that KubeRay deletes the
-// incomplete replica and creates it again, with the same odds; a single replica may set the flag.
+// whose index labels name an ID another replica reserved is denied until that replica hands it out
+// or gives it back, a window later (a 256-host replica took 524 s through three such replicas,
+// docs/performance.md); a single replica may set the flag.
 func (f *Flags) Parse(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
