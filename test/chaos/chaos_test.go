@@ -99,6 +99,10 @@ type runner struct {
 	opCounts map[string]int
 	errs     []error
 	settled  bool
+	// unsettled says, when the settle failed, which RayClusters were short and why (shown in the
+	// failure message: CI prints only the end of a run's output).
+	unsettled  string
+	settleTook time.Duration // from the chaos's end until KubeRay had every Pod
 
 	// deletedGenerations are RayClusters deleted by a re-create, for creates of a stale UID.
 	deletedGenerations []*rayv1.RayCluster
@@ -255,7 +259,7 @@ func run(seed, stream uint64, gate bool, d time.Duration) {
 		h.absurdDenials, h.maxAbsurd.Seconds(), h.absurdHeap>>20, h.forgedIndexes, r.hostListsRefs, r.hostListsDeleted, reserved, renewals)
 	fmt.Fprintln(os.Stdout, line)
 	GinkgoWriter.Println(line, "faults_injected:", r.faults.injected.Load())
-	fmt.Fprintf(os.Stdout, "CHAOS-OPS gate=%s %v judged_repairs=%d\n", gateName, r.opCounts, repairs-r.repairsBefore)
+	fmt.Fprintf(os.Stdout, "CHAOS-OPS gate=%s %v judged_repairs=%d settle_s=%.1f\n", gateName, r.opCounts, repairs-r.repairsBefore, r.settleTook.Seconds())
 	GinkgoWriter.Println("replacements:", r.replaceTimes)
 	releases, pins := -1, -1
 	if r.cluster {
@@ -272,7 +276,7 @@ func run(seed, stream uint64, gate bool, d time.Duration) {
 		Expect(releases).To(BeNumerically(">", 0), "no gated Pod was released: the run judged no ChosenDomain release")
 		Expect(pins).To(BeNumerically(">", 0), "no released Pod was pinned to a Node: the run judged no pin")
 	}
-	Expect(r.settled).To(BeTrue(), "KubeRay did not get every Pod the RayClusters ask for within two minutes of the chaos ending")
+	Expect(r.settled).To(BeTrue(), "KubeRay did not get every Pod the RayClusters ask for within two minutes of the chaos ending (seed %d): %s", seed, r.unsettled)
 }
 
 // startInstance starts instance i, the first with the reconciler. The even instances put the host
@@ -465,12 +469,13 @@ func (r *runner) burst(i int) {
 // createMissing creates, all at once, the Pods cluster i (one KubeRay leaves alone) is missing.
 // after, when not nil, runs in the creating goroutine right after each admitted create returned,
 // while the claims of the burst are still pending.
-func (r *runner) createMissing(i int, after func(*corev1.Pod)) {
+// It returns the refusals.
+func (r *runner) createMissing(i int, after func(*corev1.Pod)) []error {
 	rc := r.clusters[i]
 	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(rc), rc); err != nil {
-		return
+		return []error{err}
 	}
-	createAll(rc, r.missing(i), after)
+	return createAll(rc, r.missing(i), after)
 }
 
 // missing is how many Pods cluster i lacks of those its RayCluster asks for.
@@ -621,9 +626,14 @@ func (r *runner) settle() {
 	// Pods whose KubeRay labels are still removed get them back: KubeRay counts its Pods by them.
 	r.restoreUnlabeled(true)
 	// The burst and pre clusters have no KubeRay to replace their deleted Pods: refill them once.
-	r.burst(burstCluster)
-	r.burst(preCluster)
-	deadline := time.Now().Add(2 * time.Minute)
+	refills := []int{burstCluster, preCluster}
+	refused := make([]error, 0, len(refills))
+	for _, i := range refills {
+		refused = append(refused, r.createMissing(i, nil)...)
+		r.check(false)
+	}
+	start := time.Now()
+	deadline := start.Add(2 * time.Minute)
 	var nudged time.Time
 	for time.Now().Before(deadline) {
 		r.collectGarbage()
@@ -643,12 +653,12 @@ func (r *runner) settle() {
 			done = done && got == want
 		}
 		if done {
-			r.settled = true
+			r.settled, r.settleTook = true, time.Since(start)
 			return
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	r.dumpState()
+	r.unsettled = r.dumpState() + fmt.Sprintf("; refills refused: %v", refused)
 }
 
 // nudgeKubeRay touches every KubeRay-managed RayCluster so that KubeRay reconciles it now. After a
@@ -713,23 +723,41 @@ func (r *runner) sliceVersions() (map[string]string, error) {
 }
 
 // dumpState writes what a failed settle needs for diagnosis: per RayCluster the Pods it asks for and
-// has, and every slice's claims with the state of the Pod holding each.
-func (r *runner) dumpState() {
+// has, and every slice's claims with the state of the Pod holding each. It returns the short
+// RayClusters, with the Pods of each that do not count (finished, or of no current generation)
+// and the claims of their slices, in one line.
+func (r *runner) dumpState() string {
 	var pods corev1.PodList
 	_ = k8sClient.List(ctx, &pods, client.InNamespace(r.ns))
 	byUID := map[string]*corev1.Pod{}
 	for i := range pods.Items {
 		byUID[string(pods.Items[i].UID)] = &pods.Items[i]
 	}
+	var short []string
+	shortUIDs := map[types.UID]bool{}
 	for _, rc := range r.clusters {
 		uid := rc.UID
+		want := rayutils.GetWorkerGroupDesiredReplicas(rc.Spec.WorkerGroupSpecs[0])
 		got := len(r.workerPods(func(p *corev1.Pod) bool { return metav1.GetControllerOfNoCopy(p).UID == uid }))
 		GinkgoWriter.Printf("STATE cluster=%s uid=%s replicas=%d want=%d have=%d\n", rc.Name, rc.UID,
-			ptr.Deref(rc.Spec.WorkerGroupSpecs[0].Replicas, 0), rayutils.GetWorkerGroupDesiredReplicas(rc.Spec.WorkerGroupSpecs[0]), got)
+			ptr.Deref(rc.Spec.WorkerGroupSpecs[0].Replicas, 0), want, got)
+		if got == int(want) {
+			continue
+		}
+		shortUIDs[uid] = true
+		var others []string
+		for i := range pods.Items {
+			p := &pods.Items[i]
+			if ref := metav1.GetControllerOfNoCopy(p); ref != nil && ref.Name == rc.Name && (!lifecycle.PodLive(p) || ref.UID != uid) {
+				others = append(others, fmt.Sprintf("%s(%s,owner %s,deleting=%t)", p.Name, p.Status.Phase, ref.UID, p.DeletionTimestamp != nil))
+			}
+		}
+		short = append(short, fmt.Sprintf("%s uid=%s want=%d have=%d not counted=%v last warnings=%v", rc.Name, uid, want, got, others, lastWarnings(r.ns, uid, 3)))
 	}
 	var list tpuv1alpha1.TPUSliceAssignmentList
 	_ = k8sClient.List(ctx, &list, client.InNamespace(r.ns))
 	for _, s := range list.Items {
+		var states []string
 		for _, c := range s.Status.Claims {
 			state := "pending"
 			if p := byUID[string(c.PodUID)]; p != nil {
@@ -738,6 +766,41 @@ func (r *runner) dumpState() {
 				state = "pod gone"
 			}
 			GinkgoWriter.Printf("STATE slice=%s uid=%s replica=%d id=%d %s\n", s.Name, s.Spec.RayClusterUID, s.Spec.ReplicaIndex, c.WorkerID, state)
+			states = append(states, fmt.Sprintf("%d:%s", c.WorkerID, state))
+		}
+		if shortUIDs[s.Spec.RayClusterUID] {
+			short = append(short, fmt.Sprintf("slice %s replica %d claims %v conditions %v", s.Name, s.Spec.ReplicaIndex, states, conditionSummary(s.Status.Conditions)))
 		}
 	}
+	return strings.Join(short, "; ")
+}
+
+// lastWarnings returns the messages of the last n Warning Events about the object with uid (KubeRay
+// records a refused Pod create on the RayCluster), oldest first.
+func lastWarnings(ns string, uid types.UID, n int) []string {
+	var events corev1.EventList
+	if err := k8sClient.List(ctx, &events, client.InNamespace(ns)); err != nil {
+		return []string{err.Error()}
+	}
+	var out []corev1.Event
+	for _, e := range events.Items {
+		if e.InvolvedObject.UID == uid && e.Type == corev1.EventTypeWarning {
+			out = append(out, e)
+		}
+	}
+	slices.SortFunc(out, func(a, b corev1.Event) int { return a.LastTimestamp.Compare(b.LastTimestamp.Time) })
+	msgs := make([]string, 0, n)
+	for _, e := range out[max(len(out)-n, 0):] {
+		msgs = append(msgs, fmt.Sprintf("%s x%d: %s", e.Reason, e.Count, e.Message))
+	}
+	return msgs
+}
+
+// conditionSummary is each condition's type, status and reason.
+func conditionSummary(conds []metav1.Condition) []string {
+	out := make([]string, 0, len(conds))
+	for _, c := range conds {
+		out = append(out, fmt.Sprintf("%s=%s/%s", c.Type, c.Status, c.Reason))
+	}
+	return out
 }
