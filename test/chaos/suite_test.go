@@ -44,7 +44,9 @@ limitations under the License.
 // with none fails, as the restarts would then never kill a holder with IDs in hand), renewals the
 // reservation renewals written beside hand-outs (§3.5). A
 // CHAOS-OPS line follows with the count of each operation and of the operator deletions judged
-// repairs, and settle_s, how long after the chaos ended every RayCluster had its Pods.
+// repairs, settle_s, how long after the chaos ended every RayCluster had its Pods, and
+// settle_refills, the Pods the settle re-created for the RayClusters without KubeRay after its
+// first refill.
 //
 // With -chaos.cluster one or both gate settings run on the local cluster (kube-scheduler,
 // kube-controller-manager, kwok TPU Nodes), where Nodes and Pods also fail through kwok and
