@@ -639,12 +639,13 @@ func (r *runner) settle() {
 	for time.Now().Before(deadline) {
 		r.collectGarbage()
 		if time.Since(nudged) > 10*time.Second {
+			refused = nil
 			for _, i := range []int{burstCluster, preCluster} {
 				if n := r.missing(i); n > 0 {
 					if !nudged.IsZero() {
 						r.settleRefills += n
 					}
-					refused = r.createMissing(i, nil)
+					refused = append(refused, r.createMissing(i, nil)...)
 					r.check(false)
 				}
 			}
@@ -798,10 +799,18 @@ func lastWarnings(ns string, uid types.UID, n int) []string {
 			out = append(out, e)
 		}
 	}
-	slices.SortFunc(out, func(a, b corev1.Event) int { return a.LastTimestamp.Compare(b.LastTimestamp.Time) })
+	// The operator records through events.k8s.io (EventTime set, LastTimestamp and Count zero),
+	// KubeRay through core/v1 (LastTimestamp set).
+	at := func(e corev1.Event) time.Time {
+		if !e.EventTime.IsZero() {
+			return e.EventTime.Time
+		}
+		return e.LastTimestamp.Time
+	}
+	slices.SortFunc(out, func(a, b corev1.Event) int { return at(a).Compare(at(b)) })
 	msgs := make([]string, 0, n)
 	for _, e := range out[max(len(out)-n, 0):] {
-		msgs = append(msgs, fmt.Sprintf("%s x%d: %s", e.Reason, e.Count, e.Message))
+		msgs = append(msgs, fmt.Sprintf("%s: %s", e.Reason, e.Message))
 	}
 	return msgs
 }
