@@ -135,6 +135,19 @@ func (r *TPUSliceAssignmentReconciler) podHandler() handler.EventHandler {
 	}
 }
 
+// boundPodHandler enqueues, when a Pod bound to a Node (any Pod: the bound Pods' cache) stops
+// living or goes, the slices waiting for a domain: what it took of its Node is free again.
+func (r *TPUSliceAssignmentReconciler) boundPodHandler() handler.TypedEventHandler[client.Object, reconcile.Request] {
+	return handler.Funcs{
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q queue) {
+			if stoppedLiving(e.ObjectOld, e.ObjectNew) {
+				r.add(q, r.waitingSlices(ctx), false)
+			}
+		},
+		DeleteFunc: func(ctx context.Context, _ event.DeleteEvent, q queue) { r.add(q, r.waitingSlices(ctx), false) },
+	}
+}
+
 // pinnedToSlices returns the slices of the other cached Pods that are unbound and pinned to the
 // Node pod is bound to: a Pod that binds there may take the chips such a Pod waits for, and strand
 // it (docs/spec.md §12, "Stranded Pods"), while nothing else of the pinned Pod's slice changes. A

@@ -33,6 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
+	"github.com/ray-tpu/tpu-slice-operator/internal/boundpods"
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
 	"github.com/ray-tpu/tpu-slice-operator/internal/gate"
 	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
@@ -69,9 +70,17 @@ func notYetCached(c client.WithWatch, names ...string) client.WithWatch {
 // bookkeeping a bind settle later, docs/spec.md §8), and returns the Pods the store then holds.
 func reconcileReleaseSlice(t *testing.T, cache, store client.WithWatch, events *testutil.EventRecorder) corev1.PodList {
 	t.Helper()
+	return reconcileReleaseSliceWith(t, cache, store, events, nil)
+}
+
+// reconcileReleaseSliceWith is reconcileReleaseSlice with bound as the bound Pods' tracker (nil:
+// none, only the worker Pods in cache count on the Nodes).
+func reconcileReleaseSliceWith(t *testing.T, cache, store client.WithWatch, events *testutil.EventRecorder, bound *boundpods.Tracker) corev1.PodList {
+	t.Helper()
 	clock := clocktesting.NewFakePassiveClock(t0)
 	r := newReconcileTestReconciler(cache, store, events, tombstones.New(0), clock)
 	r.leaseNamespace = "tpu-system"
+	r.bound = bound
 	key := types.NamespacedName{Namespace: releaseNamespace, Name: releaseSlice}
 	for _, at := range []time.Duration{0, DefaultBindSettle} {
 		clock.SetTime(t0.Add(at))

@@ -31,6 +31,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
@@ -143,7 +144,7 @@ func (r *TPUSliceAssignmentReconciler) choose(ctx context.Context, rc *rayv1.Ray
 	if err := r.client.List(ctx, &nodes); err != nil {
 		return 0, fmt.Errorf("listing TPU Nodes for slice %s: %w", slice.Name, err)
 	}
-	requested, excluded, err := r.occupancy(ctx, slice, pods, nodes.Items)
+	usage, excluded, err := r.occupancy(ctx, slice, pods, nodes.Items)
 	if err != nil {
 		return 0, err
 	}
@@ -153,7 +154,7 @@ func (r *TPUSliceAssignmentReconciler) choose(ctx context.Context, rc *rayv1.Ray
 	}
 	confirmed := false
 	for range chooseAttempts {
-		req := gate.NewRequest(slice, pods, nodes.Items, requested, excluded, holds)
+		req := gate.NewRequest(slice, pods, nodes.Items, usage, excluded, holds)
 		choice, err := placement.Choose(req)
 		if err != nil {
 			// The slice's Pods request no TPU: nothing to choose for; they stay gated.
@@ -204,25 +205,29 @@ func (r *TPUSliceAssignmentReconciler) choose(ctx context.Context, rc *rayv1.Ray
 	return heldRequeueDelay, nil
 }
 
-// occupancy reads what other slices' worker Pods take of each Node, from the cache: the TPU chips
-// those bound or pinned to it request (gate.RequestedChips), and the bound Pod whose required pod
-// anti-affinity excludes the slice's Pods from it (gate.Excluded, judged on a gated Pod of the
-// slice). The Pod cache holds KubeRay worker Pods only: a Node's other TPU Pods count once they
-// bind (Choose's usable count then drops only by the Node's allocatable), and other Pods' terms
-// are not read.
+// occupancy reads what other Pods take of each Node, from the caches: what the Pods bound to it,
+// whatever created them (the bound Pods' tracker), and the other slices' Pods pinned to it but not
+// bound yet (the worker Pod cache) request, less the slice's own (gate.Usage); and the bound Pod
+// whose required pod anti-affinity excludes the slice's Pods from it (gate.Excluded, judged on a
+// gated Pod of the slice). Without a tracker (a reconciler built by hand) only the worker Pods
+// count.
 func (r *TPUSliceAssignmentReconciler) occupancy(ctx context.Context, slice *tpuv1alpha1.TPUSliceAssignment, pods []corev1.Pod,
-	nodes []corev1.Node) (map[string]int64, map[string]string, error) {
+	nodes []corev1.Node) (map[string]*gate.Usage, map[string]string, error) {
 	var all corev1.PodList
 	if err := r.client.List(ctx, &all, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, nil, fmt.Errorf("listing Pods for the TPU chips requested on Nodes: %w", err)
+		return nil, nil, fmt.Errorf("listing Pods for the resources requested on Nodes: %w", err)
 	}
-	own := func(p *corev1.Pod) bool {
-		if p.Namespace != slice.Namespace {
-			return false
+	ownUIDs := make(map[types.UID]bool, len(pods))
+	for i := range pods {
+		ownUIDs[pods[i].UID] = true
+	}
+	for i := range all.Items {
+		p := &all.Items[i]
+		if id, ok := identity.FromPod(p); ok && p.Namespace == slice.Namespace && id.SliceName() == slice.Name {
+			ownUIDs[p.UID] = true
 		}
-		id, ok := identity.FromPod(p)
-		return ok && id.SliceName() == slice.Name
 	}
+	own := func(p *corev1.Pod) bool { return ownUIDs[p.UID] }
 	var target *corev1.Pod
 	for i := range pods {
 		if lifecycle.PodLive(&pods[i]) && tpuenv.HasGate(&pods[i]) {
@@ -230,7 +235,41 @@ func (r *TPUSliceAssignmentReconciler) occupancy(ctx context.Context, slice *tpu
 			break
 		}
 	}
-	return gate.RequestedChips(all.Items, own), gate.Excluded(all.Items, nodes, own, target), nil
+	if r.bound == nil {
+		return gate.NodeUsage(all.Items, own), gate.Excluded(all.Items, nodes, own, target), nil
+	}
+	// The tracker sums every bound Pod; the worker Pods add those pinned and not bound yet, and
+	// the slice's own bound Pods are taken off.
+	var pinned, ownBound []corev1.Pod
+	for i := range all.Items {
+		p := &all.Items[i]
+		switch {
+		case p.Spec.NodeName == "" && !own(p):
+			pinned = append(pinned, *p)
+		case p.Spec.NodeName != "" && own(p) && r.bound.Has(p.UID, p.Spec.NodeName):
+			ownBound = append(ownBound, *p)
+		}
+	}
+	usage := gate.NodeUsage(pinned, func(*corev1.Pod) bool { return false })
+	takeOff := gate.NodeUsage(ownBound, func(*corev1.Pod) bool { return false })
+	for i := range nodes {
+		name := nodes[i].Name
+		tracked, ok := r.bound.Usage(name)
+		if !ok {
+			continue
+		}
+		u := usage[name]
+		if u == nil {
+			u = &gate.Usage{Requests: corev1.ResourceList{}}
+			usage[name] = u
+		}
+		u.Add(gate.Usage{Requests: tracked.Requests, Pods: tracked.Pods})
+		if off := takeOff[name]; off != nil {
+			u.Sub(*off)
+		}
+	}
+	repelling := append(r.bound.Repelling(), all.Items...)
+	return usage, gate.Excluded(repelling, nodes, own, target), nil
 }
 
 // holds returns the domains of key that domain Leases lock. A Lease whose holder slice is gone
@@ -601,10 +640,41 @@ func (r *TPUSliceAssignmentReconciler) cachedNodeView(ctx context.Context) (gate
 		nodes[name] = n
 		return n
 	}
+	workers := gate.BoundByNode(all.Items)
+	boundTo := workers
+	if r.bound != nil {
+		// The Pods of other kinds bound to the Node (a Job's, say) take chips too: they stand as
+		// one Pod with the chips the tracker counts beyond the worker Pods'. This view only
+		// nominates; the live view names them.
+		boundTo = func(name string) []*corev1.Pod {
+			out := workers(name)
+			tracked, ok := r.bound.Usage(name)
+			if !ok {
+				return out
+			}
+			chips := tracked.Requests[constants.TPUResourceName]
+			for _, p := range out {
+				if r.bound.Has(p.UID, name) {
+					chips.Sub(*resource.NewQuantity(gate.PodChips(p), resource.DecimalSI))
+				}
+			}
+			if chips.Sign() > 0 {
+				other := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "(Pods not of KubeRay)", UID: types.UID("other-pods-on-" + name)},
+					Spec: corev1.PodSpec{NodeName: name, Containers: []corev1.Container{{Name: "tpu",
+						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{constants.TPUResourceName: chips}}}}}}
+				out = append(slices.Clip(out), other)
+			}
+			return out
+		}
+	}
 	return gate.NodeView{
 		Gone:             func(name string) bool { n := get(name); return n == nil || n.DeletionTimestamp != nil },
 		AllocatableChips: func(name string) int64 { return allocatableChips(get(name)) },
-		BoundTo:          gate.BoundByNode(all.Items),
+		BoundTo:          boundTo,
+		Labels: func(name string) (map[string]string, bool) {
+			n := get(name)
+			return nodeLabels(n), n != nil
+		},
 	}, nil
 }
 
@@ -643,6 +713,10 @@ func (r *TPUSliceAssignmentReconciler) liveNodeView(ctx context.Context, errs *[
 			}
 			return math.MaxInt64
 		},
+		Labels: func(name string) (map[string]string, bool) {
+			rd := get(name)
+			return nodeLabels(rd.node), !rd.failed && rd.node != nil
+		},
 		BoundTo: func(name string) []*corev1.Pod {
 			var list corev1.PodList
 			if err := r.reader.List(ctx, &list, client.MatchingFields{NodeNameIndex: name}); err != nil {
@@ -658,6 +732,14 @@ func (r *TPUSliceAssignmentReconciler) liveNodeView(ctx context.Context, errs *[
 			return out
 		},
 	}
+}
+
+// nodeLabels is a Node's labels, nil for no Node.
+func nodeLabels(n *corev1.Node) map[string]string {
+	if n == nil {
+		return nil
+	}
+	return n.Labels
 }
 
 // allocatableChips is a Node's allocatable google.com/tpu, 0 for none (or no Node).

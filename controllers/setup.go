@@ -31,9 +31,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/allocator"
+	"github.com/ray-tpu/tpu-slice-operator/internal/boundpods"
 	"github.com/ray-tpu/tpu-slice-operator/internal/gate"
 	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
 	"github.com/ray-tpu/tpu-slice-operator/internal/tombstones"
@@ -142,5 +145,38 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Pod{}, NodeNameIndex, NodeNameIndexValue); err != nil {
 		return fmt.Errorf("indexing Pods by %s: %w", NodeNameIndex, err)
 	}
-	return NewTPUSliceAssignmentReconciler(mgr, opts).SetupWithManager(mgr, opts.MaxConcurrentReconciles)
+	r := NewTPUSliceAssignmentReconciler(mgr, opts)
+	bound, boundCache, err := watchBoundPods(mgr)
+	if err != nil {
+		return err
+	}
+	r.bound, r.boundCache = bound, boundCache
+	return r.SetupWithManager(mgr, opts.MaxConcurrentReconciles)
+}
+
+// watchBoundPods starts, with the manager, a cache of the live Pods bound to a Node, whatever
+// created them (boundpods.CacheOptions: a field selector, each Pod trimmed to its Node, requests
+// and anti-affinity), and returns the Tracker its informer keeps. The manager's own Pod cache
+// holds KubeRay worker Pods only; the placement step must count every Pod on a Node, as
+// kube-scheduler does (docs/spec.md §12, "The choice").
+func watchBoundPods(mgr ctrl.Manager) (*boundpods.Tracker, cache.Cache, error) {
+	c, err := cache.New(mgr.GetConfig(), cache.Options{
+		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), HTTPClient: mgr.GetHTTPClient(),
+		ByObject: map[client.Object]cache.ByObject{&corev1.Pod{}: boundpods.CacheOptions()},
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("creating the bound Pods' cache: %w", err)
+	}
+	informer, err := c.GetInformer(context.Background(), &corev1.Pod{}, cache.BlockUntilSynced(false))
+	if err != nil {
+		return nil, nil, fmt.Errorf("starting the bound Pods' informer: %w", err)
+	}
+	t := boundpods.NewTracker()
+	if _, err := informer.AddEventHandler(t.Handler()); err != nil {
+		return nil, nil, fmt.Errorf("watching bound Pods: %w", err)
+	}
+	if err := mgr.Add(c); err != nil {
+		return nil, nil, fmt.Errorf("adding the bound Pods' cache: %w", err)
+	}
+	return t, c, nil
 }

@@ -33,13 +33,16 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
+	"github.com/ray-tpu/tpu-slice-operator/internal/boundpods"
 	"github.com/ray-tpu/tpu-slice-operator/internal/claims"
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
 	"github.com/ray-tpu/tpu-slice-operator/internal/gate"
@@ -79,6 +82,12 @@ type TPUSliceAssignmentReconciler struct {
 	leaseNamespace  string
 	slicePlacement  tpuv1alpha1.SlicePlacement
 	warned          sync.Map
+	// bound sums what the Pods bound to each Node take of it, whatever created them (nil: only
+	// the worker Pods in the cache count, as in tests that build the reconciler by hand).
+	bound *boundpods.Tracker
+	// boundCache is the bound Pods' cache, watched so that a Pod leaving a Node wakes the slices
+	// waiting for a domain (nil with bound).
+	boundCache cache.Cache
 }
 
 // NewTPUSliceAssignmentReconciler returns a reconciler reading through mgr's cache and, to confirm
@@ -119,7 +128,7 @@ func (r *TPUSliceAssignmentReconciler) SetupWithManager(mgr ctrl.Manager, worker
 	if _, err := informer.AddEventHandler(r.observer()); err != nil {
 		return fmt.Errorf("watching slices: %w", err)
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("tpusliceassignment").
 		Watches(&tpuv1alpha1.TPUSliceAssignment{}, r.sliceHandler()).
 		Watches(&corev1.Pod{}, r.podHandler()).
@@ -127,8 +136,11 @@ func (r *TPUSliceAssignmentReconciler) SetupWithManager(mgr ctrl.Manager, worker
 		Watches(&coordinationv1.Lease{}, r.leaseHandler()).
 		Watches(&rayv1.RayCluster{}, handler.EnqueueRequestsFromMapFunc(r.rayClusterToSlices)).
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(configMapToSlice)).
-		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
-		Complete(r)
+		WithOptions(controller.Options{MaxConcurrentReconciles: workers})
+	if r.boundCache != nil {
+		b = b.WatchesRawSource(source.Kind(r.boundCache, client.Object(&corev1.Pod{}), r.boundPodHandler()))
+	}
+	return b.Complete(r)
 }
 
 func (r *TPUSliceAssignmentReconciler) rayClusterToSlices(ctx context.Context, obj client.Object) []reconcile.Request {

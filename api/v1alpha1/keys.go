@@ -34,6 +34,11 @@ const (
 	// nodeSelector on the slice's chosen domain, once the slice's Pods exist and one domain has
 	// room for all of them (docs/spec.md §4).
 	PlacementSchedulingGate = "tpu.ray.io/slice-placement"
+	// PinnedNodeAnnotation names the Node the reconciler pinned a released Pod to, written in the
+	// same patch as the pin (a required node affinity on that Node by name). Only a pin the
+	// annotation confirms is the operator's: a Pod whose own terms name one Node is never deleted
+	// as stranded (docs/spec.md §12, "Pinning").
+	PinnedNodeAnnotation = "tpu.ray.io/pinned-node"
 
 	// GroupLabel holds the worker group name on every TPUSliceAssignment, for listing by selector.
 	GroupLabel = "tpu.ray.io/group"

@@ -30,6 +30,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	resourcehelper "k8s.io/component-helpers/resource"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/identity"
@@ -113,37 +115,71 @@ func PodChips(pod *corev1.Pod) int64 {
 	return n
 }
 
-// RequestedChips sums, by Node name, the google.com/tpu requested by the live Pods bound to a
-// Node, or not bound yet and pinned to it (PinnedNode: the operator promised them that Node, and
-// a slice of another key may overlap its domain), skipping those own reports (the slice's own
-// Pods).
-func RequestedChips(pods []corev1.Pod, own func(*corev1.Pod) bool) map[string]int64 {
-	out := map[string]int64{}
+// Usage is what the Pods on one Node take of it, as kube-scheduler counts it: their effective
+// requests (k8s.io/component-helpers' PodRequests) summed, and their number.
+type Usage struct {
+	Requests corev1.ResourceList
+	Pods     int64
+}
+
+// Add adds o to u.
+func (u *Usage) Add(o Usage) {
+	u.Pods += o.Pods
+	for name, q := range o.Requests {
+		sum := u.Requests[name]
+		sum.Add(q)
+		u.Requests[name] = sum
+	}
+}
+
+// Sub takes o off u.
+func (u *Usage) Sub(o Usage) {
+	u.Pods -= o.Pods
+	for name, q := range o.Requests {
+		sum := u.Requests[name]
+		sum.Sub(q)
+		u.Requests[name] = sum
+	}
+}
+
+// NodeUsage sums, by Node name, what the live Pods among pods take of the Node they are bound to,
+// whatever created them, or, not bound yet, the one Node their required node affinity names
+// (PinnedNode: the operator promised them that Node, or their own terms allow no other; a slice of
+// another key may overlap its domain). Pods own
+// reports (the slice's own) are skipped, and so is a second Pod of one UID (the caches the
+// reconciler reads overlap).
+func NodeUsage(pods []corev1.Pod, own func(*corev1.Pod) bool) map[string]*Usage {
+	out := map[string]*Usage{}
+	seen := make(map[types.UID]bool, len(pods))
 	for i := range pods {
 		p := &pods[i]
 		node := p.Spec.NodeName
 		if node == "" {
-			node = PinnedNode(p)
+			node = PinnedNode(p) // the only Node it can bind to, whoever pinned it
 		}
-		if node == "" || !lifecycle.PodLive(p) || own(p) {
+		if node == "" || !lifecycle.PodLive(p) || own(p) || seen[p.UID] {
 			continue
 		}
-		if n := PodChips(p); n > 0 {
-			out[node] += n
+		seen[p.UID] = true
+		u := out[node]
+		if u == nil {
+			u = &Usage{Requests: corev1.ResourceList{}}
+			out[node] = u
 		}
+		u.Add(Usage{Requests: resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{}), Pods: 1})
 	}
 	return out
 }
 
-// NewRequest builds what placement.Choose is asked for slice: its key and hosts, the chips and
-// nodeSelector and tolerations of its Pods (the gated ones: the webhook gave them the group's
-// template), the TPU Nodes with the chips others request on them and the Pod whose anti-affinity
-// excludes the slice from each (Excluded), the domains other slices hold,
+// NewRequest builds what placement.Choose is asked for slice: its key and hosts, the chips,
+// effective requests, nodeSelector, required node affinity and tolerations of its Pods (the gated
+// ones: the webhook gave them the group's template), the TPU Nodes with what other Pods take of
+// them (usage, NodeUsage) and the Pod whose anti-affinity excludes the slice from each (Excluded), the domains other slices hold,
 // status.domain as Previous, and PodsBound when a live Pod of the slice is bound to a Node or
 // already selects a value of the key. A slice with no status.domain whose ungated Pods already
 // sit in a domain (BoundDomain) gets that domain as Previous: its Pods cannot leave it.
 func NewRequest(slice *tpuv1alpha1.TPUSliceAssignment, pods []corev1.Pod, nodes []corev1.Node,
-	requested map[string]int64, excluded map[string]string, holds []placement.Hold) placement.Request {
+	usage map[string]*Usage, excluded map[string]string, holds []placement.Hold) placement.Request {
 	key := slice.Spec.AffinityTopologyKey
 	req := placement.Request{
 		UID: slice.UID, Key: key, Hosts: slice.Spec.Hosts, Holds: holds, Previous: slice.Status.Domain,
@@ -163,11 +199,20 @@ func NewRequest(slice *tpuv1alpha1.TPUSliceAssignment, pods []corev1.Pod, nodes 
 			// candidates to that domain: it is the only one its Pods can be released onto.
 			req.NodeSelector = maps.Clone(p.Spec.NodeSelector)
 			req.Tolerations = p.Spec.Tolerations
+			req.Requests = resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})
+			if a := p.Spec.Affinity; a != nil && a.NodeAffinity != nil {
+				req.NodeAffinity = a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution
+			}
 		}
 	}
 	req.Nodes = make([]placement.Candidate, 0, len(nodes))
 	for i := range nodes {
-		c := placement.CandidateFromNode(&nodes[i], requested[nodes[i].Name])
+		var requested corev1.ResourceList
+		var count int64
+		if u := usage[nodes[i].Name]; u != nil {
+			requested, count = u.Requests, u.Pods
+		}
+		c := placement.CandidateFromNode(&nodes[i], requested, count)
 		c.ExcludedBy = excluded[nodes[i].Name]
 		req.Nodes = append(req.Nodes, c)
 	}
@@ -271,6 +316,11 @@ func ReleasePatch(pod *corev1.Pod, key, domain, node string) ([]byte, error) {
 			return nil, err
 		}
 		ops = append(ops, op)
+		if len(pod.Annotations) == 0 {
+			ops = append(ops, jsonPatchOp{Op: "add", Path: "/metadata/annotations", Value: map[string]string{tpuv1alpha1.PinnedNodeAnnotation: node}})
+		} else {
+			ops = append(ops, jsonPatchOp{Op: "add", Path: "/metadata/annotations/" + escapePointer(tpuv1alpha1.PinnedNodeAnnotation), Value: node})
+		}
 	}
 	if len(kept) == 0 {
 		ops = append(ops, jsonPatchOp{Op: "remove", Path: "/spec/schedulingGates"})

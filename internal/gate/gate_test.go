@@ -28,6 +28,8 @@ import (
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -131,6 +133,10 @@ func TestNewRequest(t *testing.T) {
 	node := testutil.MakeNode("n-1").TPU(v6e, "4x4", "pool-a").TPUCapacity(4).Ready(true).Obj()
 	holds := []placement.Hold{{Domain: "pool-b", Slice: "ml/other", UID: "uid-other"}}
 	toleration := corev1.Toleration{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "ml", Effect: corev1.TaintEffectNoSchedule}
+	used := corev1.ResourceList{constants.TPUResourceName: resource.MustParse("2")}
+	oneHost := corev1.ResourceList{constants.TPUResourceName: resource.MustParse("4")}
+	zone := &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{
+		Key: corev1.LabelTopologyZone, Operator: corev1.NodeSelectorOpIn, Values: []string{"us-east5-a"}}}}}}
 	cases := map[string]struct {
 		domain string
 		pods   []corev1.Pod
@@ -139,19 +145,19 @@ func TestNewRequest(t *testing.T) {
 		"gated Pods: their chips, nodeSelector and tolerations; nothing bound": {
 			pods: pods(worker(0, t0).NodeSelector(constants.AcceleratorNodeSelectorKey, v6e).Toleration(toleration), worker(1, t0)),
 			want: placement.Request{
-				UID: "uid-slice", Key: poolKey, Hosts: 4, ChipsPerHost: 4,
+				UID: "uid-slice", Key: poolKey, Hosts: 4, ChipsPerHost: 4, Requests: oneHost,
 				NodeSelector: map[string]string{constants.AcceleratorNodeSelectorKey: v6e, constants.TopologyNodeSelectorKey: "4x4"},
 				Tolerations:  []corev1.Toleration{toleration},
-				Nodes:        []placement.Candidate{{Name: "n-1", Labels: node.Labels, Ready: true, AllocatableChips: 4, RequestedChips: 2, ExcludedBy: "old/o-0"}},
+				Nodes:        []placement.Candidate{{Name: "n-1", Labels: node.Labels, Ready: true, AllocatableChips: 4, RequestedChips: 2, Allocatable: node.Status.Allocatable, Requested: used, Pods: 1, ExcludedBy: "old/o-0"}},
 				Holds:        holds,
 			},
 		},
 		"a gated Pod that selects its pool itself: the candidates are that pool's": {
 			pods: pods(worker(0, t0).NodeSelector(poolKey, "pool-a"), worker(1, t0).NodeSelector(poolKey, "pool-a")),
 			want: placement.Request{
-				UID: "uid-slice", Key: poolKey, Hosts: 4, ChipsPerHost: 4, PodsBound: true,
+				UID: "uid-slice", Key: poolKey, Hosts: 4, ChipsPerHost: 4, Requests: oneHost, PodsBound: true,
 				NodeSelector: map[string]string{constants.AcceleratorNodeSelectorKey: v6e, constants.TopologyNodeSelectorKey: "4x4", poolKey: "pool-a"},
-				Nodes:        []placement.Candidate{{Name: "n-1", Labels: node.Labels, Ready: true, AllocatableChips: 4, RequestedChips: 2, ExcludedBy: "old/o-0"}},
+				Nodes:        []placement.Candidate{{Name: "n-1", Labels: node.Labels, Ready: true, AllocatableChips: 4, RequestedChips: 2, Allocatable: node.Status.Allocatable, Requested: used, Pods: 1, ExcludedBy: "old/o-0"}},
 				Holds:        holds,
 			},
 		},
@@ -159,9 +165,9 @@ func TestNewRequest(t *testing.T) {
 			domain: "pool-a",
 			pods:   pods(ungated(worker(0, t0)).NodeSelector(poolKey, "pool-a"), worker(1, t0)),
 			want: placement.Request{
-				UID: "uid-slice", Key: poolKey, Hosts: 4, ChipsPerHost: 4, Previous: "pool-a", PodsBound: true,
+				UID: "uid-slice", Key: poolKey, Hosts: 4, ChipsPerHost: 4, Requests: oneHost, Previous: "pool-a", PodsBound: true,
 				NodeSelector: map[string]string{constants.AcceleratorNodeSelectorKey: v6e, constants.TopologyNodeSelectorKey: "4x4"},
-				Nodes:        []placement.Candidate{{Name: "n-1", Labels: node.Labels, Ready: true, AllocatableChips: 4, RequestedChips: 2, ExcludedBy: "old/o-0"}},
+				Nodes:        []placement.Candidate{{Name: "n-1", Labels: node.Labels, Ready: true, AllocatableChips: 4, RequestedChips: 2, Allocatable: node.Status.Allocatable, Requested: used, Pods: 1, ExcludedBy: "old/o-0"}},
 				Holds:        holds,
 			},
 		},
@@ -169,18 +175,37 @@ func TestNewRequest(t *testing.T) {
 			domain: "pool-a",
 			pods:   pods(ungated(worker(0, t0)).NodeName("n-1"), worker(1, t0), worker(2, t0).NodeName("n-2").Phase(corev1.PodFailed)),
 			want: placement.Request{
-				UID: "uid-slice", Key: poolKey, Hosts: 4, ChipsPerHost: 4, Previous: "pool-a", PodsBound: true,
+				UID: "uid-slice", Key: poolKey, Hosts: 4, ChipsPerHost: 4, Requests: oneHost, Previous: "pool-a", PodsBound: true,
 				NodeSelector: map[string]string{constants.AcceleratorNodeSelectorKey: v6e, constants.TopologyNodeSelectorKey: "4x4"},
-				Nodes:        []placement.Candidate{{Name: "n-1", Labels: node.Labels, Ready: true, AllocatableChips: 4, RequestedChips: 2, ExcludedBy: "old/o-0"}},
+				Nodes:        []placement.Candidate{{Name: "n-1", Labels: node.Labels, Ready: true, AllocatableChips: 4, RequestedChips: 2, Allocatable: node.Status.Allocatable, Requested: used, Pods: 1, ExcludedBy: "old/o-0"}},
 				Holds:        holds,
 			},
 		},
 		"no domain yet, an ungated Pod bound to a Node (it bypassed admission): Previous is its domain": {
 			pods: pods(ungated(worker(0, t0)).NodeName("n-1"), worker(1, t0)),
 			want: placement.Request{
-				UID: "uid-slice", Key: poolKey, Hosts: 4, ChipsPerHost: 4, Previous: "pool-a", PodsBound: true,
+				UID: "uid-slice", Key: poolKey, Hosts: 4, ChipsPerHost: 4, Requests: oneHost, Previous: "pool-a", PodsBound: true,
 				NodeSelector: map[string]string{constants.AcceleratorNodeSelectorKey: v6e, constants.TopologyNodeSelectorKey: "4x4"},
-				Nodes:        []placement.Candidate{{Name: "n-1", Labels: node.Labels, Ready: true, AllocatableChips: 4, RequestedChips: 2, ExcludedBy: "old/o-0"}},
+				Nodes:        []placement.Candidate{{Name: "n-1", Labels: node.Labels, Ready: true, AllocatableChips: 4, RequestedChips: 2, Allocatable: node.Status.Allocatable, Requested: used, Pods: 1, ExcludedBy: "old/o-0"}},
+				Holds:        holds,
+			},
+		},
+		"a gated Pod's own required node affinity and every resource it requests, init containers and overhead included": {
+			pods: pods(func() *testutil.PodWrapper {
+				w := worker(0, t0)
+				w.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: zone}}
+				w.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("8")
+				w.Spec.InitContainers = []corev1.Container{{Name: "init", Resources: corev1.ResourceRequirements{
+					Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Gi")}}}}
+				w.Spec.Overhead = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m")}
+				return w
+			}()),
+			want: placement.Request{
+				UID: "uid-slice", Key: poolKey, Hosts: 4, ChipsPerHost: 4, NodeAffinity: zone,
+				Requests: corev1.ResourceList{constants.TPUResourceName: resource.MustParse("4"), corev1.ResourceCPU: resource.MustParse("8250m"),
+					corev1.ResourceMemory: resource.MustParse("64Gi")},
+				NodeSelector: map[string]string{constants.AcceleratorNodeSelectorKey: v6e, constants.TopologyNodeSelectorKey: "4x4"},
+				Nodes:        []placement.Candidate{{Name: "n-1", Labels: node.Labels, Ready: true, AllocatableChips: 4, RequestedChips: 2, Allocatable: node.Status.Allocatable, Requested: used, Pods: 1, ExcludedBy: "old/o-0"}},
 				Holds:        holds,
 			},
 		},
@@ -189,7 +214,7 @@ func TestNewRequest(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			s := slice.DeepCopy()
 			s.Status.Domain = tc.domain
-			got := NewRequest(s, tc.pods, []corev1.Node{*node}, map[string]int64{"n-1": 2}, map[string]string{"n-1": "old/o-0"}, holds)
+			got := NewRequest(s, tc.pods, []corev1.Node{*node}, map[string]*Usage{"n-1": {Requests: used, Pods: 1}}, map[string]string{"n-1": "old/o-0"}, holds)
 			if diff := cmp.Diff(tc.want, got, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("NewRequest (-want,+got):\n%s", diff)
 			}
@@ -247,7 +272,7 @@ func TestBoundDomain(t *testing.T) {
 	}
 }
 
-func TestRequestedChips(t *testing.T) {
+func TestNodeUsage(t *testing.T) {
 	own := func(p *corev1.Pod) bool { return strings.HasPrefix(p.Name, "mine") }
 	ps := pods(
 		worker(0, t0).Named("a").NodeName("n-1"),
@@ -261,9 +286,19 @@ func TestRequestedChips(t *testing.T) {
 		ungated(worker(3, t0)).Named("pinned").PinnedTo("n-4"),
 		ungated(worker(0, t0)).Named("mine-pinned").PinnedTo("n-5"),
 	)
-	want := map[string]int64{"n-1": 10, "n-4": 4}
-	if diff := cmp.Diff(want, RequestedChips(ps, own)); diff != "" {
-		t.Errorf("RequestedChips (-want,+got):\n%s", diff)
+	// Two caches may show one Pod: it counts once.
+	ps = append(ps, ps[0])
+	ps[1].UID = "uid-b"
+	chips := func(n string) corev1.ResourceList {
+		return corev1.ResourceList{constants.TPUResourceName: resource.MustParse(n)}
+	}
+	want := map[string]*Usage{
+		"n-1": {Requests: chips("10"), Pods: 2},
+		"n-3": {Requests: chips("0"), Pods: 1},
+		"n-4": {Requests: chips("4"), Pods: 1},
+	}
+	if diff := cmp.Diff(want, NodeUsage(ps, own), cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("NodeUsage (-want,+got):\n%s", diff)
 	}
 }
 
@@ -376,8 +411,15 @@ func TestReleasePatch(t *testing.T) {
 			got := applyPatch(t, tc.pod, patch)
 			want := tc.pod.DeepCopy()
 			tc.wantSpec(&want.Spec)
+			if tc.node != "" {
+				// The pin is the operator's: the annotation says so (OperatorPin).
+				metav1.SetMetaDataAnnotation(&want.ObjectMeta, tpuv1alpha1.PinnedNodeAnnotation, tc.node)
+			}
 			if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("released Pod (-want,+got):\n%s", diff)
+			}
+			if tc.node != "" && OperatorPin(got) != tc.node {
+				t.Errorf("OperatorPin of the released Pod = %q, want %q", OperatorPin(got), tc.node)
 			}
 
 			// The same patch on the released Pod, as a second replica or a retry would apply it,

@@ -19,6 +19,7 @@ package gate
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -26,6 +27,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/identity"
 	"github.com/ray-tpu/tpu-slice-operator/internal/lifecycle"
 	"github.com/ray-tpu/tpu-slice-operator/internal/tpuenv"
@@ -78,6 +80,18 @@ func PinnedNode(pod *corev1.Pod) string {
 		node = named
 	}
 	return node
+}
+
+// OperatorPin returns the Node the operator pinned pod to: PinnedNode, when the Pod's
+// tpu.ray.io/pinned-node annotation, written with the pin in one patch (ReleasePatch), names the
+// same Node; "" otherwise. A Pod whose own required node affinity names one Node (a user's
+// matchFields term) is not the operator's to judge: it is never deleted as stranded.
+func OperatorPin(pod *corev1.Pod) string {
+	n := PinnedNode(pod)
+	if n == "" || pod.Annotations[tpuv1alpha1.PinnedNodeAnnotation] != n {
+		return ""
+	}
+	return n
 }
 
 // takenNodes returns the Nodes live Pods among pods are bound or pinned to.
@@ -156,6 +170,27 @@ type NodeView struct {
 	// BoundTo returns the live Pods bound to a Node: every Pod whose chips count, of any slice or
 	// none.
 	BoundTo func(node string) []*corev1.Pod
+	// Labels returns a present Node's labels, and false when they are not known (a failed read):
+	// nil Labels knows none.
+	Labels func(node string) (map[string]string, bool)
+}
+
+// unmatchedSelector returns the first key (by name) of pod's nodeSelector whose value Node n's
+// labels, as v knows them, do not hold.
+func unmatchedSelector(pod *corev1.Pod, n string, v NodeView) (key, value string, unmatched bool) {
+	if v.Labels == nil || len(pod.Spec.NodeSelector) == 0 {
+		return "", "", false
+	}
+	labels, known := v.Labels(n)
+	if !known {
+		return "", "", false
+	}
+	for _, k := range slices.Sorted(maps.Keys(pod.Spec.NodeSelector)) {
+		if got, ok := labels[k]; !ok || got != pod.Spec.NodeSelector[k] {
+			return k, pod.Spec.NodeSelector[k], true
+		}
+	}
+	return "", "", false
 }
 
 // BoundByNode groups the live Pods among pods that are bound to a Node by that Node, for
@@ -184,12 +219,18 @@ func Stranded(pods []corev1.Pod, v NodeView) []Strand {
 		if !lifecycle.PodLive(p) || p.Spec.NodeName != "" || tpuenv.HasGate(p) {
 			continue
 		}
-		n := PinnedNode(p)
+		n := OperatorPin(p)
 		if n == "" {
 			continue
 		}
 		if v.Gone(n) {
 			out = append(out, Strand{Pod: p, Node: n, Why: fmt.Sprintf("Node %s is gone", n)})
+			continue
+		}
+		if k, want, ok := unmatchedSelector(p, n, v); ok {
+			// Relabelled out of the slice's domain (or of the accelerator or topology the Pod
+			// selects): kube-scheduler will never bind the Pod to it.
+			out = append(out, Strand{Pod: p, Node: n, Why: fmt.Sprintf("Node %s no longer has the label %s=%s the Pod selects", n, k, want)})
 			continue
 		}
 		need := PodChips(p)

@@ -23,6 +23,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
+	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
 	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
 )
 
@@ -172,11 +174,26 @@ func TestStranded(t *testing.T) {
 		others []*testutil.PodWrapper
 		// chips is every present Node's allocatable google.com/tpu (4 when 0).
 		chips int64
-		want  []string // "pod node: why"
+		// labels are Nodes' labels (not known when not named).
+		labels map[string]map[string]string
+		want   []string // "pod node: why"
 	}{
 		"pinned to a gone Node, unbound: stranded": {
 			pods: []*testutil.PodWrapper{ungated(worker(0, t0)).PinnedTo("n-gone"), ungated(worker(1, t0)).PinnedTo("n-1")},
 			want: []string{"w-0 n-gone: Node n-gone is gone"},
+		},
+		"a user's own term naming a gone Node, or a taken one, is not the operator's pin: not stranded (docs/spec.md §12)": {
+			pods:   []*testutil.PodWrapper{ungated(worker(0, t0)).OwnNodeTerm("n-gone"), ungated(worker(1, t0)).OwnNodeTerm("n-1")},
+			others: []*testutil.PodWrapper{other.Clone().BoundTo("n-1")},
+		},
+		"the operator's annotation on a term naming another Node: not the operator's pin": {
+			pods: []*testutil.PodWrapper{ungated(worker(0, t0)).OwnNodeTerm("n-gone").Annotation(tpuv1alpha1.PinnedNodeAnnotation, "n-1")},
+		},
+		"pinned to a Node relabelled out of the slice's domain: stranded": {
+			pods: []*testutil.PodWrapper{ungated(worker(0, t0)).NodeSelector(poolKey, "pool-a").PinnedTo("n-1"), ungated(worker(1, t0)).NodeSelector(poolKey, "pool-a").PinnedTo("n-2")},
+			labels: map[string]map[string]string{"n-1": {poolKey: "pool-b"}, "n-2": {poolKey: "pool-a",
+				constants.AcceleratorNodeSelectorKey: v6e, constants.TopologyNodeSelectorKey: "4x4"}},
+			want: []string{"w-0 n-1: Node n-1 no longer has the label " + poolKey + "=pool-a the Pod selects"},
 		},
 		"pinned to a Node another Pod of the slice is bound to: stranded": {
 			pods: []*testutil.PodWrapper{ungated(worker(0, t0)).PinnedTo("n-1"), ungated(worker(1, t0)).PinnedTo("n-1").BoundTo("n-1")},
@@ -227,6 +244,10 @@ func TestStranded(t *testing.T) {
 				Gone:             func(n string) bool { return gone[n] },
 				AllocatableChips: func(string) int64 { return chips },
 				BoundTo:          BoundByNode(all),
+				Labels: func(n string) (map[string]string, bool) {
+					l, ok := tc.labels[n]
+					return l, ok
+				},
 			}
 			stranded := Stranded(slicePods, v)
 			var got []string

@@ -16,7 +16,7 @@ limitations under the License.
 
 // Package nodes is the operator's view of the TPU Nodes: a cache limited to the Nodes GKE labels
 // with cloud.google.com/gke-tpu-accelerator and trimmed to what the operator reads (name, labels,
-// unschedulable, taints, the Ready condition and allocatable TPU chips), shared by the Pod webhook
+// unschedulable, taints, the Ready condition and allocatable resources), shared by the Pod webhook
 // (which GCE topology domain a subslice's affinity names), the RayCluster webhook (its warnings)
 // and the reconciler (slice health, the placement step). The operator never writes Nodes.
 package nodes
@@ -47,7 +47,8 @@ func CacheOptions() cache.ByObject {
 }
 
 // Trim keeps of a Node its name, labels, unschedulable flag, taints, Ready condition and
-// allocatable google.com/tpu (the placement step's free chips, placement.CandidateFromNode).
+// allocatable resources (what the placement step checks a Pod's requests against, as
+// kube-scheduler does: placement.CandidateFromNode).
 func Trim(obj any) (any, error) {
 	node, ok := obj.(*corev1.Node)
 	if !ok {
@@ -66,9 +67,7 @@ func Trim(obj any) (any, error) {
 			out.Status.Conditions = []corev1.NodeCondition{c}
 		}
 	}
-	if q, ok := node.Status.Allocatable[constants.TPUResourceName]; ok {
-		out.Status.Allocatable = corev1.ResourceList{constants.TPUResourceName: q}
-	}
+	out.Status.Allocatable = node.Status.Allocatable
 	return out, nil
 }
 

@@ -210,7 +210,7 @@ func readyOnly(conds []corev1.PodCondition) []corev1.PodCondition {
 // keptAnnotations are the annotations the cache keeps: our claim token, the subslice topology a
 // Pod's slice is read from, and the topology levels Kueue requires, a slice's placement key when
 // it has no affinity (health.PlacementKey).
-var keptAnnotations = []string{tpuv1alpha1.ClaimTokenAnnotation, constants.SliceTopologyAnnotation,
+var keptAnnotations = []string{tpuv1alpha1.ClaimTokenAnnotation, tpuv1alpha1.PinnedNodeAnnotation, constants.SliceTopologyAnnotation,
 	constants.KueuePodSetSliceRequiredTopologyAnnotation, constants.KueuePodSetRequiredTopologyAnnotation}
 
 // identityEnv are the variables a Pod's TPU identity is read from.
@@ -238,20 +238,32 @@ func trimSpec(spec *corev1.PodSpec) corev1.PodSpec {
 			}
 		}
 	}
-	for _, i := range topology.TPUContainers(spec) {
+	// Every container keeps its name and requests, the init containers their restart policy too,
+	// and the Pod its overhead: what a gated Pod needs of a Node, and what a Pod bound or pinned
+	// to one takes of it (k8s.io/component-helpers' PodRequests, as kube-scheduler reads them).
+	tpu := topology.TPUContainers(spec)
+	out.Containers = make([]corev1.Container, 0, len(spec.Containers))
+	for i := range spec.Containers {
 		c := &spec.Containers[i]
-		kept := corev1.Container{Name: c.Name, Resources: corev1.ResourceRequirements{
-			Requests: tpuOnly(c.Resources.Requests), Limits: tpuOnly(c.Resources.Limits),
-		}}
-		for _, e := range c.Env {
-			// The references to a host lists ConfigMap are kept for the reconciler, which
-			// re-creates a missing one; inline host lists are dropped.
-			if slices.Contains(identityEnv, e.Name) || tpuenv.IsHostListsRef(e) {
-				kept.Env = append(kept.Env, e)
+		kept := corev1.Container{Name: c.Name, Resources: corev1.ResourceRequirements{Requests: c.Resources.Requests}}
+		if slices.Contains(tpu, i) {
+			kept.Resources.Limits = tpuOnly(c.Resources.Limits)
+			for _, e := range c.Env {
+				// The references to a host lists ConfigMap are kept for the reconciler, which
+				// re-creates a missing one; inline host lists are dropped.
+				if slices.Contains(identityEnv, e.Name) || tpuenv.IsHostListsRef(e) {
+					kept.Env = append(kept.Env, e)
+				}
 			}
 		}
 		out.Containers = append(out.Containers, kept)
 	}
+	for i := range spec.InitContainers {
+		c := &spec.InitContainers[i]
+		out.InitContainers = append(out.InitContainers, corev1.Container{Name: c.Name, RestartPolicy: c.RestartPolicy,
+			Resources: corev1.ResourceRequirements{Requests: c.Resources.Requests}})
+	}
+	out.Overhead = spec.Overhead
 	return out
 }
 

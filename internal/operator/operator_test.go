@@ -158,8 +158,9 @@ func TestTrimPodKeepsTheIdentity(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("identity of the trimmed Pod (-want,+got):\n%s", diff)
 	}
-	if len(tp.Spec.Containers) != 2 || len(tp.Spec.Containers[0].Env) != 2 {
-		t.Errorf("trimmed containers %+v, want the two TPU containers with their two identity variables", tp.Spec.Containers)
+	if len(tp.Spec.Containers) != 3 || len(tp.Spec.Containers[0].Env) != 2 || len(tp.Spec.Containers[1].Env) != 2 ||
+		tp.Spec.Containers[2].Name != "sidecar" || len(tp.Spec.Containers[2].Env) != 0 {
+		t.Errorf("trimmed containers %+v, want the two TPU containers with their two identity variables, and the sidecar without", tp.Spec.Containers)
 	}
 	if diff := cmp.Diff(map[string]string{tpuv1alpha1.ClaimTokenAnnotation: "t"}, tp.Annotations); diff != "" {
 		t.Errorf("trimmed annotations (-want,+got):\n%s", diff)
@@ -310,21 +311,18 @@ func TestTrimPodKeepsThePin(t *testing.T) {
 	}
 }
 
-// TestTrimNodeKeepsAllocatableChips: the TPU Node cache keeps allocatable google.com/tpu (the
-// placement step's free chips) and no other resource.
-func TestTrimNodeKeepsAllocatableChips(t *testing.T) {
+// TestTrimNodeKeepsAllocatable: the TPU Node cache keeps what the placement step reads of a Node,
+// its allocatable resources included (the chooser checks every resource a Pod requests).
+func TestTrimNodeKeepsAllocatable(t *testing.T) {
 	node := testutil.MakeNode("n").TPU("tpu-v6e-slice", "4x4", "pool-a").TPUCapacity(4).Ready(true).Obj()
 	trimmed, err := nodes.Trim(node)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := placement.CandidateFromNode(trimmed.(*corev1.Node), 0)
-	want := placement.CandidateFromNode(node, 0)
+	got := placement.CandidateFromNode(trimmed.(*corev1.Node), nil, 0)
+	want := placement.CandidateFromNode(node, nil, 0)
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("candidate of the trimmed Node (-want,+got):\n%s", diff)
-	}
-	if n := len(trimmed.(*corev1.Node).Status.Allocatable); n != 1 {
-		t.Errorf("trimmed Node keeps %d allocatable resources, want google.com/tpu alone", n)
 	}
 }
 

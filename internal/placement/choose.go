@@ -20,13 +20,18 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
 )
@@ -51,6 +56,13 @@ type Candidate struct {
 	// RequestedChips is the google.com/tpu requested by the Pods bound to the Node, other than the
 	// slice's own.
 	RequestedChips int64
+	// Allocatable is the Node's allocatable resources, and Requested what the Pods bound to it
+	// (whatever created them) or pinned to it by the operator request, other than the slice's own,
+	// with Pods the number of those Pods: kube-scheduler's NodeResourcesFit reads the same. With a
+	// nil Allocatable only the TPU chips above are checked (a Candidate built by hand).
+	Allocatable corev1.ResourceList
+	Requested   corev1.ResourceList
+	Pods        int64
 	// ExcludedBy names the bound Pod ("namespace/name") whose required pod anti-affinity keeps the
 	// slice's Pods off the Node (gate.Excluded); "" for none.
 	ExcludedBy string
@@ -81,6 +93,14 @@ type Request struct {
 	// Tolerations are the Pods' tolerations. GKE's google.com/tpu taint is tolerated whatever
 	// they say: the API server's ExtendedResourceToleration gives it to every Pod asking for TPU.
 	Tolerations []corev1.Toleration
+	// NodeAffinity is the Pods' own required node affinity (nil for none): a Node its terms do
+	// not match is not a candidate, as for kube-scheduler's NodeAffinity filter.
+	NodeAffinity *corev1.NodeSelector
+	// Requests are one Pod's effective requests (k8s.io/component-helpers' PodRequests: its
+	// containers, init containers and overhead), every resource of which a usable Node must have
+	// free, as for kube-scheduler's NodeResourcesFit filter. The google.com/tpu request is
+	// ChipsPerHost's.
+	Requests corev1.ResourceList
 	// Nodes are the candidate Nodes, in any order; they are read, never modified.
 	Nodes []Candidate
 	// Holds are the domains of Key that slices hold or have chosen, in any order.
@@ -153,8 +173,10 @@ func (l Lack) String() string {
 type Rejection struct {
 	Domain string
 	Lack   Lack
-	// Usable is the domain's usable Nodes: matching the nodeSelector, Ready, not being deleted,
-	// not cordoned, no taint the Pods do not tolerate, and ChipsPerHost chips free.
+	// Usable is the domain's usable Nodes: matching the nodeSelector and the Pods' node affinity,
+	// Ready, not being deleted, not cordoned, no taint the Pods do not tolerate, not excluded by
+	// a bound Pod's anti-affinity, ChipsPerHost chips and every other resource a Pod requests free,
+	// and room for one more Pod.
 	Usable int32
 	// Reason says what the domain lacks, without its name.
 	Reason string
@@ -306,14 +328,11 @@ func UsableNodes(req Request, domain string) []string {
 	if req.Key == "" || domain == "" {
 		return nil
 	}
-	selector := make([][2]string, 0, len(req.NodeSelector))
-	for k, v := range req.NodeSelector {
-		selector = append(selector, [2]string{k, v})
-	}
+	match := req.matcher()
 	var out []string
 	for i := range req.Nodes {
 		n := &req.Nodes[i]
-		if n.Labels[req.Key] != domain || !matchesPairs(n.Labels, selector) {
+		if n.Labels[req.Key] != domain || !match(n) {
 			continue
 		}
 		if p, _ := req.problem(n); p == problemNone {
@@ -327,15 +346,12 @@ func UsableNodes(req Request, domain string) []string {
 // tally groups the Nodes matching req.NodeSelector by their value of req.Key, sorted by value,
 // and returns them with the number of matching Nodes (those without the label included).
 func tally(req *Request) (domains []domainTally, matching int) {
-	selector := make([][2]string, 0, len(req.NodeSelector))
-	for k, v := range req.NodeSelector {
-		selector = append(selector, [2]string{k, v})
-	}
+	match := req.matcher()
 	index := make(map[string]int)
 	last := -1 // the domain of the Node before: Nodes listed pool by pool skip the index
 	for i := range req.Nodes {
 		n := &req.Nodes[i]
-		if !matchesPairs(n.Labels, selector) {
+		if !match(n) {
 			continue
 		}
 		matching++
@@ -367,6 +383,28 @@ func tally(req *Request) (domains []domainTally, matching int) {
 	return domains, matching
 }
 
+// matcher returns whether a Node is a candidate for the slice's Pods: its labels hold every key
+// and value of req.NodeSelector and, when the Pods have required node affinity terms of their own,
+// one of the terms matches it (k8s.io/component-helpers' node affinity, kube-scheduler's own). A
+// term that does not parse matches no Node, as for the scheduler.
+func (req *Request) matcher() func(*Candidate) bool {
+	selector := make([][2]string, 0, len(req.NodeSelector))
+	for k, v := range req.NodeSelector {
+		selector = append(selector, [2]string{k, v})
+	}
+	if req.NodeAffinity == nil {
+		return func(n *Candidate) bool { return matchesPairs(n.Labels, selector) }
+	}
+	terms := nodeaffinity.NewLazyErrorNodeSelector(req.NodeAffinity)
+	return func(n *Candidate) bool {
+		if !matchesPairs(n.Labels, selector) {
+			return false
+		}
+		ok, err := terms.Match(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: n.Labels}})
+		return ok && err == nil
+	}
+}
+
 // matchesPairs reports whether labels hold every key and value of selector.
 func matchesPairs(labels map[string]string, selector [][2]string) bool {
 	for _, kv := range selector {
@@ -394,9 +432,12 @@ const (
 	problemTainted
 	problemAntiAffinity
 	problemChips
+	problemPods
+	problemResources
 )
 
-// problem returns the first problem of n and, for problemTainted, the index of the taint.
+// problem returns the first problem of n and, for problemTainted, the index of the taint (for
+// problemResources, see shortResource).
 func (req *Request) problem(n *Candidate) (problem, int) {
 	switch {
 	case n.Deleting:
@@ -417,7 +458,34 @@ func (req *Request) problem(n *Candidate) (problem, int) {
 	if n.AllocatableChips-n.RequestedChips < req.ChipsPerHost {
 		return problemChips, 0
 	}
+	if n.Allocatable == nil {
+		return problemNone, 0
+	}
+	if n.Pods+1 > n.Allocatable.Pods().Value() {
+		return problemPods, 0
+	}
+	if _, short := req.shortResource(n); short {
+		return problemResources, 0
+	}
 	return problemNone, 0
+}
+
+// shortResource returns the first resource (by name) of req.Requests, other than the TPU chips,
+// of which n has less free than one Pod requests, as kube-scheduler's NodeResourcesFit judges it:
+// a zero request needs nothing, and a resource the Node does not list has nothing free.
+func (req *Request) shortResource(n *Candidate) (corev1.ResourceName, bool) {
+	for _, name := range slices.Sorted(maps.Keys(req.Requests)) {
+		want := req.Requests[name]
+		if name == constants.TPUResourceName || name == corev1.ResourcePods || want.IsZero() {
+			continue
+		}
+		free := n.Allocatable[name].DeepCopy()
+		free.Sub(n.Requested[name])
+		if free.Cmp(want) < 0 {
+			return name, true
+		}
+	}
+	return "", false
 }
 
 // tolerates reports whether the slice's Pods can be scheduled on a Node with taint t.
@@ -428,12 +496,7 @@ func (req *Request) tolerates(t *corev1.Taint) bool {
 	if t.Key == string(constants.TPUResourceName) {
 		return true
 	}
-	for i := range req.Tolerations {
-		if req.Tolerations[i].ToleratesTaint(logr.Discard(), t, false) {
-			return true
-		}
-	}
-	return false
+	return corev1helpers.TolerationsTolerateTaint(logr.Discard(), req.Tolerations, t, false)
 }
 
 // describe says what is wrong with n, as "<name> is not Ready".
@@ -456,6 +519,17 @@ func (req *Request) describe(n *Candidate) string {
 		}
 		return fmt.Sprintf("%s has %d of %d TPU chips free, %d needed", n.Name,
 			max(n.AllocatableChips-n.RequestedChips, 0), n.AllocatableChips, req.ChipsPerHost)
+	case problemPods:
+		return fmt.Sprintf("%s has %d Pods, as many as it allows", n.Name, n.Pods)
+	case problemResources:
+		name, _ := req.shortResource(n)
+		free := n.Allocatable[name].DeepCopy()
+		free.Sub(n.Requested[name])
+		if free.Sign() < 0 {
+			free = resource.Quantity{}
+		}
+		alloc, want := n.Allocatable[name], req.Requests[name]
+		return fmt.Sprintf("%s has %s of %s %s free, %s needed", n.Name, free.String(), alloc.String(), name, want.String())
 	default:
 		return n.Name + " is usable"
 	}
@@ -529,14 +603,21 @@ func NoFitMessage(c Choice, hosts int32, limit int) string {
 	return b.String()
 }
 
-// CandidateFromNode returns what Choose reads of node, with requestedChips the google.com/tpu
-// requested by the Pods bound to it other than the slice's own. A Node trimmed for a cache must
-// keep its labels, taints, unschedulable, deletion timestamp, Ready condition and allocatable
-// google.com/tpu.
-func CandidateFromNode(node *corev1.Node, requestedChips int64) Candidate {
+// CandidateFromNode returns what Choose reads of node, with requested what the Pods bound to it
+// (or pinned to it by the operator) other than the slice's own request, and pods how many they
+// are. A Node trimmed for a cache must keep its labels, taints, unschedulable, deletion timestamp,
+// Ready condition and allocatable resources.
+func CandidateFromNode(node *corev1.Node, requested corev1.ResourceList, pods int64) Candidate {
 	c := Candidate{
 		Name: node.Name, Labels: node.Labels, Unschedulable: node.Spec.Unschedulable,
-		Deleting: node.DeletionTimestamp != nil, Taints: node.Spec.Taints, RequestedChips: requestedChips,
+		Deleting: node.DeletionTimestamp != nil, Taints: node.Spec.Taints,
+		Allocatable: node.Status.Allocatable, Requested: requested, Pods: pods,
+	}
+	if c.Allocatable == nil {
+		c.Allocatable = corev1.ResourceList{}
+	}
+	if q, ok := requested[constants.TPUResourceName]; ok {
+		c.RequestedChips = q.Value()
 	}
 	if q, ok := node.Status.Allocatable[constants.TPUResourceName]; ok {
 		c.AllocatableChips = q.Value()

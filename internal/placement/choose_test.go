@@ -27,6 +27,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
@@ -532,13 +533,16 @@ func TestNoFitMessageBounded(t *testing.T) {
 func TestCandidateFromNode(t *testing.T) {
 	cases := map[string]struct {
 		node      *corev1.Node
-		requested int64
+		requested corev1.ResourceList
+		pods      int64
 		want      Candidate
 	}{
-		"a Ready TPU Node with its chips": {
+		"a Ready TPU Node with its chips, and what other Pods take of it": {
 			node:      testutil.MakeNode("n").TPU(v6e, "4x4", "pool-a").TPUCapacity(4).TPUTaint().Ready(true).Obj(),
-			requested: 4,
+			requested: corev1.ResourceList{constants.TPUResourceName: resource.MustParse("4"), corev1.ResourceCPU: resource.MustParse("2")},
+			pods:      2,
 			want: Candidate{Name: "n", Ready: true, AllocatableChips: 4, RequestedChips: 4,
+				Requested: corev1.ResourceList{constants.TPUResourceName: resource.MustParse("4"), corev1.ResourceCPU: resource.MustParse("2")}, Pods: 2,
 				Taints: []corev1.Taint{{Key: "google.com/tpu", Value: "present", Effect: corev1.TaintEffectNoSchedule}}},
 		},
 		"a Node not Ready, cordoned, tainted and being deleted": {
@@ -547,15 +551,18 @@ func TestCandidateFromNode(t *testing.T) {
 			want: Candidate{Name: "n", Unschedulable: true, Deleting: true, AllocatableChips: 4,
 				Taints: []corev1.Taint{{Key: "example.com/x", Effect: corev1.TaintEffectNoSchedule}}},
 		},
-		"a Node without status (trimmed of it) has no chips and is not Ready": {
+		"a Node without status (trimmed of it) has no chips, no room for a Pod and is not Ready": {
 			node: testutil.MakeNode("n").TPU(v6e, "4x4", "pool-a").Obj(),
-			want: Candidate{Name: "n"},
+			want: Candidate{Name: "n", Allocatable: corev1.ResourceList{}},
 		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			tc.want.Labels = tc.node.Labels
-			if diff := cmp.Diff(tc.want, CandidateFromNode(tc.node, tc.requested)); diff != "" {
+			if tc.want.Allocatable == nil {
+				tc.want.Allocatable = tc.node.Status.Allocatable
+			}
+			if diff := cmp.Diff(tc.want, CandidateFromNode(tc.node, tc.requested, tc.pods)); diff != "" {
 				t.Errorf("CandidateFromNode (-want +got):\n%s", diff)
 			}
 		})
@@ -599,7 +606,7 @@ func BenchmarkChoose(b *testing.B) {
 		for h := range hosts {
 			node := testutil.MakeNode(fmt.Sprintf("%s-%04d", pool, h)).TPU("tpu7x", "8x16x18", pool).
 				GCE("block-"+strconv.Itoa(p), fmt.Sprintf("sb-%d-%d", p, h/16)).TPUCapacity(4).TPUTaint().Ready(true)
-			requested := int64(0)
+			var requested corev1.ResourceList
 			if h == 7 && p >= 10 && p < pools-1 {
 				switch p % 3 {
 				case 0:
@@ -607,10 +614,10 @@ func BenchmarkChoose(b *testing.B) {
 				case 1:
 					node.Unschedulable()
 				default:
-					requested = 4
+					requested = corev1.ResourceList{constants.TPUResourceName: resource.MustParse("4")}
 				}
 			}
-			nodes = append(nodes, CandidateFromNode(node.Obj(), requested))
+			nodes = append(nodes, CandidateFromNode(node.Obj(), requested, 0))
 		}
 	}
 	req := Request{UID: selfUID, Key: poolKey, Hosts: hosts, ChipsPerHost: 4, Nodes: nodes, Holds: holds,
@@ -658,6 +665,102 @@ func TestUsableNodes(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			if diff := cmp.Diff(tc.want, UsableNodes(request(tc.nodes), tc.domain)); diff != "" {
 				t.Errorf("UsableNodes (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// withResources gives every candidate the allocatable of a GKE v6e host VM (the chips aside) and
+// no Pod on it.
+func withResources(nodes []Candidate) []Candidate {
+	for i := range nodes {
+		nodes[i].Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("180"),
+			corev1.ResourceMemory: resource.MustParse("720Gi"), corev1.ResourcePods: resource.MustParse("110"),
+			constants.TPUResourceName: resource.MustParse("4")}
+	}
+	return nodes
+}
+
+func used(list corev1.ResourceList, pods int64) func(*Candidate) {
+	return func(c *Candidate) { c.Requested, c.Pods = list, pods }
+}
+
+// TestChooseAsTheSchedulerFilters: a Node is usable only where kube-scheduler would bind one of
+// the slice's Pods (docs/spec.md §12, "The choice"): the Pods' own required node affinity
+// (k8s.io/component-helpers' node affinity), every resource a Pod requests free beside what the
+// Pods on the Node request (NodeResourcesFit), room for one more Pod.
+func TestChooseAsTheSchedulerFilters(t *testing.T) {
+	cpu8 := corev1.ResourceList{constants.TPUResourceName: resource.MustParse("4"), corev1.ResourceCPU: resource.MustParse("8")}
+	zoneA := &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{
+		Key: corev1.LabelTopologyZone, Operator: corev1.NodeSelectorOpIn, Values: []string{"zone-a"}}}}}}
+	inZone := func(z string) func(*Candidate) { return label(corev1.LabelTopologyZone, z) }
+	cases := map[string]struct {
+		edit         map[string]func(*Candidate)
+		requests     corev1.ResourceList
+		nodeAffinity *corev1.NodeSelector
+		wantDomain   string
+		wantReason   string
+	}{
+		"the CPU a Job's Pod takes on one Node of pool-a: pool-b": {
+			edit:       map[string]func(*Candidate){"pool-a-2": used(corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("175")}, 1)},
+			requests:   cpu8,
+			wantDomain: "pool-b",
+		},
+		"a request of CPU no Node has: no fit, naming the resource": {
+			requests: corev1.ResourceList{constants.TPUResourceName: resource.MustParse("4"), corev1.ResourceCPU: resource.MustParse("200")},
+			wantReason: "no cloud.google.com/gke-nodepool domain has 4 usable Nodes free of other slices: " +
+				"pool-a: 0 of 4 needed Nodes usable (pool-a-0 has 180 of 180 cpu free, 200 needed, 3 more unusable); " +
+				"pool-b: 0 of 4 needed Nodes usable (pool-b-0 has 180 of 180 cpu free, 200 needed, 3 more unusable)",
+		},
+		"an extended resource a Node does not list: nothing of it is free": {
+			requests: corev1.ResourceList{constants.TPUResourceName: resource.MustParse("4"), "example.com/nic": resource.MustParse("1")},
+			wantReason: "no cloud.google.com/gke-nodepool domain has 4 usable Nodes free of other slices: " +
+				"pool-a: 0 of 4 needed Nodes usable (pool-a-0 has 0 of 0 example.com/nic free, 1 needed, 3 more unusable); " +
+				"pool-b: 0 of 4 needed Nodes usable (pool-b-0 has 0 of 0 example.com/nic free, 1 needed, 3 more unusable)",
+		},
+		"a Node with as many Pods as it allows: pool-b": {
+			edit:       map[string]func(*Candidate){"pool-a-0": used(nil, 110)},
+			wantDomain: "pool-b",
+		},
+		"the Pods' zone: only pool-b is in it": {
+			edit: map[string]func(*Candidate){
+				"pool-a-0": inZone("zone-b"), "pool-a-1": inZone("zone-b"), "pool-a-2": inZone("zone-b"), "pool-a-3": inZone("zone-b"),
+				"pool-b-0": inZone("zone-a"), "pool-b-1": inZone("zone-a"), "pool-b-2": inZone("zone-a"), "pool-b-3": inZone("zone-a"),
+			},
+			nodeAffinity: zoneA,
+			wantDomain:   "pool-b",
+		},
+		"the Pods' zone, which no Node is in: no candidate at all": {
+			nodeAffinity: zoneA,
+			wantReason:   "no TPU Node matches the nodeSelector (cloud.google.com/gke-tpu-accelerator=tpu-v6e-slice, cloud.google.com/gke-tpu-topology=4x4) yet: the slice is kept together with inter-pod affinity, so that the Pods are not gated while a node pool scales up",
+		},
+		"a zero request needs nothing, whatever is used": {
+			edit:       map[string]func(*Candidate){"pool-a-0": used(corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("720Gi")}, 3)},
+			requests:   corev1.ResourceList{constants.TPUResourceName: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("0")},
+			wantDomain: "pool-a",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			req := request(nodeSet([][]Candidate{withResources(candidates("pool-a", 4)), withResources(candidates("pool-b", 4))}, tc.edit))
+			req.Requests, req.NodeAffinity = tc.requests, tc.nodeAffinity
+			got, err := Choose(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Domain != tc.wantDomain {
+				t.Errorf("Choose chose %q (%s), want %q", got.Domain, got.Reason, tc.wantDomain)
+			}
+			if tc.wantReason != "" {
+				if diff := cmp.Diff(tc.wantReason, got.Reason); diff != "" {
+					t.Errorf("reason (-want,+got):\n%s", diff)
+				}
+			}
+			if tc.wantDomain != "" {
+				usable := UsableNodes(req, tc.wantDomain)
+				if len(usable) < int(req.Hosts) {
+					t.Errorf("UsableNodes(%s) = %v, want at least %d", tc.wantDomain, usable, req.Hosts)
+				}
 			}
 		})
 	}

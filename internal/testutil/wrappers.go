@@ -531,9 +531,16 @@ func (p *PodWrapper) BoundTo(node string) *PodWrapper {
 	return p
 }
 
-// PinnedTo gives the Pod the operator's pin on node (a required node affinity on metadata.name),
-// as a release leaves it.
+// PinnedTo gives the Pod the operator's pin on node (a required node affinity on metadata.name,
+// and the annotation that says the operator wrote it), as a release leaves it.
 func (p *PodWrapper) PinnedTo(node string) *PodWrapper {
+	p.OwnNodeTerm(node)
+	return p.Annotation(tpuv1alpha1.PinnedNodeAnnotation, node)
+}
+
+// OwnNodeTerm gives the Pod a required node affinity on node by name of its own (a user's
+// matchFields term, without the operator's annotation).
+func (p *PodWrapper) OwnNodeTerm(node string) *PodWrapper {
 	if p.Spec.Affinity == nil {
 		p.Spec.Affinity = &corev1.Affinity{}
 	}

@@ -1,0 +1,150 @@
+/*
+Copyright 2026 The tpu-slice-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controllers
+
+import (
+	"strconv"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
+	"github.com/ray-tpu/tpu-slice-operator/internal/boundpods"
+	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
+	"github.com/ray-tpu/tpu-slice-operator/internal/gate"
+	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
+)
+
+// trackerOf is the bound Pods' tracker as its informer fills it from the store: every Pod bound
+// to a Node, whatever created it, trimmed as the cache trims it.
+func trackerOf(t *testing.T, store client.Client) *boundpods.Tracker {
+	t.Helper()
+	var pods corev1.PodList
+	if err := store.List(t.Context(), &pods); err != nil {
+		t.Fatal(err)
+	}
+	tr := boundpods.NewTracker()
+	h := tr.Handler()
+	for i := range pods.Items {
+		if pods.Items[i].Spec.NodeName == "" {
+			continue
+		}
+		trimmed, err := boundpods.Trim(&pods.Items[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.OnAdd(trimmed, true)
+	}
+	return tr
+}
+
+// TestPlacementFitsAsTheSchedulerDoes runs Reconcile on a gated ChosenDomain slice of 4 hosts
+// with two pools of 4 Nodes, pool-a (the one chosen when both fit: the smaller name) and pool-b,
+// and checks where its Pods are released (docs/spec.md §12, "The choice"): a domain fits only if
+// kube-scheduler would bind every Pod there, counting every Pod bound to its Nodes whatever
+// created it, and the Pods' own node affinity and requests.
+func TestPlacementFitsAsTheSchedulerDoes(t *testing.T) {
+	worker := func(id int32) *testutil.PodWrapper {
+		return releasePod("w-"+strconv.Itoa(int(id)), "t-w-"+strconv.Itoa(int(id)), id).
+			SchedulingGate(tpuv1alpha1.PlacementSchedulingGate).Phase(corev1.PodPending)
+	}
+	zoneA := &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+		NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{
+			Key: corev1.LabelTopologyZone, Operator: corev1.NodeSelectorOpIn, Values: []string{"zone-a"}}}}}}}}
+	job := func(node string, requests corev1.ResourceList) *corev1.Pod {
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "job-" + node, Namespace: "batch", UID: types.UID("uid-job-" + node)},
+			Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "main", Image: "img",
+				Resources: corev1.ResourceRequirements{Requests: requests, Limits: requests}}}},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning},
+		}
+	}
+	cases := map[string]struct {
+		// edit changes every worker Pod.
+		edit func(*testutil.PodWrapper)
+		// others are Pods of no slice (a Job's), bound to Nodes.
+		others []*corev1.Pod
+		// zone puts pool-a in zone-b and pool-b in zone-a.
+		zone       bool
+		wantDomain string
+	}{
+		"nothing else on the Nodes: pool-a": {wantDomain: "pool-a"},
+		"a Job's Pod, not KubeRay's, uses the chips of one Node of pool-a: pool-b": {
+			others:     []*corev1.Pod{job("a-2", corev1.ResourceList{constants.TPUResourceName: resource.MustParse("4")})},
+			wantDomain: "pool-b",
+		},
+		"a Job's Pod takes the CPU of one Node of pool-a that the workers request: pool-b": {
+			edit: func(w *testutil.PodWrapper) {
+				w.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("8")
+			},
+			others:     []*corev1.Pod{job("a-1", corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("175")})},
+			wantDomain: "pool-b",
+		},
+		"the workers require zone-a, where only pool-b is: pool-b": {
+			edit:       func(w *testutil.PodWrapper) { w.Spec.Affinity = zoneA.DeepCopy() },
+			zone:       true,
+			wantDomain: "pool-b",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			objs := make([]client.Object, 0, 14+len(tc.others))
+			objs = append(objs, reconcileCluster("uid-rc").Obj().DeepCopy(),
+				chosenDomain(reconcileSlice(0).Claims(testutil.Bound(4, "w")...)).Obj().DeepCopy())
+			for _, pool := range []string{"a", "b"} {
+				for i := range 4 {
+					n := testutil.MakeNode(pool+"-"+strconv.Itoa(i)).TPU("tpu-v4-podslice", "2x2x4", "pool-"+pool).TPUCapacity(4).Ready(true)
+					if tc.zone {
+						zone := map[string]string{"a": "zone-b", "b": "zone-a"}[pool]
+						n.Labels[corev1.LabelTopologyZone] = zone
+					}
+					objs = append(objs, n.Obj())
+				}
+			}
+			for id := range int32(4) {
+				w := worker(id)
+				if tc.edit != nil {
+					tc.edit(w)
+				}
+				objs = append(objs, w.Obj())
+			}
+			for _, p := range tc.others {
+				objs = append(objs, p.DeepCopy())
+			}
+			store := testutil.NewClientBuilder().WithObjects(objs...).Build()
+			pods := reconcileReleaseSliceWith(t, workerPodCache(store), store, &testutil.EventRecorder{}, trackerOf(t, store))
+			for i := range pods.Items {
+				p := &pods.Items[i]
+				if p.Namespace != releaseNamespace {
+					continue
+				}
+				if got := p.Spec.NodeSelector[constants.NodePoolTopologyKey]; got != tc.wantDomain {
+					t.Errorf("Pod %s released onto %q (gates %v), want %q", p.Name, got, p.Spec.SchedulingGates, tc.wantDomain)
+				}
+				for _, o := range tc.others {
+					if gate.PinnedNode(p) == o.Spec.NodeName {
+						t.Errorf("Pod %s pinned to Node %s, which Pod %s/%s takes", p.Name, o.Spec.NodeName, o.Namespace, o.Name)
+					}
+				}
+			}
+		})
+	}
+}
