@@ -28,6 +28,7 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
@@ -37,9 +38,6 @@ import (
 
 	"github.com/ray-tpu/tpu-slice-operator/internal/lifecycle"
 )
-
-// requestsContainer names the one container a trimmed Pod keeps: its effective requests.
-const requestsContainer = "requests"
 
 // Selector selects the Pods bound to a Node that have not finished: the scheduler's view of
 // what a Node holds (a Succeeded or Failed Pod holds nothing).
@@ -58,9 +56,10 @@ func CacheOptions() cache.ByObject {
 
 // Trim keeps of a Pod its name, namespace, UID, resourceVersion, deletion state, phase, the Node it
 // is bound to, its required pod anti-affinity terms (a bound Pod's terms keep a slice off their
-// domain, gate.Excluded) and, as one container's requests, its effective requests
-// (k8s.io/component-helpers' PodRequests: containers, init containers and overhead, as
-// kube-scheduler's NodeResourcesFit counts a Pod on a Node). Everything else is dropped.
+// domain, gate.Excluded) and, as its overhead, its effective requests (k8s.io/component-helpers'
+// PodRequests: containers, init containers and overhead, as kube-scheduler's NodeResourcesFit
+// counts a Pod on a Node; PodRequests of the trimmed Pod is the same). Everything else, every
+// container included, is dropped.
 func Trim(obj any) (any, error) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
@@ -72,11 +71,11 @@ func Trim(obj any) (any, error) {
 			Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID, ResourceVersion: pod.ResourceVersion,
 			DeletionTimestamp: pod.DeletionTimestamp,
 		},
+		// The effective requests as the Pod's overhead, with no container: PodRequests of the
+		// trimmed Pod is the original's, without a Container struct per Pod in the cache.
 		Spec: corev1.PodSpec{
 			NodeName: pod.Spec.NodeName,
-			Containers: []corev1.Container{{Name: requestsContainer, Resources: corev1.ResourceRequirements{
-				Requests: resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}),
-			}}},
+			Overhead: resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}),
 		},
 		Status: corev1.PodStatus{Phase: pod.Status.Phase},
 	}
@@ -95,10 +94,16 @@ type Usage struct {
 	Pods     int64
 }
 
-// entry is one tracked Pod: its Node and requests.
+// amount is one resource of a tracked Pod's requests, in thousandths of its unit.
+type amount struct {
+	name  corev1.ResourceName
+	milli int64
+}
+
+// entry is one tracked Pod: its Node and requests, compact (a ResourceList per Pod costs a map).
 type entry struct {
 	node     string
-	requests corev1.ResourceList
+	requests []amount
 }
 
 // Tracker sums, per Node, the requests of the live Pods bound to it, from the bound Pods'
@@ -146,7 +151,11 @@ func (t *Tracker) set(obj any) {
 	if pod.Spec.NodeName == "" || !lifecycle.PodLive(pod) {
 		return
 	}
-	e := entry{node: pod.Spec.NodeName, requests: resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})}
+	requests := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+	e := entry{node: pod.Spec.NodeName, requests: make([]amount, 0, len(requests))}
+	for name, q := range requests {
+		e.requests = append(e.requests, amount{name: name, milli: q.MilliValue()})
+	}
 	t.pods[pod.UID] = e
 	u := t.nodes[e.node]
 	if u == nil {
@@ -154,10 +163,10 @@ func (t *Tracker) set(obj any) {
 		t.nodes[e.node] = u
 	}
 	u.Pods++
-	for name, q := range e.requests {
-		sum := u.Requests[name]
-		sum.Add(q)
-		u.Requests[name] = sum
+	for _, a := range e.requests {
+		sum := u.Requests[a.name]
+		sum.Add(*resource.NewMilliQuantity(a.milli, resource.DecimalSI))
+		u.Requests[a.name] = sum
 	}
 	if a := pod.Spec.Affinity; a != nil && a.PodAntiAffinity != nil && len(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0 {
 		t.repels[pod.UID] = pod
@@ -177,13 +186,13 @@ func (t *Tracker) remove(uid types.UID) {
 		return
 	}
 	u.Pods--
-	for name, q := range e.requests {
-		sum := u.Requests[name]
-		sum.Sub(q)
+	for _, a := range e.requests {
+		sum := u.Requests[a.name]
+		sum.Sub(*resource.NewMilliQuantity(a.milli, resource.DecimalSI))
 		if sum.IsZero() {
-			delete(u.Requests, name)
+			delete(u.Requests, a.name)
 		} else {
-			u.Requests[name] = sum
+			u.Requests[a.name] = sum
 		}
 	}
 	if u.Pods <= 0 {
