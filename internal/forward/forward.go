@@ -118,6 +118,11 @@ func NewRouter(local Local, peers *Peers, opts Options) *Router {
 // Peers returns the replicas the Router forwards to.
 func (r *Router) Peers() *Peers { return r.peers }
 
+// MinFallback is the least of its deadline a claim must have left to be tried locally after its
+// forward failed: about two claim writes on a loaded API server (docs/performance.md measured
+// one at about 70 ms; the allocator hands no reserved ID to a call with less than 1 s left).
+const MinFallback = 500 * time.Millisecond
+
 // GroupKey is the key a worker group's owner is chosen by.
 func GroupKey(req allocator.Request) string {
 	return req.Namespace + "/" + string(req.ClusterUID) + "/" + req.GroupName
@@ -136,8 +141,15 @@ func (r *Router) Claim(ctx context.Context, req allocator.Request) (allocator.As
 	if !ok || owner == r.peers.Self() {
 		return r.local.Claim(ctx, req)
 	}
-	// The owner gets two thirds of the budget: the rest is for claiming locally if it fails.
-	fctx, fcancel := context.WithTimeout(ctx, r.opts.Timeout*2/3)
+	// The owner gets two thirds of what is left of the admission's deadline (at most two thirds
+	// of the claim timeout): the rest is for claiming locally if it fails (docs/spec.md §5). An
+	// admission that comes late (its deadline started before the webhook was called, or its
+	// earlier reads took long) would otherwise leave its fallback nothing.
+	budget := r.opts.Timeout * 2 / 3
+	if d, ok := ctx.Deadline(); ok {
+		budget = min(budget, time.Until(d)*2/3) // a context's deadline is on the real clock
+	}
+	fctx, fcancel := context.WithTimeout(ctx, budget)
 	start := r.opts.Clock.Now()
 	assignment, err := r.forward(fctx, owner, req)
 	fcancel()
@@ -148,6 +160,13 @@ func (r *Router) Claim(ctx context.Context, req allocator.Request) (allocator.As
 			return allocator.Assignment{}, denied
 		}
 		return assignment, nil
+	}
+	if d, ok := ctx.Deadline(); ok && time.Until(d) < MinFallback {
+		// Too little is left for a local claim to be worth its writes: deny, saying why.
+		r.count(metrics.ForwardFallback, start)
+		return allocator.Assignment{}, &allocator.DeniedError{Transient: true, Message: fmt.Sprintf(
+			"forwarding the claim to the worker group's owner %s failed (%v) and %s of the admission's deadline is left, less than the %s a local claim needs",
+			owner, err, max(time.Until(d), 0).Round(time.Millisecond), MinFallback)}
 	}
 	r.count(metrics.ForwardFallback, start)
 	r.opts.Log.Info("Forwarding a claim to its owner failed, claiming locally", "owner", owner,

@@ -362,3 +362,79 @@ func TestFileToken(t *testing.T) {
 		t.Error("FileToken() of a missing file: no error")
 	}
 }
+
+// slowClaimer answers after delay, or when its context ends.
+type slowClaimer struct {
+	fakeClaimer
+	delay time.Duration
+}
+
+func (s *slowClaimer) Claim(ctx context.Context, req allocator.Request) (allocator.Assignment, error) {
+	select {
+	case <-time.After(s.delay):
+	case <-ctx.Done():
+		return allocator.Assignment{}, ctx.Err()
+	}
+	return s.fakeClaimer.Claim(ctx, req)
+}
+
+// localDeadline records how much of its deadline the local claim was given.
+type localDeadline struct {
+	fakeClaimer
+	left time.Duration
+}
+
+func (l *localDeadline) Claim(ctx context.Context, req allocator.Request) (allocator.Assignment, error) {
+	if d, ok := ctx.Deadline(); ok {
+		l.left = time.Until(d)
+	}
+	return l.fakeClaimer.Claim(ctx, req)
+}
+
+// TestRouterLeavesTheFallbackItsTime: a late admission (most of its claim timeout already spent)
+// forwarded to an owner that does not answer still has a third of what was left for its local
+// fallback, instead of a fallback that starts expired; an admission with too little left for any
+// fallback is denied as transient with a message that says why (docs/spec.md §5).
+func TestRouterLeavesTheFallbackItsTime(t *testing.T) {
+	cert := newCert(t)
+	cases := map[string]struct {
+		left          time.Duration
+		wantFallback  bool
+		wantMinLocal  time.Duration
+		wantDenialHas string
+	}{
+		"3 s of a 5 s timeout left: the forward gets 2 s, the fallback at least 1 s": {
+			left: 3 * time.Second, wantFallback: true, wantMinLocal: 900 * time.Millisecond,
+		},
+		"600 ms left: the forward gets 400 ms, and what is left is too little for a fallback": {
+			left: 600 * time.Millisecond, wantDenialHas: "less than the 500ms a local claim needs",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			o := startOwner(t, cert, &fakeClaimer{})
+			o.router.local = &slowClaimer{delay: time.Minute}
+			local := &localDeadline{fakeClaimer: fakeClaimer{assignment: allocator.Assignment{SliceName: "rc-tpu-0", WorkerID: 1}}}
+			r := newCaller(cert, local, o.addr())
+			ctx, cancel := context.WithTimeout(t.Context(), tc.left)
+			defer cancel()
+			_, err := r.Claim(ctx, request())
+			if !tc.wantFallback {
+				var denied *allocator.DeniedError
+				if !errors.As(err, &denied) || !denied.Transient || !strings.Contains(err.Error(), tc.wantDenialHas) {
+					t.Fatalf("Claim() error = %v, want a transient denial saying %q", err, tc.wantDenialHas)
+				}
+				if n := len(local.tokens()); n != 0 {
+					t.Errorf("claimed locally %d times, want 0", n)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Claim() error = %v, want the local fallback's assignment", err)
+			}
+			if local.left < tc.wantMinLocal {
+				t.Errorf("the local fallback had %s of its deadline, want at least %s", local.left, tc.wantMinLocal)
+			}
+		})
+	}
+}
