@@ -203,8 +203,8 @@ func TestPodWebhookLargestLegalSliceCost(t *testing.T) {
 		hosts int32
 		v7x   bool
 	}{
-		"tpu7x 16x24x24 with 4 one-chip containers (2,304 hosts)": {
-			pod:   tpuWorkerPod(v7x, "16x24x24", 1).Container("ray-worker-1", 1).Container("ray-worker-2", 1).Container("ray-worker-3", 1).Obj(),
+		"tpu7x 16x24x24 with 2 two-chip containers (2,304 hosts)": {
+			pod:   tpuWorkerPod(v7x, "16x24x24", 2).Container("ray-worker-1", 2).Obj(),
 			hosts: 2304, v7x: true,
 		},
 		"v5p 20x20x24 of 4-chip Pods (2,400 hosts, the limit), multislice": {
@@ -236,6 +236,38 @@ func TestPodWebhookLargestLegalSliceCost(t *testing.T) {
 			}
 			if took > maxAdmissionTime {
 				t.Errorf("Admitting took %s, want at most %s", took, maxAdmissionTime)
+			}
+		})
+	}
+}
+
+// TestPodWebhookDeniesPodsThatCannotStart: a Pod whose host lists no form fits in one
+// environment entry (Linux's MAX_ARG_STRLEN) could never start its container: it is denied
+// permanently before its claim, naming the variable (docs/spec.md §4, "Every admitted Pod can
+// start"). Before issue 44 the first case was admitted with a TPU_PROCESS_ADDRESSES of 373 KB.
+func TestPodWebhookDeniesPodsThatCannotStart(t *testing.T) {
+	cases := map[string]struct {
+		pod         *corev1.Pod
+		wantMessage string
+	}{
+		"tpu7x 16x24x24 with 4 one-chip containers (2,304 hosts, 9,216 libtpu processes)": {
+			pod:         tpuWorkerPod(v7x, "16x24x24", 1).Container("ray-worker-1", 1).Container("ray-worker-2", 1).Container("ray-worker-3", 1).Obj(),
+			wantMessage: "TPU_PROCESS_ADDRESSES of a slice of 2304 hosts with 4 TPU container(s) per Pod would be",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			stub := &stubClaimer{assignment: allocator.Assignment{SliceName: slice0, Replica: 0, WorkerID: 0, Token: "new"}}
+			w := newPodWebhook(stub)
+			resp, _, _ := handle(t, w, tc.pod)
+			if resp.Allowed {
+				t.Fatalf("Handle() allowed the Pod, want it denied")
+			}
+			if !strings.Contains(resp.Result.Message, tc.wantMessage) {
+				t.Errorf("denial %q, want it to say %q", resp.Result.Message, tc.wantMessage)
+			}
+			if len(stub.claims) != 0 {
+				t.Errorf("Claims %+v, want none: the Pod is denied before its claim", stub.claims)
 			}
 		})
 	}

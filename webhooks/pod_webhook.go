@@ -77,6 +77,8 @@ type podWebhook struct {
 	// writes the ConfigMaps of the slices it puts in one (nil: every Pod gets its lists inline).
 	hostListsAbove int32
 	hostLists      *hostListsWriter
+	// clusterDomain is the cluster's DNS domain (tpuenv.DNSSearchDomain).
+	clusterDomain string
 }
 
 var _ admission.Defaulter[*corev1.Pod] = &podWebhook{}
@@ -189,6 +191,14 @@ func (w *podWebhook) parse(namespace string, pod *corev1.Pod) (workerPod, error)
 	}
 	indexes, err := kubeRayIndexes(pod)
 	if err != nil {
+		return workerPod{}, deny("TPU worker Pod of RayCluster %s group %s: %v", cluster, group, err)
+	}
+	// Before the claim: a Pod whose host lists no form fits in one environment entry could never
+	// start (docs/spec.md §4). Its replica is KubeRay's index, or 0 until the claim says (a
+	// replica of more digits is checked again once claimed, with the whole environment).
+	probe := tpuenv.Values{GroupName: group, ReplicaIndex: ptr.Deref(indexes.ReplicaIndex, 0), Hosts: slice.Hosts, Subdomain: subdomain,
+		V7x: topology.IsV7x(slice.Accelerator)}
+	if err := tpuenv.HostListsFit(probe, len(slice.TPUContainers)); err != nil {
 		return workerPod{}, deny("TPU worker Pod of RayCluster %s group %s: %v", cluster, group, err)
 	}
 	_, clusterUID, _ := identity.Owner(pod)
@@ -310,7 +320,18 @@ func (w *podWebhook) assign(ctx context.Context, req admission.Request, worker w
 			vals.HostListsInConfigMap = false
 		}
 	}
+	vals.DNSSearch = tpuenv.DNSSearchDomain(worker.subdomain, req.Namespace, w.clusterDomain)
+	if err := tpuenv.HostListsFit(vals, len(worker.slice.TPUContainers)); err != nil {
+		// Only a replica index of more digits than the check before the claim took gets here:
+		// the claim is left to the pending TTL, as any denied Pod's (docs/spec.md §8).
+		log.Info("TPU worker Pod denied: its host lists cannot be passed to a container", "err", err)
+		return deny("TPU worker Pod of RayCluster %s group %s: %v", request.ClusterName, request.GroupName, err)
+	}
 	tpuenv.Apply(worker.pod, vals, worker.slice.TPUContainers)
+	if err := tpuenv.ExecFits(worker.pod, vals, worker.slice.TPUContainers); err != nil {
+		log.Info("TPU worker Pod denied: its containers could not start", "err", err)
+		return deny("TPU worker Pod of RayCluster %s group %s: %v", request.ClusterName, request.GroupName, err)
+	}
 	log.V(1).Info("Assigned TPU worker ID", "slice", assignment.SliceName, "replica", assignment.Replica,
 		"workerID", assignment.WorkerID, "affinityTopologyKey", vals.AffinityTopologyKey, "placedBy", affinity.Source.String(),
 		"placement", assignment.Placement, "dryRun", dryRun)

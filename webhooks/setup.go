@@ -36,6 +36,7 @@ import (
 	"github.com/ray-tpu/tpu-slice-operator/internal/allocator"
 	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
 	"github.com/ray-tpu/tpu-slice-operator/internal/nodes"
+	"github.com/ray-tpu/tpu-slice-operator/internal/tpuenv"
 	"github.com/ray-tpu/tpu-slice-operator/internal/validation"
 )
 
@@ -80,6 +81,9 @@ type Options struct {
 	// more hosts take their host lists from the slice's ConfigMap (tpuenv.HostListsInConfigMap:
 	// 0 is tpuenv.DefaultHostListsConfigMapAbove, a negative value never).
 	HostListsConfigMapAbove int32
+	// ClusterDomain is --cluster-domain, the cluster's DNS domain (tpuenv.DefaultClusterDomain
+	// when empty): the search domain of a Pod whose host lists name bare hostnames ends in it.
+	ClusterDomain string
 }
 
 // Setup registers the Pod webhook, which claims through claimer and plans through planner, and the
@@ -102,7 +106,7 @@ func Setup(mgr ctrl.Manager, claimer Claimer, planner Planner, opts Options) err
 	mgr.GetWebhookServer().Register(podPath, &admission.Webhook{
 		Handler: &podWebhook{planner: planner, claimer: claimer, clusters: mgr.GetClient(), live: mgr.GetAPIReader(), nodes: tpuNodes,
 			maxHosts: opts.MaxSliceHosts, mode: opts.SlicePlacement, timeout: opts.Timeout, metrics: cmp.Or(opts.Metrics, metrics.Default),
-			hostListsAbove: opts.HostListsConfigMapAbove, hostLists: newHostListsWriter(mgr.GetClient(), mgr.GetClient(), mgr.GetAPIReader())},
+			hostListsAbove: opts.HostListsConfigMapAbove, clusterDomain: cmp.Or(opts.ClusterDomain, tpuenv.DefaultClusterDomain), hostLists: newHostListsWriter(mgr.GetClient(), mgr.GetClient(), mgr.GetAPIReader())},
 		LogConstructor: podLogConstructor,
 	})
 	return ctrl.NewWebhookManagedBy(mgr, &rayv1.RayCluster{}).

@@ -83,7 +83,7 @@ func HostListsConfigMap(namespace string, vals Values, n int) *corev1.ConfigMap 
 	if processAddressesApply(vals, n) {
 		data[constants.EnvProcessAddresses] = lists.processAddresses()
 	}
-	if torchAddressesApply(vals) {
+	if torchAddressesApply(vals, lists.short) {
 		data[constants.EnvTorchSlicebuilderAddresses] = lists.torchSlicebuilderAddresses()
 	}
 	return &corev1.ConfigMap{

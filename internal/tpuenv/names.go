@@ -33,6 +33,16 @@ func WorkerHostnames(group string, replica, hosts int32, subdomain string) strin
 	return strings.Join(names, ",")
 }
 
+// shortWorkerHostnames is the short form of the TPU_WORKER_HOSTNAMES value of vals
+// (ShortHostNames): the bare hostnames, comma-joined.
+func shortWorkerHostnames(vals Values) string {
+	names := make([]string, 0, max(vals.Hosts, 0))
+	for h := range vals.Hosts {
+		names = append(names, naming.Hostname(vals.GroupName, vals.ReplicaIndex, h))
+	}
+	return strings.Join(names, ",")
+}
+
 // tpuName returns the TPU_NAME value of a replica: the raw "<group>-<replica>".
 func tpuName(group string, replica int32) string {
 	return group + "-" + itoa(replica)

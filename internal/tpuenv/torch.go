@@ -23,7 +23,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
-	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
 )
 
 // torchDims is the number of mesh dimensions TORCH_TPU_TOPOLOGY names before v7x's core dimension.
@@ -64,16 +63,19 @@ func TorchTopology(dims []int32, v7x bool) string {
 // "localhost" for a single-host slice, else "<Hostname(group, replica, h)>.<subdomain>", the names
 // of TPU_WORKER_HOSTNAMES. It returns "" when vals has no hosts or no chips per host.
 func TorchSlicebuilderAddresses(vals Values) string {
+	return torchSlicebuilderAddresses(vals, false)
+}
+
+// torchSlicebuilderAddresses is TorchSlicebuilderAddresses with each host named by
+// hostAddr(vals, h, short): bare hostnames in the short form (ShortHostNames).
+func torchSlicebuilderAddresses(vals Values, short bool) string {
 	perHost := torchProcessesPerHost(vals)
 	if vals.Hosts < 1 || perHost < 1 {
 		return ""
 	}
 	addrs := make([]string, 0, int64(vals.Hosts)*perHost)
 	for h := range vals.Hosts {
-		host := "localhost"
-		if vals.multiHost() {
-			host = naming.Hostname(vals.GroupName, vals.ReplicaIndex, h) + "." + vals.Subdomain
-		}
+		host := hostAddr(vals, h, short)
 		for p := range perHost {
 			addrs = append(addrs, host+":"+strconv.FormatInt(constants.TorchSlicebuilderPortBase+p, 10))
 		}
@@ -81,28 +83,20 @@ func TorchSlicebuilderAddresses(vals Values) string {
 	return strings.Join(addrs, ",")
 }
 
-// maxEnvEntry is the longest one environment entry can be: Linux's MAX_ARG_STRLEN, 32 pages of
-// 4 KiB, counting "NAME=value" and its terminating NUL. A container whose env holds a longer one
-// cannot be started: execve fails with E2BIG ("argument list too long").
-const maxEnvEntry = 32 * 4096
-
 // torchAddressesFit reports whether TORCH_TPU_SLICEBUILDER_ADDRESSES of the slice of vals can be passed
-// to a container at all (maxEnvEntry), bounding its length by the longest address times their
+// to a container at all (MaxEnvEntry), in the host form short, bounding its length by the longest address times their
 // number without building it. It lists every chip of the slice (every TensorCore on v7x), about 35
 // bytes each, so past about 3,700 of them, around 900 hosts of 4 chips, it cannot: the operator
 // then writes neither TorchTPU variable (docs/spec.md §4), and the Pod stays small.
-func torchAddressesFit(vals Values) bool {
+func torchAddressesFit(vals Values, short bool) bool {
 	perHost := torchProcessesPerHost(vals)
 	if vals.Hosts < 1 || perHost < 1 {
 		return true
 	}
-	host := "localhost"
-	if vals.multiHost() {
-		host = naming.Hostname(vals.GroupName, vals.ReplicaIndex, vals.Hosts-1) + "." + vals.Subdomain
-	}
+	host := hostAddr(vals, vals.Hosts-1, short)
 	longest := int64(len(host)) + 1 + int64(len(strconv.FormatInt(constants.TorchSlicebuilderPortBase+perHost-1, 10)))
 	total := int64(vals.Hosts)*perHost*(longest+1) - 1
-	return int64(len(constants.EnvTorchSlicebuilderAddresses))+1+total+1 <= maxEnvEntry
+	return int64(len(constants.EnvTorchSlicebuilderAddresses))+1+total+1 <= MaxEnvEntry
 }
 
 // torchProcessesPerHost is the number of torch_tpu slice-builder processes of one host of vals.
@@ -118,7 +112,7 @@ func torchProcessesPerHost(vals Values) int64 {
 // valueFrom: the user configures torch_tpu), nor when vals does not describe the slice's shape.
 func addTorchEnv(env []corev1.EnvVar, lists *hostLists) []corev1.EnvVar {
 	vals := lists.vals
-	if hasEnv(env, constants.EnvTorchTopology) || !torchAddressesApply(vals) {
+	if hasEnv(env, constants.EnvTorchTopology) || !torchAddressesApply(vals, lists.short) {
 		return env
 	}
 	env = addEnv(env, constants.EnvTorchTopology, TorchTopology(vals.Topology, vals.V7x))
@@ -130,7 +124,7 @@ func addTorchEnv(env []corev1.EnvVar, lists *hostLists) []corev1.EnvVar {
 
 // torchAddressesApply reports whether the slice of vals gets the TorchTPU variables at all: its
 // shape is known (a topology and chips per host) and its addresses fit in one environment entry.
-func torchAddressesApply(vals Values) bool {
+func torchAddressesApply(vals Values, short bool) bool {
 	return TorchTopology(vals.Topology, vals.V7x) != "" && vals.Hosts >= 1 && torchProcessesPerHost(vals) >= 1 &&
-		torchAddressesFit(vals)
+		torchAddressesFit(vals, short)
 }

@@ -81,6 +81,10 @@ type Values struct {
 	// slice's ConfigMap (HostListsConfigMap) through valueFrom.configMapKeyRef instead of inline
 	// values, so that the Pod's size does not grow with the slice (docs/spec.md §4).
 	HostListsInConfigMap bool
+	// DNSSearch is the search domain (DNSSearchDomain) under which the bare hostnames of the
+	// slice's Pods resolve. Apply adds it to spec.dnsConfig.searches of a Pod whose host lists take
+	// the short form (ShortHostNames: the qualified ones would not fit in one environment entry).
+	DNSSearch string
 }
 
 // multiHost reports whether vals belong to a slice of more than one host.
@@ -116,6 +120,9 @@ func Apply(pod *corev1.Pod, vals Values, tpuContainers []int) {
 		}
 	}
 	lists := newHostLists(vals, len(tpuContainers))
+	if lists.short && vals.DNSSearch != "" {
+		addDNSSearch(pod, vals.DNSSearch)
+	}
 	for c, i := range tpuContainers {
 		container := &pod.Spec.Containers[i]
 		container.Env = applyEnv(container.Env, lists, c)
@@ -130,12 +137,14 @@ type hostLists struct {
 	n    int
 	// configMap is the name of the ConfigMap the lists are taken from ("" for inline values).
 	configMap string
+	// short names each host by its bare hostname (ShortHostNames).
+	short bool
 
 	hostnames, processAddrs, torchAddrs *string
 }
 
 func newHostLists(vals Values, n int) *hostLists {
-	l := &hostLists{vals: vals, n: n}
+	l := &hostLists{vals: vals, n: n, short: ShortHostNames(vals, n)}
 	if vals.HostListsInConfigMap && vals.multiHost() {
 		l.configMap = HostListsConfigMapName(vals, n)
 	}
@@ -162,16 +171,19 @@ func once(slot **string, build func() string) string {
 
 func (l *hostLists) workerHostnames() string {
 	return once(&l.hostnames, func() string {
+		if l.short {
+			return shortWorkerHostnames(l.vals)
+		}
 		return WorkerHostnames(l.vals.GroupName, l.vals.ReplicaIndex, l.vals.Hosts, l.vals.Subdomain)
 	})
 }
 
 func (l *hostLists) processAddresses() string {
-	return once(&l.processAddrs, func() string { return processAddresses(l.vals, l.n) })
+	return once(&l.processAddrs, func() string { return processAddresses(l.vals, l.n, l.short) })
 }
 
 func (l *hostLists) torchSlicebuilderAddresses() string {
-	return once(&l.torchAddrs, func() string { return TorchSlicebuilderAddresses(l.vals) })
+	return once(&l.torchAddrs, func() string { return torchSlicebuilderAddresses(l.vals, l.short) })
 }
 
 func applyMetadata(pod *corev1.Pod, vals Values) {
@@ -252,14 +264,12 @@ func processAddressesApply(vals Values, n int) bool {
 
 // processAddresses returns the TPU_PROCESS_ADDRESSES value of a v7x slice with n TPU containers
 // per host: for each host, then each container k, "<hostname>.<subdomain>:<8471+k>"; on a
-// single host, whose Pod has no DNS name, "localhost:<8471+k>".
-func processAddresses(vals Values, n int) string {
+// single host, whose Pod has no DNS name, "localhost:<8471+k>". In the short form each host is
+// its bare hostname (hostAddr).
+func processAddresses(vals Values, n int, short bool) string {
 	addrs := make([]string, 0, int(vals.Hosts)*n)
 	for h := range vals.Hosts {
-		host := "localhost"
-		if vals.multiHost() {
-			host = naming.Hostname(vals.GroupName, vals.ReplicaIndex, h) + "." + vals.Subdomain
-		}
+		host := hostAddr(vals, h, short)
 		for k := range n {
 			addrs = append(addrs, host+":"+strconv.Itoa(constants.ProcessPortBase+k))
 		}

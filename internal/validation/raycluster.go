@@ -32,11 +32,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
 	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
 	"github.com/ray-tpu/tpu-slice-operator/internal/placement"
 	"github.com/ray-tpu/tpu-slice-operator/internal/topology"
+	"github.com/ray-tpu/tpu-slice-operator/internal/tpuenv"
 )
 
 var workerGroupsPath = field.NewPath("spec", "workerGroupSpecs")
@@ -177,6 +179,17 @@ func (v *Validator) validateWorkerGroup(ctx context.Context, rc *rayv1.RayCluste
 		errs = append(errs, field.Invalid(path.Child("numOfHosts"), group.NumOfHosts,
 			fmt.Sprintf("topology %s%s has %d chips and each Pod requests %d, so the slice needs numOfHosts %d",
 				slice.Topology, topologySource(slice), slice.Topology.Chips(), slice.ChipsPerPod, slice.Hosts)))
+	}
+	if len(errs) == 0 {
+		// The Pod webhook denies a Pod whose host lists cannot be passed to its container; so is
+		// the group whose Pods they would be, rather than every replica KubeRay creates of it
+		// (docs/spec.md §4, §6). The largest replica index has the longest hostnames.
+		replicas := max(ptr.Deref(group.Replicas, 0), ptr.Deref(group.MaxReplicas, 0), ptr.Deref(group.MinReplicas, 0), 1)
+		probe := tpuenv.Values{GroupName: group.GroupName, ReplicaIndex: replicas - 1, Hosts: slice.Hosts,
+			Subdomain: naming.HeadlessServiceName(rc.Name), V7x: topology.IsV7x(slice.Accelerator)}
+		if err := tpuenv.HostListsFit(probe, len(slice.TPUContainers)); err != nil {
+			errs = append(errs, field.Invalid(path.Child("numOfHosts"), group.NumOfHosts, err.Error()))
+		}
 	}
 	if slice.Hosts > 1 {
 		subdomain := naming.HeadlessServiceName(rc.Name)

@@ -143,6 +143,14 @@ func TestValidateRayCluster(t *testing.T) {
 			rc: testutil.MakeRayCluster("rc", ns).TPUGroup("tpu", v7x, "2x2x2", 2, 2, 1).
 				GroupContainer(0, "second", 2).Obj(),
 		},
+		"a tpu7x group whose Pods' host lists no environment entry holds is invalid (issue 44)": {
+			rc: testutil.MakeRayCluster("rc", ns).TPUGroup("tpu", v7x, "16x24x24", 1, 2304, 1).
+				GroupContainer(0, "second", 1).GroupContainer(0, "third", 1).GroupContainer(0, "fourth", 1).Obj(),
+			wantErrs: field.ErrorList{field.Invalid(group0.Child("numOfHosts"), int32(2304),
+				`TPU_PROCESS_ADDRESSES of a slice of 2304 hosts with 4 TPU container(s) per Pod would be 143038 bytes even with bare hostnames ("tpu-3-2303"): `+
+					"more than the 131072 bytes Linux allows one environment entry, so the container could not start; "+
+					"request the host's TPU chips in one container instead of 4 (one libtpu process per host), use a shorter worker group name, or fewer hosts per slice")},
+		},
 		"numOfHosts disagreeing with the topology names the topology, the chips and the right count": {
 			rc:       testutil.MakeRayCluster("rc", ns).TPUGroup("tpu", v6e, "4x4", 4, 2, 1).Obj(),
 			wantErrs: field.ErrorList{wrongHosts(group0, 2)},
