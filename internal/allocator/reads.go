@@ -82,6 +82,12 @@ func overlayOwnWrites(current claims.Slices, written map[int32]ownWrite) {
 		cachedVersion := ""
 		if cached := current[replica]; cached != nil {
 			cachedVersion = cached.ResourceVersion
+			// The cache has seen the slice: its absence from now on is a deletion, never a
+			// create of this process's the cache is behind (docs/spec.md §3.5).
+			if i := slices.Index(w.over, ""); i >= 0 {
+				w.over = slices.Delete(slices.Clone(w.over), i, i+1)
+				written[replica] = w
+			}
 		}
 		if slices.Contains(w.over, cachedVersion) {
 			current[replica] = w.slice.DeepCopy()

@@ -305,9 +305,29 @@ func (a *Allocator) stillStored(ctx context.Context, q *queue, namespace string,
 	case err != nil:
 		return false
 	}
-	if w, ok := q.written[replica]; ok && w.slice != nil && slices.Contains(w.over, cachedVersion) {
-		slice = w.slice
-	} else if err != nil {
+	w, ok := q.written[replica]
+	switch {
+	case ok && w.slice != nil && err == nil:
+		// The cache has seen the slice: from now on its absence there means it was deleted, not
+		// that the cache is behind this process's create of it (docs/spec.md §3.5).
+		if i := slices.Index(w.over, ""); i >= 0 {
+			w.over = slices.Delete(slices.Clone(w.over), i, i+1)
+			q.written[replica] = w
+		}
+		if slices.Contains(w.over, cachedVersion) {
+			slice = w.slice
+		}
+	case ok && w.slice != nil && slices.Contains(w.over, ""):
+		// The cache shows no slice, and this process created it: the cache may not have seen the
+		// create yet, or the slice was deleted since (by hand, or by the reconciler). Memory
+		// cannot tell the two apart, so a live read decides: an ID is handed out only from a
+		// slice that is there (docs/spec.md §3.5).
+		live := &tpuv1alpha1.TPUSliceAssignment{}
+		if err := a.reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: r.sliceName}, live); err != nil {
+			return false
+		}
+		slice = live
+	case err != nil:
 		return false
 	}
 	if slice.UID != r.sliceUID || len(slice.Status.MalformedLines) > 0 {

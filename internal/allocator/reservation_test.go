@@ -753,3 +753,33 @@ func TestReservationsNoHandOutBesideAClaimWrite(t *testing.T) {
 		t.Errorf("worker ID %d handed out under %q, stored under %q", got.as.WorkerID, got.as.Token, stored.Token)
 	}
 }
+
+// TestReservationsSliceDeletedByHand: the owner created the slice, so its memory of its own write
+// says "the cache may not show it yet". Once the slice is deleted (by a user) and the cache shows
+// it gone, that memory never makes it live again: no ID of the deleted slice is handed out with no
+// write, and the ID the request gets is stored in a slice that is there (docs/spec.md §3.5).
+func TestReservationsSliceDeletedByHand(t *testing.T) {
+	c := newClient(t, interceptor.Funcs{}, rayClusterOf(16, 1))
+	a := reservingAllocator(c, clocktesting.NewFakeClock(now))
+	if _, err := a.Claim(t.Context(), request(16)); err != nil {
+		t.Fatal(err)
+	}
+	deleted := &tpuv1alpha1.TPUSliceAssignment{}
+	if err := c.Get(t.Context(), client.ObjectKey{Namespace: testNS, Name: sliceName(0)}, deleted); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(t.Context(), deleted); err != nil {
+		t.Fatal(err)
+	}
+	writes := metrics.Value(a.m.Writes)
+	as, err := a.Claim(t.Context(), request(16))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if metrics.Value(a.m.Writes) == writes {
+		t.Errorf("worker ID %d was handed out from the deleted slice's reservation, with no write", as.WorkerID)
+	}
+	if got := storedClaims(t, c, 0)[as.WorkerID].Token; got != as.Token {
+		t.Errorf("worker ID %d handed out under %q, stored under %q", as.WorkerID, as.Token, got)
+	}
+}
