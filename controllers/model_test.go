@@ -663,8 +663,13 @@ func (m *model) holdsClaim(p *admittedPod) bool {
 	if err := m.w.base.Get(m.ctx, types.NamespacedName{Namespace: modelNS, Name: p.a.SliceName}, slice); err != nil {
 		return false
 	}
+	// A reserved ID's Pod carries the secret its claim's seal is stored under (docs/spec.md §3.5).
+	stored := p.a.Token
+	if strings.HasPrefix(stored, identity.SecretPrefix) {
+		stored = identity.Seal(stored)
+	}
 	for _, c := range slice.Status.Claims {
-		if c.WorkerID == p.a.WorkerID && (c.PodUID == p.uid || (c.PodUID == "" && c.Token == p.a.Token)) {
+		if c.WorkerID == p.a.WorkerID && (c.PodUID == p.uid || (c.PodUID == "" && c.Token == stored)) {
 			return true
 		}
 	}

@@ -76,6 +76,9 @@ type queue struct {
 	reserved map[int32]*reservation
 	unhanded map[string]unhanded
 	handed   map[string]handedOut
+	// secrets holds, by the token a reserved claim is stored under, the secret its Pod is handed
+	// (identity.Seal), while the token is unhanded.
+	secrets map[string]string
 }
 
 // idle reports whether the queue may be forgotten at now: nothing recent to remember about its
@@ -330,6 +333,7 @@ func (a *Allocator) apply(ctx context.Context, q *queue, pending []*call, p plan
 		written, over, err := a.writeSlice(ctx, req, replica, p.current[replica], w)
 		q.mu.Lock()
 		a.recordReservation(q, replica, maybeStored(ids, err), exhausted, sent, written, err)
+		q.forgetSecrets(ids)
 		if err == nil {
 			q.remember(replica, over, written)
 		}

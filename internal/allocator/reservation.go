@@ -50,6 +50,7 @@ import (
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/claims"
+	"github.com/ray-tpu/tpu-slice-operator/internal/identity"
 	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
 )
 
@@ -276,6 +277,12 @@ func (a *Allocator) take(q *queue, c *call, now time.Time) (Assignment, bool) {
 	}
 	r := q.reserved[replica]
 	token := r.ids[id].token
+	secret, known := q.secrets[token]
+	if !known {
+		// Reserved by a write whose secrets were forgotten (never by this process's hand-outs):
+		// the Pod could not carry a token that proves the claim.
+		return Assignment{}, false
+	}
 	if !a.stillStored(c.ctx, q, c.req.Namespace, replica, r, id, token) {
 		// Someone else's write removed or bound the claim, or left lines that do not parse: the
 		// reservation is not trusted any more, and the slow path plans on the slice as it is.
@@ -283,10 +290,10 @@ func (a *Allocator) take(q *queue, c *call, now time.Time) (Assignment, bool) {
 		return Assignment{}, false
 	}
 	delete(r.ids, id)
-	delete(q.unhanded, token)
+	q.forgetUnhanded(token)
 	r.handed++
 	r.sinceRenewal++
-	return Assignment{SliceName: r.sliceName, SliceUID: r.sliceUID, Replica: replica, WorkerID: id, Token: token,
+	return Assignment{SliceName: r.sliceName, SliceUID: r.sliceUID, Replica: replica, WorkerID: id, Token: secret,
 		AffinityTopologyKey: r.affinityKey, Placement: r.placement}, true
 }
 
@@ -382,7 +389,7 @@ func (a *Allocator) stripOwn(q *queue, current claims.Slices, keepLive bool) cla
 	}
 	for token, u := range q.unhanded {
 		if !seen[token] && now.Sub(u.at) >= forgetUnhandedAfter {
-			delete(q.unhanded, token)
+			q.forgetUnhanded(token)
 		}
 	}
 	return out
@@ -420,7 +427,14 @@ func (a *Allocator) reserve(q *queue, replica, hosts int32, w *claims.Write, pla
 			break
 		}
 		if !taken[id] {
-			out[id] = NewToken()
+			// The claim is stored under the seal of a secret only the Pod it is handed out to
+			// will carry (docs/spec.md §3.5): reading the slice tells no one the token.
+			secret := identity.NewSecret()
+			out[id] = identity.Seal(secret)
+			if q.secrets == nil {
+				q.secrets = map[string]string{}
+			}
+			q.secrets[out[id]] = secret
 		}
 	}
 	if len(out) == 0 {
@@ -447,7 +461,7 @@ func (a *Allocator) recordReservation(q *queue, replica int32, ids map[int32]str
 		// The write stored exactly its claims: every older unhanded token of the slice is gone.
 		for token, u := range q.unhanded {
 			if u.replica == replica {
-				delete(q.unhanded, token)
+				q.forgetUnhanded(token)
 			}
 		}
 	}
@@ -490,7 +504,7 @@ func (a *Allocator) recordRenewal(q *queue, replica int32, ids map[int32]string,
 		}
 		for token, u := range q.unhanded {
 			if id, ok := kept[token]; u.replica == replica && (!ok || id != u.workerID) {
-				delete(q.unhanded, token)
+				q.forgetUnhanded(token)
 			}
 		}
 		if r != nil {
@@ -512,6 +526,22 @@ func (a *Allocator) recordRenewal(q *queue, replica int32, ids map[int32]string,
 		return
 	}
 	a.addBlock(q, r, ids, exhausted, sent)
+}
+
+// forgetUnhanded forgets the unhanded token and its secret. q.mu is held.
+func (q *queue) forgetUnhanded(token string) {
+	delete(q.unhanded, token)
+	delete(q.secrets, token)
+}
+
+// forgetSecrets forgets the secrets of the tokens of ids a write did not leave unhanded (a write
+// the API server refused stored none of them). q.mu is held.
+func (q *queue) forgetSecrets(ids map[int32]string) {
+	for _, token := range ids {
+		if _, ok := q.unhanded[token]; !ok {
+			delete(q.secrets, token)
+		}
+	}
 }
 
 // rememberUnhanded records the tokens of a block a write sent at sent may have stored.
@@ -543,6 +573,7 @@ func (a *Allocator) writeOwn(ctx context.Context, q *queue, req Request, replica
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	a.recordRenewal(q, replica, maybeStored(ids, err), exhausted, sent, written, w.Claims, err)
+	q.forgetSecrets(ids)
 	if err == nil {
 		q.remember(replica, over, written)
 	}

@@ -21,18 +21,22 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
+	"github.com/ray-tpu/tpu-slice-operator/internal/identity"
 	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
 )
 
@@ -42,6 +46,15 @@ const window = 5 * time.Second
 // reservingAllocator returns an Allocator with reservations on whose clock stands at now.
 func reservingAllocator(c client.Client, clk *clocktesting.FakeClock) *Allocator {
 	return New(c, c, Options{Timeout: timeout, Metrics: metrics.New(), Clock: clk, ReservationWindow: window})
+}
+
+// storedToken is the token a claim handed out under token is stored under: the seal of a
+// reserved ID's secret (docs/spec.md §3.5), else token itself.
+func storedToken(token string) string {
+	if strings.HasPrefix(token, identity.SecretPrefix) {
+		return identity.Seal(token)
+	}
+	return token
 }
 
 // storedClaims returns the claims of the stored slice of replica by worker ID.
@@ -88,7 +101,7 @@ func TestReservationsSequential(t *testing.T) {
 			}
 			stored := storedClaims(t, c, 0)
 			for id, token := range got {
-				if stored[id].Token != token {
+				if stored[id].Token != storedToken(token) {
 					t.Errorf("worker ID %d was handed out with token %q; the slice stores %q", id, token, stored[id].Token)
 				}
 			}
@@ -156,7 +169,7 @@ func TestReservationsRenewedBeforeTheWindowEnds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if firstBlock[second.WorkerID].Token != second.Token {
+	if firstBlock[second.WorkerID].Token != storedToken(second.Token) {
 		t.Fatalf("inside the window, the claim got worker ID %d under %q, not an ID of the first block", second.WorkerID, second.Token)
 	}
 	waitFor(t, func() bool { return metrics.Value(a.m.Renewals) == 1 })
@@ -191,7 +204,7 @@ func TestReservationsRenewedBeforeTheWindowEnds(t *testing.T) {
 	if firstTokens[third.Token] {
 		t.Errorf("past its window, worker ID %d was handed out under the first block's token %q", third.WorkerID, third.Token)
 	}
-	if stored := storedClaims(t, c, 0); stored[third.WorkerID].Token != third.Token {
+	if stored := storedClaims(t, c, 0); stored[third.WorkerID].Token != storedToken(third.Token) {
 		t.Errorf("worker ID %d handed out under %q, stored under %q", third.WorkerID, third.Token, stored[third.WorkerID].Token)
 	}
 	if third.WorkerID == first.WorkerID || third.WorkerID == second.WorkerID {
@@ -257,7 +270,7 @@ func TestReservationsHandOutsDuringARenewal(t *testing.T) {
 	}
 	stored := storedClaims(t, c, 0)
 	for id, token := range got {
-		if stored[id].Token != token {
+		if stored[id].Token != storedToken(token) {
 			t.Errorf("worker ID %d handed out under %q, stored under %q after the renewal", id, token, stored[id].Token)
 		}
 	}
@@ -296,7 +309,7 @@ func TestReservationsWindow(t *testing.T) {
 		t.Errorf("a claim past the window made %v writes, want 1", metrics.Value(a.m.Writes)-writes)
 	}
 	for _, cl := range reserved {
-		if cl.Token == second.Token {
+		if cl.Token == storedToken(second.Token) {
 			t.Fatalf("past the window, worker ID %d was handed out under the expired token %q", second.WorkerID, cl.Token)
 		}
 	}
@@ -306,7 +319,7 @@ func TestReservationsWindow(t *testing.T) {
 			t.Errorf("worker ID %d still stored under the expired, unhanded token %q", id, cl.Token)
 		}
 	}
-	if stored[first.WorkerID].Token != first.Token || stored[second.WorkerID].Token != second.Token {
+	if stored[first.WorkerID].Token != storedToken(first.Token) || stored[second.WorkerID].Token != storedToken(second.Token) {
 		t.Errorf("the handed-out claims are not stored: %v", stored)
 	}
 }
@@ -337,7 +350,7 @@ func TestReservationsFencing(t *testing.T) {
 	if err != nil || held.WorkerID != 1 {
 		t.Fatalf("the holder's claim of its reserved ID 1 = %+v, %v", held, err)
 	}
-	if got := storedClaims(t, c, 0)[1].Token; got != held.Token {
+	if got := storedClaims(t, c, 0)[1].Token; got != storedToken(held.Token) {
 		t.Errorf("worker ID 1 stored under %q, handed out under %q", got, held.Token)
 	}
 }
@@ -454,7 +467,7 @@ func TestReservationsOtherWriters(t *testing.T) {
 			if metrics.Value(a.m.Writes) == writes {
 				t.Errorf("the claim was answered from the reservation, with no write")
 			}
-			if got := storedClaims(t, c, 0)[as.WorkerID].Token; got != as.Token {
+			if got := storedClaims(t, c, 0)[as.WorkerID].Token; got != storedToken(as.Token) {
 				t.Errorf("worker ID %d handed out under %q, stored under %q", as.WorkerID, as.Token, got)
 			}
 		})
@@ -584,7 +597,7 @@ func TestReservationsGiveBack(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if got := storedClaims(t, c, 0)[first.WorkerID].Token; got != first.Token {
+	if got := storedClaims(t, c, 0)[first.WorkerID].Token; got != storedToken(first.Token) {
 		t.Errorf("the give-back removed the handed-out claim: %q", got)
 	}
 	waitFor(t, func() bool { return metrics.Value(a.m.GiveBacks) >= 1 }) // counted just after the write
@@ -627,7 +640,7 @@ func TestReservationsConcurrentReplicas(t *testing.T) {
 	for key, token := range got {
 		var replica, id int32
 		_, _ = fmt.Sscanf(key, "%d/%d", &replica, &id)
-		if stored := storedClaims(t, c, replica)[id].Token; stored != token {
+		if stored := storedClaims(t, c, replica)[id].Token; stored != storedToken(token) {
 			t.Errorf("replica %d worker ID %d handed out under %q, stored under %q", replica, id, token, stored)
 		}
 	}
@@ -690,7 +703,7 @@ func TestReservationsGiveBackQueuedDuringARetry(t *testing.T) {
 					t.Errorf("worker ID %d stored under token %q: a give-back was planned as a claim", id, cl.Token)
 				}
 			}
-			if got := storedClaims(t, c, 0)[as.WorkerID].Token; got != as.Token {
+			if got := storedClaims(t, c, 0)[as.WorkerID].Token; got != storedToken(as.Token) {
 				t.Errorf("worker ID %d handed out under %q, stored under %q", as.WorkerID, as.Token, got)
 			}
 		})
@@ -749,7 +762,7 @@ func TestReservationsNoHandOutBesideAClaimWrite(t *testing.T) {
 	if got.err != nil {
 		t.Fatal(got.err)
 	}
-	if stored := storedClaims(t, c, 0)[got.as.WorkerID]; stored.Token != got.as.Token {
+	if stored := storedClaims(t, c, 0)[got.as.WorkerID]; stored.Token != storedToken(got.as.Token) {
 		t.Errorf("worker ID %d handed out under %q, stored under %q", got.as.WorkerID, got.as.Token, stored.Token)
 	}
 }
@@ -779,7 +792,63 @@ func TestReservationsSliceDeletedByHand(t *testing.T) {
 	if metrics.Value(a.m.Writes) == writes {
 		t.Errorf("worker ID %d was handed out from the deleted slice's reservation, with no write", as.WorkerID)
 	}
-	if got := storedClaims(t, c, 0)[as.WorkerID].Token; got != as.Token {
+	if got := storedClaims(t, c, 0)[as.WorkerID].Token; got != storedToken(as.Token) {
 		t.Errorf("worker ID %d handed out under %q, stored under %q", as.WorkerID, as.Token, got)
+	}
+}
+
+// TestReservedTokenIsNoProofWithoutItsPod: a reserved token is readable in the slice's status
+// before any Pod carries it. A hand-made Pod that copies it is not this admission coming back
+// (Reinvoked is false: the webhook strips it and admits it as a new Pod), whereas the Pod the ID
+// is handed out to proves its claim (docs/spec.md §3.5, §8).
+func TestReservedTokenIsNoProofWithoutItsPod(t *testing.T) {
+	c := newClient(t, interceptor.Funcs{}, rayClusterOf(16, 1))
+	a := reservingAllocator(c, clocktesting.NewFakeClock(now))
+	first, err := a.Claim(t.Context(), request(16))
+	if err != nil {
+		t.Fatal(err)
+	}
+	podWith := func(token string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{tpuv1alpha1.ClaimTokenAnnotation: token}}}
+	}
+	// The lowest reserved ID, the one the next request is handed, as the status shows it.
+	next := tpuv1alpha1.WorkerClaim{WorkerID: -1}
+	for id, cl := range storedClaims(t, c, 0) {
+		if cl.Token != first.Token && cl.PodUID == "" && (next.WorkerID < 0 || id < next.WorkerID) {
+			next = cl
+		}
+	}
+	if next.WorkerID < 0 {
+		t.Fatal("the first claim reserved no ID")
+	}
+	copied := identity.Token(podWith(next.Token))
+	reinvoked, err := a.Reinvoked(t.Context(), testNS, sliceName(0), copied, next.WorkerID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reinvoked {
+		t.Errorf("a hand-made Pod carrying reserved token %q of worker ID %d copied from the status is taken for a re-invocation", next.Token, next.WorkerID)
+	}
+	writes := metrics.Value(a.m.Writes)
+	handed, err := a.Claim(t.Context(), request(16))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if metrics.Value(a.m.Writes) != writes || handed.WorkerID != next.WorkerID {
+		t.Fatalf("Claim = worker ID %d with %v writes, want reserved ID %d with none", handed.WorkerID, metrics.Value(a.m.Writes)-writes, next.WorkerID)
+	}
+	if handed.Token == next.Token {
+		t.Errorf("the Pod is handed the token the status shows, %q", handed.Token)
+	}
+	proof := identity.Token(podWith(handed.Token))
+	if proof != next.Token {
+		t.Errorf("the handed Pod's token reads as %q, want the stored %q", proof, next.Token)
+	}
+	reinvoked, err = a.Reinvoked(t.Context(), testNS, sliceName(0), proof, next.WorkerID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reinvoked {
+		t.Error("the Pod the ID was handed out to is not recognized when the webhook is invoked again")
 	}
 }

@@ -20,6 +20,9 @@ limitations under the License.
 package identity
 
 import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"strconv"
 	"strings"
 
@@ -155,11 +158,43 @@ func ParseTPUName(name string) (group string, replica int32, ok bool) {
 // Token returns the Pod's claim-token annotation, "" without one or when the value cannot name a
 // claim (tpuv1alpha1.ValidToken). It is a hint: a user or a copied manifest can set, edit or remove
 // it (docs/spec.md §8).
+//
+// A token is proof only with its Pod (docs/spec.md §3.5, §8): a reserved ID is stored under the
+// seal of its token (Seal), and only the Pod it is handed out to carries the secret itself. So
+// Token returns the seal of a secret the Pod carries, the claim's stored token, and "" for a Pod
+// that carries a seal (copied from a slice's status, which anyone who reads the slice can see:
+// no hand-out ever gives one to a Pod).
 func Token(pod *corev1.Pod) string {
-	if t := pod.Annotations[tpuv1alpha1.ClaimTokenAnnotation]; tpuv1alpha1.ValidToken(t) {
-		return t
+	t := pod.Annotations[tpuv1alpha1.ClaimTokenAnnotation]
+	switch {
+	case !tpuv1alpha1.ValidToken(t), strings.HasPrefix(t, SealPrefix):
+		return ""
+	case strings.HasPrefix(t, SecretPrefix):
+		return Seal(t)
 	}
-	return ""
+	return t
+}
+
+// SecretPrefix starts the token a reserved ID is handed out under, and SealPrefix the token its
+// claim is stored under (Seal).
+const (
+	SecretPrefix = "s."
+	SealPrefix   = "r."
+)
+
+// NewSecret returns a new secret token: SecretPrefix and 128 random bits.
+func NewSecret() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b) // never fails (crypto/rand).
+	return SecretPrefix + hex.EncodeToString(b)
+}
+
+// Seal returns the token a claim handed out under secret is stored under: SealPrefix and 128 bits
+// of the secret's SHA-256. Reading a slice's status, which shows the seal, tells nothing of the
+// secret.
+func Seal(secret string) string {
+	sum := sha256.Sum256([]byte(secret))
+	return SealPrefix + hex.EncodeToString(sum[:16])
 }
 
 func literalEnv(env []corev1.EnvVar, name string) (string, bool) {

@@ -39,6 +39,11 @@ func TestTokenIgnoresValuesThatCannotNameAClaim(t *testing.T) {
 		"a token of 65 characters":    {annotation: strings.Repeat("x", 65)},
 		"a token that is not ASCII":   {annotation: "jeton-é"},
 		"an empty annotation":         {annotation: ""},
+		// docs/spec.md §3.5: a reserved ID's Pod carries a secret, its claim the secret's seal.
+		"a reserved ID's secret reads as its seal": {
+			annotation: "s.00112233445566778899aabbccddeeff", want: identity.Seal("s.00112233445566778899aabbccddeeff"),
+		},
+		"a seal copied from a slice's status proves nothing": {annotation: identity.Seal("s.00112233445566778899aabbccddeeff")},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -25,6 +25,7 @@ import (
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/claims"
+	"github.com/ray-tpu/tpu-slice-operator/internal/identity"
 	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
 	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
 	"github.com/ray-tpu/tpu-slice-operator/test/integration/framework"
@@ -101,7 +102,7 @@ var _ = Describe("TPUSliceAssignments stored by earlier versions", Serial, func(
 		Expect(legacy).To(BeFalse(), "the list form is no longer stored")
 		// Then the new Pod's claim, and the IDs reserved with it (docs/spec.md §3.5) until they are
 		// given back.
-		Expect(text).To(HavePrefix("0 legacy-0 " + held.Name + " " + string(held.UID) + "\n1 " + next.Annotations[tpuv1alpha1.ClaimTokenAnnotation]))
+		Expect(text).To(HavePrefix("0 legacy-0 " + held.Name + " " + string(held.UID) + "\n1 " + identity.Token(next)))
 		expectSettled(ns)
 	})
 })

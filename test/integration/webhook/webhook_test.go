@@ -31,6 +31,7 @@ import (
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/allocator"
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
+	"github.com/ray-tpu/tpu-slice-operator/internal/identity"
 	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
 	"github.com/ray-tpu/tpu-slice-operator/test/integration/framework"
 )
@@ -104,7 +105,7 @@ var _ = Describe("TPU worker Pod admission", func() {
 		Expect(slice.Spec.RayClusterUID).To(Equal(rc.UID))
 		By("the write claimed ID 0 under the Pod's token and reserved the slice's other 3 IDs (docs/spec.md §3.5)")
 		Expect(slice.Status.Claims).To(HaveLen(4))
-		Expect(slice.Status.Claims[0].Token).To(Equal(pod.Annotations[tpuv1alpha1.ClaimTokenAnnotation]))
+		Expect(slice.Status.Claims[0].Token).To(Equal(identity.Token(pod)))
 		Expect(slice.OwnerReferences).To(ContainElement(HaveField("UID", rc.UID)))
 
 		By("binding the claim to the Pod, and giving the unused reserved IDs back once the window ends")
