@@ -175,6 +175,13 @@ func Token(pod *corev1.Pod) string {
 	return t
 }
 
+// CarriesSeal reports whether the Pod's claim-token annotation is a seal (Seal): one copied from a
+// slice's status, since the operator gives no Pod a seal. Such a Pod proves no claim, and no claim
+// is bound or adopted to it by its spec either (docs/spec.md §8).
+func CarriesSeal(pod *corev1.Pod) bool {
+	return strings.HasPrefix(pod.Annotations[tpuv1alpha1.ClaimTokenAnnotation], SealPrefix)
+}
+
 // SecretPrefix starts the token a reserved ID is handed out under, and SealPrefix the token its
 // claim is stored under (Seal).
 const (

@@ -246,7 +246,7 @@ func (dc *decider) pending(c tpuv1alpha1.WorkerClaim) {
 		switch {
 		case PodLive(m.pod) && token == c.Token && byToken == nil:
 			byToken = m.pod
-		case PodLive(m.pod) && bySpec == nil:
+		case PodLive(m.pod) && bySpec == nil && !identity.CarriesSeal(m.pod):
 			// The Pod holds the ID by its spec without this claim's token: its annotation was
 			// removed or edited, it was created before the operator, or its own claim was
 			// released before its create committed. It is there; the claim's own Pod, if it
@@ -303,12 +303,24 @@ func (dc *decider) unclaimed() {
 			dc.conflict(m.pod, m.id.WorkerID, fmt.Sprintf("its topology gives %d hosts, the slice has %d", m.id.Hosts, hosts))
 		}
 	}
-	for _, m := range dc.members {
+	// The Pods this operator admitted (they carry a token) first: of two live Pods that hold one
+	// ID and no claim, the one it admitted gets the claim, never one made past it (docs/spec.md §8).
+	members := slices.Clone(dc.members)
+	slices.SortStableFunc(members, func(a, b member) int {
+		return cmp.Compare(boolInt(identity.Token(a.pod) == ""), boolInt(identity.Token(b.pod) == ""))
+	})
+	for _, m := range members {
 		p, id := m.pod, m.id.WorkerID
 		if dc.holders[p.UID] || !PodLive(p) {
 			continue
 		}
 		token := identity.Token(p)
+		if identity.CarriesSeal(p) {
+			// Its token was copied from the slice's status: a Pod made past the webhook, which
+			// no claim is bound or adopted to (docs/spec.md §8).
+			dc.conflict(p, id, "it carries a claim token copied from the slice's status")
+			continue
+		}
 		if id >= hosts {
 			dc.conflict(p, id, fmt.Sprintf("worker ID %d is outside a slice of %d hosts", id, hosts))
 			continue
@@ -327,13 +339,22 @@ func (dc *decider) unclaimed() {
 			continue
 		}
 		name := dc.d.Claims[holder].PodName
-		if token == "" {
+		if held := dc.d.Claims[holder]; token == "" || (held.PodUID != "" && held.Token == string(held.PodUID)) {
+			// A Pod the operator admitted is never deleted in favor of one it adopted, which
+			// it never admitted (its claim's token is its UID): both are reported.
 			dc.conflict(p, id, "Pod "+name+" holds that worker ID")
 			continue
 		}
 		dc.d.Duplicates = append(dc.d.Duplicates, Duplicate{Pod: p, WorkerID: id, Holder: name})
 		dc.d.Destructive = true
 	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func (dc *decider) release(c tpuv1alpha1.WorkerClaim, reason string) {

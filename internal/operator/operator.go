@@ -308,7 +308,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.Var((*hostListsAboveFlag)(&o.Webhooks.HostListsConfigMapAbove), "host-lists-configmap-above",
 		"The Pods of a multi-host slice of more hosts than this take TPU_WORKER_HOSTNAMES, TPU_PROCESS_ADDRESSES and TORCH_TPU_SLICEBUILDER_ADDRESSES from one immutable ConfigMap per slice (valueFrom.configMapKeyRef) instead of inline values, so that a Pod's size does not grow with its slice; -1 keeps them inline always.")
 	fs.StringVar(&o.Webhooks.ClusterDomain, "cluster-domain", tpuenv.DefaultClusterDomain,
-		"The cluster's DNS domain (the kubelet's --cluster-domain). A slice whose host lists would not fit in one environment entry with qualified names names its hosts by bare hostname, and its Pods get the search domain <cluster>-headless.<namespace>.svc.<this domain>.")
+		"The cluster's DNS domain (the kubelet's --cluster-domain). A slice whose host lists would not fit in one environment entry with qualified names lists its hosts by bare hostname, and its Pods get the search domain <cluster>-headless.<namespace>.svc.<this domain>.")
 	o.SlicePlacement = placement.DefaultMode
 	fs.Var((*slicePlacementFlag)(&o.SlicePlacement), "slice-placement", fmt.Sprintf(
 		"How a multi-host slice the operator places (not Kueue or dynamic slicing, no cloud.google.com/ pod affinity term of the user's) is kept in one domain, decided when the slice is created: "+

@@ -83,7 +83,7 @@ var execCases = map[string]execCase{
 // denied, the largest host count of its shape that is admitted is exec'd as well, so every
 // accelerator and container count has a Pod at its limit that really starts.
 func TestLargestPodsExec(t *testing.T) {
-	true_, err := exec.LookPath("true")
+	trueBinary, err := exec.LookPath("true")
 	if err != nil {
 		t.Skipf("no true binary to exec: %v", err)
 	}
@@ -95,7 +95,7 @@ func TestLargestPodsExec(t *testing.T) {
 				pod, vals := buildExecPod(tc, vals, inConfigMap)
 				admitted := fitErr == nil && tpuenv.ExecFits(pod, vals, tpuContainers(tc.containers)) == nil
 				env := kubeletEnv(pod, vals, tc.containers)
-				execErr := execWith(true_, env)
+				execErr := execWith(trueBinary, env)
 				t.Logf("%d hosts, ConfigMap %t: admitted %t, longest entry %d bytes, environment %d bytes, exec: %v",
 					tc.hosts, inConfigMap, admitted, longestEntry(env), envSize(env), execErr)
 				if wantAdmitted := !strings.HasSuffix(name, ": denied"); admitted != wantAdmitted {
@@ -116,7 +116,7 @@ func TestLargestPodsExec(t *testing.T) {
 				t.Fatalf("no multi-host slice of this shape is admitted")
 			}
 			pod, vals := buildExecPod(tc, execValues(tc, largest), true)
-			if err := execWith(true_, kubeletEnv(pod, vals, tc.containers)); err != nil {
+			if err := execWith(trueBinary, kubeletEnv(pod, vals, tc.containers)); err != nil {
 				t.Errorf("the largest admitted slice of this shape (%d hosts) cannot start: %v", largest, err)
 			}
 			t.Logf("largest admitted: %d hosts", largest)
@@ -161,7 +161,7 @@ func TestShortHostNames(t *testing.T) {
 			}
 			pod, vals := buildExecPod(tc.tc, vals, false)
 			env := envMap(kubeletEnv(pod, vals, tc.tc.containers))
-			if got := strings.Split(env[constants.EnvWorkerHostnames], ",")[0]; got != tc.wantFirstHost {
+			if got, _, _ := strings.Cut(env[constants.EnvWorkerHostnames], ","); got != tc.wantFirstHost {
 				t.Errorf("first TPU_WORKER_HOSTNAMES entry = %q, want %q", got, tc.wantFirstHost)
 			}
 			var wantSearches []string
@@ -285,7 +285,7 @@ func buildExecPod(tc execCase, vals tpuenv.Values, inConfigMap bool) (*corev1.Po
 func kubeletEnv(pod *corev1.Pod, vals tpuenv.Values, n int) []string {
 	cm := tpuenv.HostListsConfigMap("ns", vals, n)
 	values := map[string]string{}
-	var env []string
+	env := make([]string, 0, len(pod.Spec.Containers[0].Env))
 	for _, e := range pod.Spec.Containers[0].Env {
 		v := e.Value
 		switch {
