@@ -69,6 +69,12 @@ var (
 		"model test: fail the operator's next writes to slices, refused or applied with the answer lost")
 	modelReservations = flag.Bool("model.reservations", true,
 		"model test: the allocator reserves blocks of IDs and hands them out from memory for the operator's default window (docs/spec.md §3.5)")
+	modelSecondReplica = flag.Bool("model.second-replica", true,
+		"model test: a second webhook replica with its own allocator and reservations admits beside the first (docs/spec.md §3.5, I5)")
+	modelHandDeletes = flag.Bool("model.hand-deletes", true,
+		"model test: a user deletes a slice by hand while its owner holds a reservation (issue 44)")
+	modelCopiedReserved = flag.Bool("model.copied-reserved", true,
+		"model test: a user creates, past the webhook, a worker Pod carrying a reserved token copied from a slice's status (issue 44)")
 	modelHeldWrites = flag.Bool("model.held-writes", true,
 		"model test: hold the operator's status writes in flight, unapplied, while admissions go on (a renewal's write with hand-outs beside it, a claim's write answered late)")
 )
@@ -101,6 +107,7 @@ const (
 	invI3Live = "I3 broken: the claim of a live admitted Pod was released"
 	invI3     = "I3 broken: after the quiesce the claims differ from the live Pods"
 	invI6     = "I6 broken: the operator deleted a live Pod whose ID no other live Pod holds"
+	invStored = "an admission was answered with a claim its slice does not store (a hand-out from a deleted slice)"
 )
 
 // modelTopologies maps a Pod's topology to its host count (v6e, 4 chips per host).
@@ -114,6 +121,9 @@ type admittedPod struct {
 	hosts    int32
 	a        allocator.Assignment
 	at       time.Time
+	// staleCache: answered from a slice a user had deleted by hand, which the operator's cache
+	// still showed (docs/spec.md §3.5 hands out on the cache's view).
+	staleCache bool
 }
 
 func (p *admittedPod) String() string {
@@ -122,8 +132,11 @@ func (p *admittedPod) String() string {
 
 // operatorProcess is one incarnation of the operator: its allocator, reconciler and tombstones.
 type operatorProcess struct {
-	counts  *metrics.Metrics
-	alloc   *allocator.Allocator
+	counts *metrics.Metrics
+	alloc  *allocator.Allocator
+	// peer is a second webhook replica's allocator (-model.second-replica): its own memory and
+	// reservations, the same caches and API server.
+	peer    *allocator.Allocator
 	rec     *TPUSliceAssignmentReconciler
 	deleted *tombstones.Tombstones
 }
@@ -141,13 +154,21 @@ type model struct {
 	tokens   int
 	history  []string
 	ctx      context.Context
+	// handDeleted records when a user deleted each slice by hand: the Pods admitted before hold no
+	// claim until the reconciler repairs them (docs/spec.md §8), which quiesce checks.
+	handDeleted map[string]time.Time
+	// handMade are the Pods a user created past the webhook with a copied reserved token, and
+	// handMadeIn the slices they name.
+	handMade   map[string]bool
+	handMadeIn map[string]bool
 }
 
 func newModel(ctx context.Context) *model {
 	rc := testutil.MakeRayCluster(modelCluster, modelNS).UID(modelUID).
 		TPUGroup(modelGroup, modelAccel, "4x4", 4, 4, modelReplicas).Obj()
 	w := newWorld(rc)
-	m := &model{w: w, user: w.writer(false), pods: map[string]*admittedPod{}, ctx: ctx}
+	m := &model{w: w, user: w.writer(false), pods: map[string]*admittedPod{}, ctx: ctx,
+		handDeleted: map[string]time.Time{}, handMade: map[string]bool{}, handMadeIn: map[string]bool{}}
 	m.start()
 	return m
 }
@@ -167,6 +188,10 @@ func (m *model) start() {
 		deleted: deleted,
 		alloc: allocator.New(cache, live, allocator.Options{
 			Timeout: allocator.DefaultTimeout, Tombstones: deleted, Metrics: counts,
+			ReservationWindow: reservationWindow(),
+		}),
+		peer: allocator.New(cache, live, allocator.Options{
+			Timeout: allocator.DefaultTimeout, Tombstones: tombstones.New(0), Metrics: metrics.New(),
 			ReservationWindow: reservationWindow(),
 		}),
 		rec: &TPUSliceAssignmentReconciler{
@@ -213,6 +238,15 @@ func (m *model) request(topology string) allocator.Request {
 	return req
 }
 
+// drawReplica draws the webhook replica an admission lands on: the first, or (with
+// -model.second-replica) the second, as the API server's connections spread them.
+func (m *model) drawReplica(t *rapid.T) (*allocator.Allocator, string) {
+	if *modelSecondReplica && rapid.IntRange(0, 2).Draw(t, "second replica") == 0 {
+		return m.op.peer, " at replica B"
+	}
+	return m.op.alloc, ""
+}
+
 func (m *model) drawTopology(t *rapid.T) string {
 	if *modelMixedHosts && rapid.IntRange(0, 3).Draw(t, "odd host count") == 0 {
 		return "2x4"
@@ -244,6 +278,30 @@ func (m *model) checkAnswered(t *rapid.T) {
 	}
 }
 
+// userBroke reports whether a user deleted slice name by hand, or created a Pod past the webhook
+// with one of its IDs: the spec promises no convergence there. A Pod whose claim went with the
+// slice and whose token a user also edited, or a hand-made duplicate of a live Pod's ID, is
+// reported and left running (docs/spec.md §8), and a duplicate holds up the repair of a malformed
+// line. What the model checks of such slices is that no answer is a claim no slice stores, I1
+// for the Pods the operator admitted after the deletion, and that the operator never deletes a
+// Pod it admitted in favor of a hand-made one.
+func (m *model) userBroke(name string) bool {
+	_, deleted := m.handDeleted[name]
+	return deleted || m.handMadeIn[name]
+}
+
+// handDeletedAt reports whether a user has deleted slice name by hand.
+func (m *model) handDeletedAt(name string) bool {
+	_, ok := m.handDeleted[name]
+	return ok
+}
+
+// handDeletedUnder reports whether a user deleted p's slice by hand after p was admitted.
+func (m *model) handDeletedUnder(p *admittedPod) bool {
+	deleted, ok := m.handDeleted[p.a.SliceName]
+	return p.staleCache || (ok && !p.at.After(deleted))
+}
+
 // checkAdmission checks I2 on an answer: an ID in [0, H) of the Pod's own host count, in a slice
 // of that host count.
 func (m *model) checkAdmission(t *rapid.T, p *admittedPod) {
@@ -251,8 +309,21 @@ func (m *model) checkAdmission(t *rapid.T, p *admittedPod) {
 		m.failf(t, invI2, "I2: Pod %s with %d hosts was given worker ID %d", p, p.hosts, p.a.WorkerID)
 	}
 	slice := &tpuv1alpha1.TPUSliceAssignment{}
-	if err := m.w.base.Get(m.ctx, types.NamespacedName{Namespace: modelNS, Name: p.a.SliceName}, slice); err == nil && slice.Spec.Hosts != p.hosts {
+	err := m.w.base.Get(m.ctx, types.NamespacedName{Namespace: modelNS, Name: p.a.SliceName}, slice)
+	if err == nil && slice.Spec.Hosts != p.hosts {
 		m.failf(t, invI2, "I2: Pod %s with %d hosts was given an ID in slice %s of %d hosts", p, p.hosts, shortSlice(p.a.SliceName), slice.Spec.Hosts)
+	}
+	// Every answer is a claim the API server holds (docs/spec.md §3.3, §3.5): written by the
+	// admission, or reserved by an earlier write and still stored, or, while the operator's cache
+	// has not yet seen a user delete the slice, stored as the cache shows it. A hand-out from the
+	// memory of a slice the cache shows deleted is none of these (issue 44).
+	m.w.mu.Lock()
+	_, cached := m.w.slices.objs[types.NamespacedName{Namespace: modelNS, Name: p.a.SliceName}]
+	m.w.mu.Unlock()
+	if !m.holdsClaim(p) && cached && m.handDeletedAt(p.a.SliceName) {
+		p.staleCache = true // I1 and I3 for it as for the Pods admitted before the deletion
+	} else if !m.holdsClaim(p) {
+		m.failf(t, invStored, "Pod %s was answered with a claim its slice does not store; stored %s", p, m.claimsOf(p.a.SliceName))
 	}
 }
 
@@ -290,6 +361,8 @@ func (m *model) actions() map[string]func(*rapid.T) {
 		"holdWrites":      m.holdWrites,
 		"releaseWrites":   m.releaseWrites,
 		"renewBeside":     m.renewBeside,
+		"deleteSlice":     m.deleteSlice,
+		"copyReserved":    m.copyReserved,
 		"restart": func(*rapid.T) {
 			m.start()
 			m.logf("restart: a fresh operator (no tombstones, no memory), caches listed anew")
@@ -300,12 +373,13 @@ func (m *model) actions() map[string]func(*rapid.T) {
 func (m *model) admit(t *rapid.T) {
 	topology := m.drawTopology(t)
 	park := rapid.IntRange(0, 4).Draw(t, "park") == 0
-	a, err := m.op.alloc.Claim(m.ctx, m.request(topology))
+	alloc, at := m.drawReplica(t)
+	a, err := alloc.Claim(m.ctx, m.request(topology))
 	// What the admission set off in the background (a renewal, a give-back) runs until it waits,
 	// before the next step: a history replays the same.
 	synctest.Wait()
 	if err != nil {
-		m.logf("admit %s: denied: %v", topology, err)
+		m.logf("admit %s%s: denied: %v", topology, at, err)
 		return
 	}
 	m.w.mu.Lock()
@@ -314,7 +388,7 @@ func (m *model) admit(t *rapid.T) {
 	if held {
 		reservationsFired.whileHeld.Add(1)
 	}
-	m.logf("admit %s", m.admitted(t, topology, a, park))
+	m.logf("admit%s %s", at, m.admitted(t, topology, a, park))
 	m.checkAnswered(t)
 }
 
@@ -398,9 +472,12 @@ func (m *model) burst(t *rapid.T) {
 	n := rapid.IntRange(2, 4).Draw(t, "burst size")
 	topologies := make([]string, n)
 	parks := make([]bool, n)
+	allocs := make([]*allocator.Allocator, n)
+	ats := make([]string, n)
 	for i := range n {
 		topologies[i] = m.drawTopology(t)
 		parks[i] = rapid.IntRange(0, 4).Draw(t, "park") == 0
+		allocs[i], ats[i] = m.drawReplica(t)
 	}
 	gate := make(chan struct{})
 	m.w.mu.Lock()
@@ -418,7 +495,7 @@ func (m *model) burst(t *rapid.T) {
 	}
 	for i := range n {
 		wg.Go(func() {
-			a, err := m.op.alloc.Claim(m.ctx, reqs[i])
+			a, err := allocs[i].Claim(m.ctx, reqs[i])
 			answers[i] = answer{a, err}
 		})
 		synctest.Wait()
@@ -431,10 +508,10 @@ func (m *model) burst(t *rapid.T) {
 	lines := make([]string, 0, n)
 	for i, ans := range answers {
 		if ans.err != nil {
-			lines = append(lines, fmt.Sprintf("%s denied: %v", topologies[i], ans.err))
+			lines = append(lines, fmt.Sprintf("%s%s denied: %v", topologies[i], ats[i], ans.err))
 			continue
 		}
-		lines = append(lines, m.admitted(t, topologies[i], ans.a, parks[i]))
+		lines = append(lines, m.admitted(t, topologies[i], ans.a, parks[i])+ats[i])
 	}
 	m.logf("burst of %d concurrent admissions (the first alone, then the rest as one batch):\n       %s", n, strings.Join(lines, "\n       "))
 	m.checkAnswered(t)
@@ -555,6 +632,9 @@ func (m *model) editToken(t *rapid.T) {
 		pod.Annotations[tpuv1alpha1.ClaimTokenAnnotation] = bad
 		what = "set to the malformed " + strconv.Quote(bad)
 	default:
+		if len(m.pods) == 0 {
+			t.Skip("no admitted Pod's token to copy")
+		}
 		other := rapid.SampledFrom(slices.Sorted(maps.Keys(m.pods))).Draw(t, "token of")
 		pod.Annotations[tpuv1alpha1.ClaimTokenAnnotation] = m.pods[other].a.Token
 		what = "set to " + other + "'s token " + short(m.pods[other].a.Token)
@@ -563,6 +643,95 @@ func (m *model) editToken(t *rapid.T) {
 		t.Fatalf("editing Pod %s: %v", pod.Name, err)
 	}
 	m.logf("Pod %s: claim token %s", pod.Name, what)
+}
+
+// deleteSlice deletes a slice by hand, whatever it holds (-model.hand-deletes): its owner may hold
+// a reservation of it, and the caches learn of the deletion only when delivered. No ID of the
+// deleted slice may be handed out from memory (docs/spec.md §3.5), the live Pods' claims are
+// repaired by the reconciler (§8), and I1 holds throughout.
+func (m *model) deleteSlice(t *rapid.T) {
+	if !*modelHandDeletes {
+		t.Skip("-model.hand-deletes=false")
+	}
+	var list tpuv1alpha1.TPUSliceAssignmentList
+	if err := m.w.base.List(m.ctx, &list, client.InNamespace(modelNS)); err != nil {
+		t.Fatalf("listing slices: %v", err)
+	}
+	if len(list.Items) == 0 {
+		t.Skip("no slice")
+	}
+	slice := &list.Items[rapid.IntRange(0, len(list.Items)-1).Draw(t, "slice")]
+	if err := m.user.Delete(m.ctx, slice); err != nil {
+		t.Fatalf("deleting slice %s: %v", slice.Name, err)
+	}
+	m.handDeleted[slice.Name] = time.Now()
+	m.w.mu.Lock()
+	delete(m.w.corrupt, client.ObjectKeyFromObject(slice)) // its bad lines went with it
+	m.w.handDeleted[slice.Name] = true
+	m.w.mu.Unlock()
+	m.logf("a user deletes slice %s by hand (it held %s)", shortSlice(slice.Name), describeClaims(slice))
+}
+
+// copyReserved creates, past the webhook, a worker Pod carrying a reserved, unhanded claim's token
+// and ID as a slice's status shows them (-model.copied-reserved). The Pod the ID is then handed out
+// to is never deleted in favor of it (docs/spec.md §8; the world checks every delete).
+func (m *model) copyReserved(t *rapid.T) {
+	if !*modelCopiedReserved {
+		t.Skip("-model.copied-reserved=false")
+	}
+	var list tpuv1alpha1.TPUSliceAssignmentList
+	if err := m.w.base.List(m.ctx, &list, client.InNamespace(modelNS)); err != nil {
+		t.Fatalf("listing slices: %v", err)
+	}
+	type reserved struct {
+		slice *tpuv1alpha1.TPUSliceAssignment
+		claim tpuv1alpha1.WorkerClaim
+	}
+	var candidates []reserved
+	for i := range list.Items {
+		for _, c := range list.Items[i].Status.Claims {
+			if c.PodUID == "" && strings.HasPrefix(c.Token, identity.SealPrefix) {
+				candidates = append(candidates, reserved{&list.Items[i], c})
+			}
+		}
+	}
+	if len(candidates) == 0 {
+		t.Skip("no reserved claim")
+	}
+	pick := candidates[rapid.IntRange(0, len(candidates)-1).Draw(t, "reserved claim")]
+	m.next++
+	name := fmt.Sprintf("hand%d", m.next)
+	topology := "4x4"
+	if pick.slice.Spec.Hosts == 2 {
+		topology = "2x4"
+	}
+	replica := pick.slice.Spec.ReplicaIndex
+	pod := testutil.MakeWorkerPod(modelNS, modelCluster, modelUID, modelGroup).Named(name).UID(types.UID("uid-"+name)).
+		TPU(4).Topology(modelAccel, topology).TPUIdentity(modelGroup, replica, pick.claim.WorkerID).
+		Claim(modelGroup+"-"+strconv.Itoa(int(replica)), pick.slice.Name, strconv.Itoa(int(pick.claim.WorkerID)), pick.claim.Token).
+		Created(time.Now()).Phase(corev1.PodRunning).Obj()
+	if err := m.user.Create(m.ctx, pod); err != nil {
+		t.Fatalf("creating Pod %s: %v", name, err)
+	}
+	m.handMade[name] = true
+	m.handMadeIn[pick.slice.Name] = true
+	m.w.mu.Lock()
+	m.w.handMade[name] = true
+	m.w.mu.Unlock()
+	m.logf("a user creates Pod %s past the webhook with %s ID %d and its reserved token %s copied from the status",
+		name, shortSlice(pick.slice.Name), pick.claim.WorkerID, short(pick.claim.Token))
+}
+
+func describeClaims(slice *tpuv1alpha1.TPUSliceAssignment) string {
+	parts := make([]string, 0, len(slice.Status.Claims))
+	for _, c := range slice.Status.Claims {
+		holder := "pending"
+		if c.PodUID != "" {
+			holder = c.PodName
+		}
+		parts = append(parts, fmt.Sprintf("%d:%s(%s)", c.WorkerID, short(c.Token), holder))
+	}
+	return "[" + strings.Join(parts, " ") + "]"
 }
 
 // corruptSlice writes a line that does not parse into a slice's stored status (by hand, an older
@@ -635,7 +804,10 @@ func (m *model) check(t *rapid.T) {
 	for i := range pods {
 		p := &pods[i]
 		id, ok := identity.FromPod(p)
-		if !ok || !lifecycle.PodLive(p) {
+		if !ok || !lifecycle.PodLive(p) || m.handMade[p.Name] || (m.pods[p.Name] != nil && m.handDeletedUnder(m.pods[p.Name])) {
+			// A Pod created past the webhook with a copied identity may share an ID: the user's
+			// doing, reported, never the operator's. So may a Pod whose slice a user deleted under
+			// it, until the reconciler repairs its claim or deletes it as late (docs/spec.md §8).
 			continue
 		}
 		key := fmt.Sprintf("%s ID %d", shortSlice(id.SliceName()), id.WorkerID)
@@ -649,6 +821,9 @@ func (m *model) check(t *rapid.T) {
 		ap := m.pods[p.Name]
 		if ap == nil || !lifecycle.PodLive(p) {
 			continue
+		}
+		if m.handDeletedUnder(ap) {
+			continue // its claim went with the slice a user deleted; quiesce checks the repair
 		}
 		if !m.holdsClaim(ap) {
 			m.failf(t, invI3Live, "I3: the claim of live Pod %s was released; stored %s", ap, m.claimsOf(ap.a.SliceName))
@@ -734,7 +909,9 @@ func (m *model) quiesce(t *rapid.T) {
 	m.w.mu.Lock()
 	unrepaired := make([]string, 0, len(m.w.corrupt))
 	for key := range m.w.corrupt {
-		unrepaired = append(unrepaired, key.Name)
+		if !m.userBroke(key.Name) {
+			unrepaired = append(unrepaired, key.Name)
+		}
 	}
 	m.w.mu.Unlock()
 	slices.Sort(unrepaired)
@@ -758,6 +935,9 @@ func (m *model) quiesce(t *rapid.T) {
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(mergeKeys(want, got))) {
+		if m.userBroke(name) {
+			continue
+		}
 		slices.Sort(want[name])
 		slices.Sort(got[name])
 		if !slices.Equal(want[name], got[name]) {

@@ -81,6 +81,12 @@ type world struct {
 	gate chan struct{}
 	// violations are invariant breaches seen inside an API call (I6).
 	violations []string
+	// handMade are the Pods a user created past the webhook with a copied reserved token: the
+	// operator never deletes an admitted Pod in favor of one (docs/spec.md §8).
+	handMade map[string]bool
+	// handDeleted are the slices a user deleted by hand: with them went the record of which Pod
+	// each ID was handed to, so the check above is not made for their IDs.
+	handDeleted map[string]bool
 	// deletions name the Pods the operator deleted, for the history.
 	deletions []string
 	// corrupt are the slices whose stored status holds a line that does not parse (written by hand,
@@ -212,10 +218,14 @@ func workerPodSelector(obj client.Object) bool {
 
 func newWorld(objs ...client.Object) *world {
 	w := &world{
-		base:    testutil.NewClientBuilder().WithObjects(objs...).Build(),
-		pods:    &view{objs: map[types.NamespacedName]client.Object{}, selects: workerPodSelector},
-		slices:  &view{objs: map[types.NamespacedName]client.Object{}, selects: func(client.Object) bool { return true }},
-		corrupt: map[types.NamespacedName]corruption{},
+		// Resource versions from one counter, as etcd's revision: a slice deleted and created again
+		// never has a version of its former self (the fake's default restarts at 1 per object, and a
+		// write planned on the deleted slice then landed on the new one).
+		base:     testutil.NewClientBuilder().WithObjects(objs...).WithGlobalResourceVersionCounter().Build(),
+		pods:     &view{objs: map[types.NamespacedName]client.Object{}, selects: workerPodSelector},
+		slices:   &view{objs: map[types.NamespacedName]client.Object{}, selects: func(client.Object) bool { return true }},
+		corrupt:  map[types.NamespacedName]corruption{},
+		handMade: map[string]bool{}, handDeleted: map[string]bool{},
 	}
 	return w
 }
@@ -379,12 +389,23 @@ func (w *world) checkPodDelete(ctx context.Context, pod *corev1.Pod, opts []clie
 	if err := w.base.List(ctx, &all, client.InNamespace(victim.Namespace)); err != nil {
 		return err
 	}
+	var handMade string
 	for i := range all.Items {
 		other := &all.Items[i]
 		if oid, ok := identity.FromPod(other); ok && other.UID != victim.UID && lifecycle.PodLive(other) &&
 			oid.SliceName() == id.SliceName() && oid.WorkerID == id.WorkerID {
-			return nil
+			if !w.handMade[other.Name] || w.handMade[victim.Name] {
+				return nil
+			}
+			handMade = other.Name
 		}
+	}
+	if handMade != "" {
+		if !w.handDeleted[id.SliceName()] {
+			w.violations = append(w.violations, fmt.Sprintf("I6: the operator deleted live Pod %s (slice %s, worker ID %d), which it admitted, in favor of %s, which a user made past the webhook",
+				victim.Name, id.SliceName(), id.WorkerID, handMade))
+		}
+		return nil
 	}
 	w.violations = append(w.violations, fmt.Sprintf("I6: the operator deleted live Pod %s (slice %s, worker ID %d) although no other live Pod holds that ID",
 		victim.Name, id.SliceName(), id.WorkerID))
