@@ -213,6 +213,7 @@ func (a *Allocator) commitClaims(key groupKey, q *queue, batch []*call) []*call 
 	a.mu.Lock()
 	live := a.clock.Since(q.contended) < contentionWindow
 	a.mu.Unlock()
+	readopted := false
 	for attempt := 0; ; attempt++ {
 		pending = dropExpired(pending)
 		if len(pending) == 0 {
@@ -226,6 +227,16 @@ func (a *Allocator) commitClaims(key groupKey, q *queue, batch []*call) []*call 
 		var p plan
 		if err == nil {
 			p, err = a.plan(ctx, q, last, tokensOf(pending), live)
+		}
+		if err == nil && !readopted && createsSlice(p) {
+			// A slice this write would create may have been deleted (by hand) under live Pods
+			// that hold its IDs by their spec: adopt them first, as on the group's first
+			// admission (docs/spec.md §3.4), once per drain, and plan again.
+			readopted = true
+			a.mu.Lock()
+			delete(a.adopted, key)
+			a.mu.Unlock()
+			continue
 		}
 		if err != nil {
 			if d := (*DeniedError)(nil); errors.As(err, &d) {
@@ -409,6 +420,16 @@ func placedIDs(p plan, placed []int) []int32 {
 		ids[i] = p.outcomes[j].Slot.WorkerID
 	}
 	return ids
+}
+
+// createsSlice reports whether p writes a slice it planned on none of (a create).
+func createsSlice(p plan) bool {
+	for replica := range p.writes {
+		if p.current[replica] == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // maybeStored returns the reserved ids a write that returned err may have stored: all of them
