@@ -277,6 +277,13 @@ func catalogCases() map[string]catalogCase {
 			pod: multiHostPod().Annotation(constants.SliceTopologyAnnotation, "8x2").Obj(),
 		},
 		"a slice of more hosts than --max-slice-hosts": {pod: multiHostPod().Obj(), maxHosts: 2},
+		// docs/spec.md §4, "Every admitted Pod can start" (issue 44).
+		"host lists no environment entry holds (tpu7x, 2,304 hosts, 4 one-chip containers)": {
+			pod: tpuWorkerPod(v7x, "16x24x24", 1).Container("ray-worker-1", 1).Container("ray-worker-2", 1).Container("ray-worker-3", 1).Obj(),
+		},
+		"an environment entry of the user's over 128 KiB": {
+			pod: multiHostPod().Env(0, "BIG", strings.Repeat("x", 130<<10)).Obj(), objects: []client.Object{catalogCluster(1).Obj()},
+		},
 		"a KubeRay index label that is not a number": {
 			pod: multiHostPod().Label(rayutils.RayWorkerReplicaIndexKey, "one").Obj(),
 		},
