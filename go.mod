@@ -2,6 +2,8 @@ module github.com/ray-tpu/tpu-slice-operator
 
 go 1.26.8
 
+toolchain go1.27.3
+
 require (
 	github.com/go-logr/logr v1.4.4
 	github.com/google/go-cmp v0.7.0

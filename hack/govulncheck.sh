@@ -12,7 +12,8 @@
 # For govulncheck's own full report: <govulncheck binary> -db file://<cache>/vulndb-<version> ./...
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export GOTOOLCHAIN=local
+# The toolchain of go.mod's toolchain line, as the Makefile sets it: its standard library is scanned.
+export GOTOOLCHAIN=${GOTOOLCHAIN:-$(awk '$1 == "toolchain" {print $2}' go.mod)}
 
 govulncheck=$1 version=$2
 shift 2
