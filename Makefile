@@ -1,7 +1,17 @@
 # tpu-slice-operator
 
-# Image URL to use all building/pushing image targets.
-IMG ?= controller:latest
+# The release: VERSION is stamped into the binary (--version, tpu_slice_operator_build_info), the
+# image tag, the manifests and the chart. The committed manifests and chart name RELEASE_VERSION,
+# the version this tree releases (CHANGELOG.md); `make release VERSION=v0.2.0` renders another into
+# dist/ without changing the tree.
+RELEASE_VERSION := v0.1.0
+VERSION ?= $(RELEASE_VERSION)
+IMAGE_REPO ?= ghcr.io/ray-tpu/tpu-slice-operator
+# The manager image of all image targets, deploy and the release's manifests.
+IMG ?= $(IMAGE_REPO):$(VERSION)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+VERSION_PKG = github.com/ray-tpu/tpu-slice-operator/internal/version
+LDFLAGS = -s -w -X $(VERSION_PKG).version=$(VERSION) -X $(VERSION_PKG).commit=$(COMMIT)
 
 # Versions of the control plane envtest runs against (`make envtest`, hack/envtest.sh):
 # setup-envtest downloads the newest release of the ENVTEST_K8S_VERSION minor (1.37.x); when that
@@ -47,7 +57,8 @@ help: ## Display this help.
 ##@ Development
 
 .PHONY: manifests
-manifests: controller-gen ## Generate CRD, RBAC and webhook manifests from the markers.
+manifests: controller-gen kustomize ## Generate CRD, RBAC and webhook manifests from the markers; name the release's image in config/manager.
+	cd config/manager && $(KUSTOMIZE) edit set image controller=$(IMAGE_REPO):$(RELEASE_VERSION)
 	$(CONTROLLER_GEN) rbac:roleName=manager-role crd webhook paths="./api/...;./controllers/...;./webhooks/...;./internal/forward/...;./internal/nodes/..." output:crd:artifacts:config=config/crd/bases
 	# The certificate rotator's own role: only the self-signed install (config/default) carries it.
 	$(CONTROLLER_GEN) rbac:roleName=cert-rotator-role paths="./internal/certs/..." output:rbac:artifacts:config=config/selfsigned
@@ -160,7 +171,7 @@ bench: envtest cluster-tools ## Benchmark Pod admission against a same-run no-we
 
 .PHONY: build
 build: generate fmt vet ## Build the manager binary.
-	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o bin/manager ./cmd
+	CGO_ENABLED=0 go build -trimpath -ldflags="$(LDFLAGS)" -o bin/manager ./cmd
 
 # The Dockerfile's build, without Docker: the same command and flags for every platform the image
 # is built for. CI runs it, so a build break in any image platform fails CI although no Docker
@@ -171,7 +182,7 @@ build-platforms: ## Build the manager exactly as the Dockerfile does, for each o
 	@for p in $$(echo "$(PLATFORMS)" | tr ',' ' '); do \
 		os=$${p%/*}; arch=$${p#*/}; \
 		echo "building dist/manager-$$os-$$arch"; \
-		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch go build -trimpath -ldflags="-s -w" -o dist/manager-$$os-$$arch cmd/main.go || exit 1; \
+		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch go build -trimpath -ldflags="$(LDFLAGS)" -o dist/manager-$$os-$$arch cmd/main.go || exit 1; \
 	done
 
 .PHONY: run
@@ -183,9 +194,18 @@ run-local: envtest $(if $(LOCAL_BARE),,cluster-tools) ## Run the operator and Ku
 	go build -o bin/run-local ./cmd/run-local
 	KUBEBUILDER_ASSETS="$(KUBEBUILDER_ASSETS)" CLUSTER_ASSETS="$(CLUSTER_ASSETS)" exec bin/run-local --kubeconfig-out=bin/local/kubeconfig $(if $(LOCAL_BARE),--bare) $(ARGS)
 
+# The image's base images, pinned by digest in hack/base-images.env (`hack/pin-base-images.sh`
+# resolves them where a registry is reachable), and the version stamped into its binary.
+IMAGE_BUILD_ARGS = $(shell sed -n 's/^\([A-Z_]*=[^ ]*\)$$/--build-arg \1/p' hack/base-images.env) --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT)
+# check-pins fails unless hack/base-images.env pins both base images by digest.
+define check-pins
+@[ "$$(grep -cE '^(GO|BASE)_IMAGE=[^ ]+@sha256:[0-9a-f]{64}$$' hack/base-images.env)" = 2 ] || { echo "hack/base-images.env does not pin both base images by digest: run hack/pin-base-images.sh" >&2; exit 1; }
+endef
+
 .PHONY: docker-build
 docker-build: ## Build the manager image (needs a Docker engine).
-	docker build -t $(IMG) .
+	$(check-pins)
+	docker build $(IMAGE_BUILD_ARGS) -t $(IMG) .
 
 .PHONY: docker-push
 docker-push: ## Push the manager image.
@@ -194,13 +214,38 @@ docker-push: ## Push the manager image.
 PLATFORMS ?= linux/arm64,linux/amd64
 .PHONY: docker-buildx
 docker-buildx: ## Build and push the manager image for several platforms.
-	docker buildx build --push --platform=$(PLATFORMS) --tag $(IMG) .
+	$(check-pins)
+	docker buildx build --push --platform=$(PLATFORMS) $(IMAGE_BUILD_ARGS) --tag $(IMG) .
 
 .PHONY: build-installer
-build-installer: manifests generate kustomize ## Render every manifest into dist/install.yaml.
+build-installer: manifests generate kustomize ## Render config/default with IMG into dist/install.yaml.
 	mkdir -p dist
-	cd config/manager && $(KUSTOMIZE) edit set image controller=$(IMG)
-	$(KUSTOMIZE) build config/default > dist/install.yaml
+	KUSTOMIZE="$(KUSTOMIZE)" hack/render.sh config/default $(IMG) > dist/install.yaml
+
+# The release's artifacts, in dist/: install.yaml (config/default) and install-certmanager.yaml
+# (config/certmanager-overlay) naming $(IMAGE_REPO):$(VERSION), the chart packaged at VERSION,
+# the manager binaries of PLATFORMS, an SBOM of the module graph, and checksums. The multi-arch
+# image is built (and pushed with PUSH=1) only where a Docker engine with buildx runs; elsewhere
+# the release says so and the binaries prove every platform builds. Nothing in the tree changes.
+PUSH ?= 0
+.PHONY: release
+release: manifests kustomize helm ## Build a release into dist/ (VERSION=v0.1.0; PUSH=1 pushes the multi-arch image where Docker exists).
+	@[[ "$(VERSION)" =~ ^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$$ ]] || { echo "VERSION=$(VERSION) is not a semantic version v<major>.<minor>.<patch>[-<pre>]" >&2; exit 1; }
+	rm -rf dist && mkdir -p dist
+	KUSTOMIZE="$(KUSTOMIZE)" hack/render.sh config/default $(IMG) > dist/install.yaml
+	KUSTOMIZE="$(KUSTOMIZE)" hack/render.sh config/certmanager-overlay $(IMG) > dist/install-certmanager.yaml
+	$(HELM) package $(CHART_DIR) --version $(patsubst v%,%,$(VERSION)) --app-version $(VERSION) --destination dist
+	$(MAKE) --no-print-directory build-platforms
+	go run ./hack/sbom -version $(VERSION) -created "$$(git log -1 --format=%cI 2>/dev/null || date -u +%FT%TZ)" ./cmd > dist/sbom.spdx.json
+	@if docker buildx version >/dev/null 2>&1; then \
+		[ "$$(grep -cE '^(GO|BASE)_IMAGE=[^ ]+@sha256:[0-9a-f]{64}$$' hack/base-images.env)" = 2 ] || { echo "hack/base-images.env does not pin both base images by digest: run hack/pin-base-images.sh" >&2; exit 1; }; \
+		echo "building the image $(IMG) for $(PLATFORMS)"; \
+		docker buildx build $(if $(filter 1,$(PUSH)),--push) --platform=$(PLATFORMS) $(IMAGE_BUILD_ARGS) --tag $(IMG) .; \
+	else \
+		echo "no Docker engine with buildx here: the image $(IMG) is not built (make release on a machine with Docker)"; \
+	fi
+	cd dist && sha256sum $$(ls | grep -v SHA256SUMS) > SHA256SUMS
+	@echo "release $(VERSION) in dist/:"; ls -l dist
 
 GOVULNCHECK_VERSION ?= v1.9.0
 # The golang.org/x/vulndb module version (from the Go module proxy) the local database is built from.
@@ -221,10 +266,12 @@ endif
 
 .PHONY: install
 install: manifests kustomize ## Install the CRD into the cluster in ~/.kube/config.
+	@command -v "$(KUBECTL)" >/dev/null || { echo "no kubectl on the PATH (and no bin/kubectl from make envtest): install kubectl, or set KUBECTL=<path>" >&2; exit 1; }
 	$(KUSTOMIZE) build config/crd | $(KUBECTL) apply --server-side -f -
 
 .PHONY: uninstall
 uninstall: manifests kustomize ## Uninstall the CRD from the cluster in ~/.kube/config.
+	@command -v "$(KUBECTL)" >/dev/null || { echo "no kubectl on the PATH (and no bin/kubectl from make envtest): install kubectl, or set KUBECTL=<path>" >&2; exit 1; }
 	$(KUSTOMIZE) build config/crd | $(KUBECTL) delete --ignore-not-found=$(ignore-not-found) -f -
 
 # What deploy and undeploy install: config/default (built-in certificates, nothing to install
@@ -233,12 +280,13 @@ DEPLOY_CONFIG ?= config/default
 
 .PHONY: deploy
 deploy: manifests kustomize ## Deploy the operator to the cluster in ~/.kube/config (DEPLOY_CONFIG=config/certmanager-overlay for cert-manager).
-	cd config/manager && $(KUSTOMIZE) edit set image controller=$(IMG)
-	$(KUSTOMIZE) build $(DEPLOY_CONFIG) | $(KUBECTL) apply --server-side -f -
+	@command -v "$(KUBECTL)" >/dev/null || { echo "no kubectl on the PATH (and no bin/kubectl from make envtest): install kubectl, or set KUBECTL=<path>" >&2; exit 1; }
+	KUSTOMIZE="$(KUSTOMIZE)" hack/render.sh $(DEPLOY_CONFIG) $(IMG) | $(KUBECTL) apply --server-side -f -
 
 .PHONY: undeploy
-undeploy: kustomize ## Remove the operator from the cluster in ~/.kube/config.
-	$(KUSTOMIZE) build $(DEPLOY_CONFIG) | $(KUBECTL) delete --ignore-not-found=$(ignore-not-found) -f -
+undeploy: kustomize ## Remove the operator from the cluster in ~/.kube/config (the CRD and every TPUSliceAssignment too).
+	@command -v "$(KUBECTL)" >/dev/null || { echo "no kubectl on the PATH (and no bin/kubectl from make envtest): install kubectl, or set KUBECTL=<path>" >&2; exit 1; }
+	KUSTOMIZE="$(KUSTOMIZE)" hack/render.sh $(DEPLOY_CONFIG) $(IMG) | $(KUBECTL) delete --ignore-not-found=$(ignore-not-found) -f -
 
 HELM_VERSION ?= v3.22.0
 HELM ?= $(LOCALBIN)/helm
@@ -269,7 +317,9 @@ $(LOCALBIN):
 	mkdir -p $(LOCALBIN)
 
 KUBEBUILDER_ASSETS ?= $(LOCALBIN)/k8s/$(ENVTEST_K8S_VERSION)-$(GOOS)-$(GOARCH)
-KUBECTL ?= $(KUBEBUILDER_ASSETS)/kubectl
+# The kubectl of install, deploy and their undoing: the one on the PATH, else the one `make envtest`
+# provides (bin/kubectl).
+KUBECTL ?= $(or $(shell command -v kubectl 2>/dev/null),$(LOCALBIN)/kubectl)
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen
 KUSTOMIZE ?= $(LOCALBIN)/kustomize
 GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint

@@ -44,12 +44,17 @@ import (
 	"github.com/ray-tpu/tpu-slice-operator/internal/forward"
 	"github.com/ray-tpu/tpu-slice-operator/internal/managerflags"
 	"github.com/ray-tpu/tpu-slice-operator/internal/operator"
+	"github.com/ray-tpu/tpu-slice-operator/internal/version"
 )
 
 func main() {
 	var f managerflags.Flags
 	f.Bind(flag.CommandLine)
 	_ = f.Parse(flag.CommandLine, os.Args[1:]) // flag.CommandLine exits on an error.
+	if f.Version {
+		fmt.Println(version.Get())
+		return
+	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&f.Zap)))
 	log := ctrl.Log.WithName("setup")
 	limit, set, err := managerflags.SoftMemoryLimit(os.Getenv)
@@ -107,7 +112,7 @@ func run(f *managerflags.Flags) error {
 		setupLog.Info("Claim reservations are on without --claim-forwarding: run this manager as a single replica, since replicas that each reserve IDs deny each other's Pods (docs/spec.md §3.5)",
 			"reservationWindow", f.Operator.ReservationWindow)
 	}
-	setupLog.Info("Starting manager", "leaderElection", f.LeaderElect, "metricsAddress", f.MetricsAddr,
+	setupLog.Info("Starting manager", "version", version.Get().Version, "commit", version.Get().Commit, "leaderElection", f.LeaderElect, "metricsAddress", f.MetricsAddr,
 		"webhookPort", f.WebhookPort, "certMode", f.Certs.Mode, "claimForwarding", f.ClaimForwarding,
 		"reservationWindow", f.Operator.ReservationWindow)
 	return mgr.Start(ctrl.SetupSignalHandler())

@@ -36,16 +36,19 @@ type Flags struct {
 	MetricsAddr, ProbeAddr, WebhookCertPath string
 	SecureMetrics, EnableHTTP2, LeaderElect bool
 	ClaimForwarding                         bool
-	WebhookPort                             int
-	Operator                                operator.Options
-	Certs                                   certs.Options
-	Zap                                     zap.Options
+	// Version asks the manager to print its version and exit.
+	Version     bool
+	WebhookPort int
+	Operator    operator.Options
+	Certs       certs.Options
+	Zap         zap.Options
 }
 
 // Bind registers every flag of the manager on fs. The --kubeconfig flag is not among them:
 // controller-runtime registers it on flag.CommandLine when its client config package loads.
 func (f *Flags) Bind(fs *flag.FlagSet) {
 	fs.StringVar(&f.MetricsAddr, "metrics-bind-address", "0", "Address the metrics endpoint binds to, e.g. :8443 (https) or :8080 (http); 0 disables it.")
+	fs.BoolVar(&f.Version, "version", false, "Print the version, commit and Go version the manager was built with, and exit.")
 	fs.StringVar(&f.ProbeAddr, "health-probe-bind-address", ":8081", "Address the health and readiness probes bind to.")
 	fs.BoolVar(&f.LeaderElect, "leader-elect", false, "Elect a leader for the reconciler, so that several replicas can serve the webhooks.")
 	fs.BoolVar(&f.SecureMetrics, "metrics-secure", true, "Serve metrics over HTTPS with authentication and authorization.")
