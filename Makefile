@@ -21,8 +21,9 @@ ENVTEST_K8S_VERSION ?= 1.37.2
 ENVTEST_ETCD_VERSION ?= 3.6.16
 
 # The rest of a local cluster (internal/localcluster): kube-scheduler and kube-controller-manager of
-# CLUSTER_K8S_VERSION and kwok, built from source by hack/build-cluster-tools.sh, cached per user and
-# linked into bin/.
+# CLUSTER_K8S_VERSION and kwok, downloaded from their releases by hack/build-cluster-tools.sh, or
+# built from source where that fails (CLUSTER_TOOLS_FROM_SOURCE=1 skips the download), cached per
+# user and linked into bin/.
 CLUSTER_K8S_VERSION ?= $(ENVTEST_K8S_VERSION)
 KWOK_VERSION ?= 0.8.0
 
@@ -340,7 +341,7 @@ setup-envtest: $(LOCALBIN) ## Install Kubebuilder's setup-envtest into bin/.
 CLUSTER_ASSETS ?= $(LOCALBIN)/cluster/$(CLUSTER_K8S_VERSION)-kwok-$(KWOK_VERSION)-$(GOOS)-$(GOARCH)
 
 .PHONY: cluster-tools
-cluster-tools: ## Build kube-scheduler, kube-controller-manager and kwok from source (cached per user) and link them into bin/cluster/.
+cluster-tools: ## Get kube-scheduler, kube-controller-manager and kwok from their releases, or build them from source where that fails or CLUSTER_TOOLS_FROM_SOURCE=1 (cached per user); link them into bin/cluster/.
 	@hack/build-cluster-tools.sh $(CLUSTER_K8S_VERSION) $(KWOK_VERSION) $(CLUSTER_ASSETS)
 
 .PHONY: controller-gen
