@@ -40,6 +40,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -276,9 +277,12 @@ func checkProductionShape(objs rendered) {
 			HaveField("Operator", metav1.LabelSelectorOpNotIn),
 			HaveField("Values", ContainElements("kube-system", installNamespace)),
 		)), "%s never sees the control plane's or its own namespace", w.name)
-		Expect(w.matchConditions).To(HaveLen(1), "%s only sees objects asking for TPUs", w.name)
+		Expect(w.matchConditions).To(ContainElement(HaveField("Name", BeElementOf("requests-tpus", "has-tpu-worker-group"))),
+			"%s only sees objects asking for TPUs", w.name)
 		Expect(w.service.Namespace).To(Equal(installNamespace))
 	}
+	Expect(rc.MatchConditions).To(ContainElement(HaveField("Name", "changes-tpu-group")),
+		"the RayCluster webhook sees only the updates that change a TPU group")
 }
 
 var _ = Describe("make deploy (config/default: built-in certificates)", Ordered, func() {
@@ -530,7 +534,7 @@ var _ = Describe("make deploy (config/default: built-in certificates)", Ordered,
 	})
 
 	It("can block only KubeRay TPU worker Pods and RayClusters with TPU groups while the webhooks are down", func() {
-		By("pointing both webhooks at a closed port: every call fails, and failurePolicy is Fail")
+		By("pointing both webhooks at a closed port: every call fails")
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		Expect(err).NotTo(HaveOccurred())
 		closed := "https://" + ln.Addr().String()
@@ -542,10 +546,19 @@ var _ = Describe("make deploy (config/default: built-in certificates)", Ordered,
 		Expect(k8sClient.Update(ctx, &mutating)).To(Succeed())
 		var validating admissionregistrationv1.ValidatingWebhookConfiguration
 		Expect(k8sClient.Get(ctx, client.ObjectKey{Name: args(d)["validating-webhook-configuration-name"]}, &validating)).To(Succeed())
+		failurePolicy := validating.Webhooks[0].FailurePolicy
 		validating.Webhooks[0].ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: ptr.To(closed + "/validate-ray-io-v1-raycluster")}
+		validating.Webhooks[0].FailurePolicy = ptr.To(admissionregistrationv1.Ignore)
 		Expect(k8sClient.Update(ctx, &validating)).To(Succeed())
 
 		ns := framework.CreateNamespace(ctx, k8sClient, "install-probe")
+		By("creating a TPU RayCluster while the RayCluster webhook's failures are ignored, as if before the outage")
+		running := testutil.MakeRayCluster("running", ns).ManagedByMultiKueue().CPUGroup("cpu", 1).
+			TPUGroup("tpu", "tpu-v6e-slice", "4x4", 4, 4, 1).Obj()
+		Eventually(func() error { return k8sClient.Create(ctx, running) }, testutil.Timeout, testutil.Interval).Should(Succeed())
+		validating.Webhooks[0].FailurePolicy = failurePolicy
+		Expect(k8sClient.Update(ctx, &validating)).To(Succeed())
+
 		refused := MatchError(ContainSubstring("failed calling webhook"))
 		worker := func() *testutil.PodWrapper {
 			return testutil.MakeWorkerPod(ns, "probe", "uid-1", "workers").GenerateName("probe-workers-")
@@ -555,7 +568,40 @@ var _ = Describe("make deploy (config/default: built-in certificates)", Ordered,
 			TPUGroup("tpu", "tpu-v6e-slice", "4x4", 4, 4, 1).Obj()
 		// The webhooks' configuration is read from the API server's cache: wait until it refuses.
 		Eventually(func() error { return k8sClient.Create(ctx, worker().TPU(4).Obj()) }, testutil.Timeout, testutil.Interval).Should(refused)
-		Expect(k8sClient.Create(ctx, tpuCluster)).To(refused)
+		Eventually(func() error { return k8sClient.Create(ctx, tpuCluster) }, testutil.Timeout, testutil.Interval).Should(refused)
+
+		By("updating the running TPU RayCluster: only changes to a TPU group's template or numOfHosts wait for the operator")
+		update := func(change func(rc *rayv1.RayCluster)) error {
+			var rc rayv1.RayCluster
+			if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(running), &rc); err != nil {
+				return err
+			}
+			change(&rc)
+			return k8sClient.Update(ctx, &rc)
+		}
+		const cpu, tpu = 0, 1 // the groups' indexes
+		Expect(update(func(rc *rayv1.RayCluster) {
+			g := &rc.Spec.WorkerGroupSpecs[tpu]
+			g.Replicas, g.MaxReplicas = ptr.To[int32](2), ptr.To[int32](2)
+		})).To(Succeed(), "the Ray autoscaler scales a TPU group")
+		Expect(update(func(rc *rayv1.RayCluster) { rc.Finalizers = append(rc.Finalizers, "example.com/hold") })).
+			To(Succeed(), "a finalizer is added")
+		Expect(update(func(rc *rayv1.RayCluster) { rc.Finalizers = nil })).To(Succeed(), "a finalizer is removed")
+		Expect(update(func(rc *rayv1.RayCluster) { rc.Labels = map[string]string{"team": "a"} })).To(Succeed(), "the RayCluster's labels")
+		Expect(update(func(rc *rayv1.RayCluster) {
+			rc.Spec.WorkerGroupSpecs[cpu].Template.Labels = map[string]string{"rev": "2"}
+		})).To(Succeed(), "a CPU group's template")
+		Expect(update(func(rc *rayv1.RayCluster) {
+			rc.Spec.WorkerGroupSpecs[tpu].Template.Labels = map[string]string{"rev": "2"}
+		})).To(refused, "a TPU group's template")
+		Expect(update(func(rc *rayv1.RayCluster) { rc.Spec.WorkerGroupSpecs[tpu].NumOfHosts = 2 })).To(refused, "a TPU group's numOfHosts")
+		Expect(update(func(rc *rayv1.RayCluster) {
+			added := *rc.Spec.WorkerGroupSpecs[tpu].DeepCopy()
+			added.GroupName = "tpu-2"
+			rc.Spec.WorkerGroupSpecs = append(rc.Spec.WorkerGroupSpecs, added)
+		})).To(refused, "a new TPU group")
+		Expect(update(func(rc *rayv1.RayCluster) { rc.Spec.WorkerGroupSpecs[tpu].GroupName = "renamed" })).
+			To(refused, "a renamed TPU group")
 
 		Expect(k8sClient.Create(ctx, worker().Obj())).To(Succeed(), "a KubeRay worker Pod without TPUs")
 		Expect(k8sClient.Create(ctx, testutil.MakePod("plain-tpu", ns).TPU(4).Obj())).To(Succeed(), "a TPU Pod that is not a KubeRay worker")
