@@ -43,6 +43,7 @@ import (
 	"github.com/ray-tpu/tpu-slice-operator/internal/certs"
 	"github.com/ray-tpu/tpu-slice-operator/internal/forward"
 	"github.com/ray-tpu/tpu-slice-operator/internal/managerflags"
+	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
 	"github.com/ray-tpu/tpu-slice-operator/internal/operator"
 	"github.com/ray-tpu/tpu-slice-operator/internal/version"
 )
@@ -106,6 +107,13 @@ func run(f *managerflags.Flags) error {
 	}
 	if err := addRunnables(mgr, certWatcher, rotator); err != nil {
 		return err
+	}
+	serving := metrics.LeafInFile(filepath.Join(webhookCertDir(f), "tls.crt"))
+	if rotator != nil {
+		serving = metrics.LeafOf(rotator.GetCertificate)
+	}
+	if err := metrics.RegisterServingCertificate(serving); err != nil {
+		return fmt.Errorf("registering the certificate metric: %w", err)
 	}
 	setupLog := ctrl.Log.WithName("setup")
 	if f.ReservingAlone() {
@@ -197,14 +205,19 @@ func forwardOptions(cfg *rest.Config, f *managerflags.Flags, rotator *certs.Rota
 		opts.Router.ServingCertificate = forward.ServingCertificateFrom(rotator.GetCertificate)
 		return opts, nil, nil
 	}
-	certDir := f.WebhookCertPath
-	if certDir == "" {
-		certDir = filepath.Join(os.TempDir(), "k8s-webhook-server", "serving-certs") // controller-runtime's default
-	}
+	certDir := webhookCertDir(f)
 	watcher, err := certwatcher.New(filepath.Join(certDir, "tls.crt"), filepath.Join(certDir, "tls.key"))
 	if err != nil {
 		return forward.SetupOptions{}, nil, err
 	}
 	opts.Router.ServingCertificate = forward.ServingCertificateFrom(watcher.GetCertificate)
 	return opts, watcher, nil
+}
+
+// webhookCertDir is where the webhook server reads its certificate in external mode.
+func webhookCertDir(f *managerflags.Flags) string {
+	if f.WebhookCertPath == "" {
+		return filepath.Join(os.TempDir(), "k8s-webhook-server", "serving-certs") // controller-runtime's default
+	}
+	return f.WebhookCertPath
 }

@@ -139,7 +139,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		opts.AssemblyTimeout = gate.DefaultAssemblyTimeout
 	}
 	opts.PlacementNamespace = opts.PlacementNamespaceOrDefault()
-	if err := metrics.RegisterSliceCollector(mgr.GetClient()); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
+	if err := metrics.RegisterSliceCollector(mgr.GetClient(), mgr.Elected()); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
 		return err
 	}
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Pod{}, NodeNameIndex, NodeNameIndexValue); err != nil {

@@ -28,6 +28,7 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
+	"github.com/ray-tpu/tpu-slice-operator/internal/version"
 )
 
 const namespace = "tpu_slice_operator"
@@ -109,6 +110,18 @@ var Default = New()
 
 func init() {
 	crmetrics.Registry.MustRegister(Default.collectors()...)
+	crmetrics.Registry.MustRegister(buildInfo(version.Get()))
+}
+
+// buildInfo is the constant gauge tpu_slice_operator_build_info{version,commit,go_version} = 1: which
+// release every replica runs, for dashboards and for alerts on a mixed-version rollout.
+func buildInfo(info version.Info) prometheus.Collector {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "build_info",
+		Help: "Always 1: the operator's version, the commit it was built from and the Go version that built it, as labels.",
+	}, []string{"version", "commit", "go_version"})
+	g.WithLabelValues(info.Version, info.Commit, info.GoVersion).Set(1)
+	return g
 }
 
 // New returns a set of the operator's metrics registered nowhere.
@@ -195,30 +208,49 @@ func (m *Metrics) collectors() []prometheus.Collector {
 		m.Results, m.Attempts, m.Conflicts, m.Duration, m.Writes, m.LostWrites, m.Reserved, m.GiveBacks, m.Renewals, m.Forwards, m.ForwardDuration}
 }
 
-// sliceCollector reports the slices in the cache by state and by condition when scraped.
+// sliceCollector reports the slices in the cache by state and by condition when scraped, on the
+// elected leader only: every replica caches every slice, so gauges from each would count each slice
+// once per replica in a sum().
 type sliceCollector struct {
 	reader     client.Reader
+	elected    <-chan struct{}
 	desc       *prometheus.Desc
 	conditions *prometheus.Desc
 }
 
 // sliceConditionTypes are the condition types the slices-by-condition gauge reports.
 var sliceConditionTypes = []string{
-	tpuv1alpha1.ConditionClaimed, tpuv1alpha1.ConditionScheduled, tpuv1alpha1.ConditionPlaced,
-	tpuv1alpha1.ConditionReady, tpuv1alpha1.ConditionDegraded, tpuv1alpha1.ConditionConflict,
+	tpuv1alpha1.ConditionClaimed, tpuv1alpha1.ConditionScheduled, tpuv1alpha1.ConditionDomainChosen,
+	tpuv1alpha1.ConditionPlaced, tpuv1alpha1.ConditionReady, tpuv1alpha1.ConditionDegraded,
+	tpuv1alpha1.ConditionConflict, tpuv1alpha1.ConditionMalformed,
 }
 
+// The states of tpu_slice_operator_slices.
+const (
+	// SliceReady: the slice's Ready condition is True (docs/spec.md §11).
+	SliceReady = "ready"
+	// SliceNotReady: any other slice.
+	SliceNotReady = "not_ready"
+)
+
 // RegisterSliceCollector registers a collector, reading from reader (normally the manager's
-// cache), of the number of slices by state (ready: every host ID bound to a Pod, the Claimed
-// condition; incomplete) and of slices by condition type and status.
-func RegisterSliceCollector(reader client.Reader) error {
-	return crmetrics.Registry.Register(&sliceCollector{
-		reader: reader,
-		desc: prometheus.NewDesc(namespace+"_slices", "TPUSliceAssignments by state (ready: every host ID bound to a Pod, the Claimed condition).",
+// cache), of the number of slices by state (ready: the Ready condition True; not_ready) and of
+// slices by condition type and status. It reports only once elected is closed (the manager's
+// Elected(): the leader, or every replica without leader election), so that the gauges of a
+// slice come from one replica.
+func RegisterSliceCollector(reader client.Reader, elected <-chan struct{}) error {
+	return crmetrics.Registry.Register(newSliceCollector(reader, elected))
+}
+
+func newSliceCollector(reader client.Reader, elected <-chan struct{}) *sliceCollector {
+	return &sliceCollector{
+		reader:  reader,
+		elected: elected,
+		desc: prometheus.NewDesc(namespace+"_slices", "TPUSliceAssignments by state (ready: the Ready condition True; not_ready), reported by the leader only.",
 			[]string{"state"}, nil),
-		conditions: prometheus.NewDesc(namespace+"_slice_conditions", "TPUSliceAssignments by condition type and status (a slice without the condition counts as Unknown).",
+		conditions: prometheus.NewDesc(namespace+"_slice_conditions", "TPUSliceAssignments by condition type and status (a slice without the condition counts as Unknown), reported by the leader only.",
 			[]string{"type", "status"}, nil),
-	})
+	}
 }
 
 func (c *sliceCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -227,6 +259,11 @@ func (c *sliceCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *sliceCollector) Collect(ch chan<- prometheus.Metric) {
+	select {
+	case <-c.elected:
+	default:
+		return // not the leader: the leader reports every slice
+	}
 	var list tpuv1alpha1.TPUSliceAssignmentList
 	if err := c.reader.List(context.Background(), &list); err != nil {
 		return
@@ -238,7 +275,7 @@ func (c *sliceCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for i := range list.Items {
 		conds := list.Items[i].Status.Conditions
-		if apimeta.IsStatusConditionTrue(conds, tpuv1alpha1.ConditionClaimed) {
+		if apimeta.IsStatusConditionTrue(conds, tpuv1alpha1.ConditionReady) {
 			ready++
 		}
 		for _, t := range sliceConditionTypes {
@@ -249,8 +286,8 @@ func (c *sliceCollector) Collect(ch chan<- prometheus.Metric) {
 			counts[t][status]++
 		}
 	}
-	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(ready), "ready")
-	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(len(list.Items)-ready), "incomplete")
+	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(ready), SliceReady)
+	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(len(list.Items)-ready), SliceNotReady)
 	for _, t := range sliceConditionTypes {
 		for _, status := range []metav1.ConditionStatus{metav1.ConditionTrue, metav1.ConditionFalse, metav1.ConditionUnknown} {
 			ch <- prometheus.MustNewConstMetric(c.conditions, prometheus.GaugeValue, float64(counts[t][status]), t, string(status))

@@ -17,8 +17,12 @@ limitations under the License.
 package metrics
 
 import (
+	"crypto/x509"
+	"errors"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
@@ -29,10 +33,11 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
+	"github.com/ray-tpu/tpu-slice-operator/internal/version"
 )
 
-// TestSliceCollector: slices are counted by state (the Claimed condition) and by condition type
-// and status, a missing condition as Unknown.
+// TestSliceCollector: once elected, slices are counted by state (the Ready condition) and by
+// condition type and status, a missing condition as Unknown; before, nothing is reported.
 func TestSliceCollector(t *testing.T) {
 	scheme := runtime.NewScheme()
 	if err := tpuv1alpha1.AddToScheme(scheme); err != nil {
@@ -48,44 +53,116 @@ func TestSliceCollector(t *testing.T) {
 	}
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(
 		slice("a", cond(tpuv1alpha1.ConditionClaimed, metav1.ConditionTrue), cond(tpuv1alpha1.ConditionReady, metav1.ConditionTrue),
-			cond(tpuv1alpha1.ConditionDegraded, metav1.ConditionFalse)),
+			cond(tpuv1alpha1.ConditionDegraded, metav1.ConditionFalse), cond(tpuv1alpha1.ConditionDomainChosen, metav1.ConditionTrue)),
 		slice("b", cond(tpuv1alpha1.ConditionClaimed, metav1.ConditionTrue), cond(tpuv1alpha1.ConditionReady, metav1.ConditionFalse),
 			cond(tpuv1alpha1.ConditionDegraded, metav1.ConditionTrue)),
-		slice("c", cond(tpuv1alpha1.ConditionClaimed, metav1.ConditionFalse)),
+		slice("c", cond(tpuv1alpha1.ConditionClaimed, metav1.ConditionFalse), cond(tpuv1alpha1.ConditionDomainChosen, metav1.ConditionFalse)),
 	).Build()
-	collector := &sliceCollector{reader: c,
-		desc:       prometheus.NewDesc(namespace+"_slices", "h", []string{"state"}, nil),
-		conditions: prometheus.NewDesc(namespace+"_slice_conditions", "h", []string{"type", "status"}, nil)}
-	wantConds := map[[2]string]float64{
+	collect := func(collector *sliceCollector) map[[2]string]float64 {
+		got := map[[2]string]float64{}
+		ch := make(chan prometheus.Metric, 64)
+		collector.Collect(ch)
+		close(ch)
+		for m := range ch {
+			var pb dtoMetric
+			if err := m.Write(&pb.Metric); err != nil {
+				t.Fatal(err)
+			}
+			labels := map[string]string{}
+			for _, l := range pb.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			key := [2]string{labels["type"], labels["status"]}
+			if m.Desc() == collector.desc {
+				key = [2]string{"slices", labels["state"]}
+			}
+			got[key] = pb.GetGauge().GetValue()
+		}
+		return got
+	}
+
+	notElected := make(chan struct{})
+	if got := collect(newSliceCollector(c, notElected)); len(got) != 0 {
+		t.Errorf("a replica that is not the leader reported %v, want nothing", got)
+	}
+
+	elected := make(chan struct{})
+	close(elected)
+	got := collect(newSliceCollector(c, elected))
+	want := map[[2]string]float64{
+		{"slices", "ready"}: 1, {"slices", "not_ready"}: 2,
+	}
+	for _, typ := range sliceConditionTypes {
+		for _, status := range []string{"True", "False", "Unknown"} {
+			want[[2]string{typ, status}] = 0
+		}
+	}
+	for k, v := range map[[2]string]float64{
 		{"Ready", "True"}: 1, {"Ready", "False"}: 1, {"Ready", "Unknown"}: 1,
 		{"Degraded", "True"}: 1, {"Degraded", "False"}: 1, {"Degraded", "Unknown"}: 1,
-		{"Claimed", "True"}: 2, {"Claimed", "False"}: 1, {"Claimed", "Unknown"}: 0,
-		{"Placed", "Unknown"}: 3, {"Placed", "True"}: 0,
-		{"slices", "ready"}: 2, {"slices", "incomplete"}: 1,
+		{"Claimed", "True"}: 2, {"Claimed", "False"}: 1,
+		{"DomainChosen", "True"}: 1, {"DomainChosen", "False"}: 1, {"DomainChosen", "Unknown"}: 1,
+		{"Scheduled", "Unknown"}: 3, {"Placed", "Unknown"}: 3, {"Conflict", "Unknown"}: 3, {"Malformed", "Unknown"}: 3,
+	} {
+		want[k] = v
 	}
-	got := map[[2]string]float64{}
-	ch := make(chan prometheus.Metric, 64)
-	collector.Collect(ch)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("gauges (-want,+got):\n%s", diff)
+	}
+}
+
+// TestCertificateCollector: the gauge is the served certificate's NotAfter, and absent while no
+// certificate is served.
+func TestCertificateCollector(t *testing.T) {
+	notAfter := time.Date(2027, 3, 1, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name    string
+		serving func() (*x509.Certificate, error)
+		want    []float64
+	}{
+		{"served", func() (*x509.Certificate, error) { return &x509.Certificate{NotAfter: notAfter}, nil }, []float64{float64(notAfter.Unix())}},
+		{"not yet", func() (*x509.Certificate, error) { return nil, errors.New("no webhook serving certificate yet") }, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ch := make(chan prometheus.Metric, 4)
+			newCertificateCollector(tc.serving).Collect(ch)
+			close(ch)
+			var got []float64
+			for m := range ch {
+				var pb dtoMetric
+				if err := m.Write(&pb.Metric); err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, pb.GetGauge().GetValue())
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("gauge values (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestBuildInfo: one sample of 1 whose labels are the build's.
+func TestBuildInfo(t *testing.T) {
+	info := version.Info{Version: "v0.1.0", Commit: "abc", GoVersion: "go1.27.3"}
+	ch := make(chan prometheus.Metric, 2)
+	buildInfo(info).Collect(ch)
 	close(ch)
+	var got []map[string]string
 	for m := range ch {
 		var pb dtoMetric
 		if err := m.Write(&pb.Metric); err != nil {
 			t.Fatal(err)
 		}
-		labels := map[string]string{}
+		labels := map[string]string{"value": strconv.FormatFloat(pb.GetGauge().GetValue(), 'g', -1, 64)}
 		for _, l := range pb.GetLabel() {
 			labels[l.GetName()] = l.GetValue()
 		}
-		key := [2]string{labels["type"], labels["status"]}
-		if m.Desc() == collector.desc {
-			key = [2]string{"slices", labels["state"]}
-		}
-		got[key] = pb.GetGauge().GetValue()
+		got = append(got, labels)
 	}
-	for k, v := range wantConds {
-		if got[k] != v {
-			t.Errorf("gauge %q %q = %v, want %v", k[0], k[1], got[k], v)
-		}
+	want := []map[string]string{{"version": "v0.1.0", "commit": "abc", "go_version": "go1.27.3", "value": "1"}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("build_info (-want,+got):\n%s", diff)
 	}
 }
 
