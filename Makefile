@@ -299,17 +299,19 @@ helm: ## Install helm into bin/ (built from source).
 	$(call go-install-tool,$(HELM),helm.sh/helm/v3/cmd/helm,$(HELM_VERSION))
 
 .PHONY: helm-chart
-helm-chart: manifests kustomize ## Generate the Helm chart in charts/ from config/default (hack/helm).
-	$(KUSTOMIZE) build config/default | go run ./hack/helm -out $(CHART_DIR)
+helm-chart: manifests kustomize ## Generate the Helm chart in charts/ from config/default, config/certmanager-overlay and config/prometheus (hack/helm).
+	go run ./hack/helm -kustomize $(KUSTOMIZE) -version $(patsubst v%,%,$(RELEASE_VERSION)) -out $(CHART_DIR)
 
 .PHONY: helm-verify
-helm-verify: helm-chart helm ## Fail if the chart is out of sync with config/default; lint and render it.
+helm-verify: helm-chart helm ## Fail if the chart is out of sync with config/; lint it and render it with its defaults and with every optional part on.
 	@if [ -n "$$(git status --porcelain -- charts/)" ]; then \
-		echo "charts/ is out of date with config/default (run 'make helm-chart'):"; \
+		echo "charts/ is out of date with config/ (run 'make helm-chart'):"; \
 		git status --porcelain -- charts/; git --no-pager diff --stat -- charts/; exit 1; \
 	fi
 	$(HELM) lint --strict $(CHART_DIR)
 	$(HELM) template tpu-slice-operator $(CHART_DIR) --namespace tpu-slice-operator-system > /dev/null
+	$(HELM) template tpu-slice-operator $(CHART_DIR) --namespace tpu-slice-operator-system --set certManager.enabled=true \
+		--set metrics.serviceMonitor.enabled=true --set prometheusRule.enabled=true > /dev/null
 
 ##@ Dependencies
 

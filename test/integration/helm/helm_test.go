@@ -73,30 +73,102 @@ var _ = Describe("The Helm chart", func() {
 		Expect(err).NotTo(HaveOccurred(), string(out))
 	})
 
-	It("renders, with its defaults, exactly the objects of config/default (run `make helm-chart` if not)", func() {
-		want := map[string]*unstructured.Unstructured{}
-		namespace := ""
-		fromKustomize, err := framework.Kustomize("config/default")
+	It("renders, with its defaults, exactly the objects of config/default but for the CRD's keep policy (run `make helm-chart` if not)", func() {
+		expectRendersConfig("config/default")
+	})
+
+	It("renders, with certManager.enabled, exactly the objects of config/certmanager-overlay but for the CRD's keep policy", func() {
+		expectRendersConfig("config/certmanager-overlay", "--set", "certManager.enabled=true")
+	})
+
+	It("renders config/prometheus's ServiceMonitor and PrometheusRule when enabled, with their extra labels", func() {
+		fromKustomize, err := framework.Kustomize("config/prometheus")
 		Expect(err).NotTo(HaveOccurred())
-		for _, u := range fromKustomize {
-			if u.GetKind() == "Namespace" { // Helm installs into the release namespace instead.
-				namespace = u.GetName()
-				continue
-			}
-			if labels := u.GetLabels(); labels[managedByLabel] == "kustomize" {
-				labels[managedByLabel] = "Helm"
-				u.SetLabels(labels)
-			}
-			want[key(u)] = u
-		}
-		Expect(namespace).NotTo(BeEmpty())
+		Expect(fromKustomize).To(HaveLen(2))
 		got := map[string]*unstructured.Unstructured{}
-		for _, u := range parse(run(helm(), "template", release, chartDir, "--namespace", namespace)) {
+		for _, u := range parse(run(helm(), "template", release, chartDir, "--namespace", "tpu-slice-operator-system",
+			"--set", "metrics.serviceMonitor.enabled=true", "--set", "metrics.serviceMonitor.labels.release=prom",
+			"--set", "prometheusRule.enabled=true", "--set", "prometheusRule.labels.release=prom")) {
 			got[key(u)] = u
 		}
-		Expect(keys(got)).To(ConsistOf(keys(want)))
-		for k, u := range want {
-			Expect(cmp.Diff(u.Object, got[k].Object)).To(BeEmpty(), "%s differs from config/default (-kustomize +helm)", k)
+		for _, u := range fromKustomize {
+			labels := u.GetLabels()
+			labels[managedByLabel] = "Helm"
+			labels["release"] = "prom"
+			u.SetLabels(labels)
+			Expect(got).To(HaveKey(key(u)))
+			Expect(cmp.Diff(u.Object, got[key(u)].Object)).To(BeEmpty(), "%s differs from config/prometheus (-kustomize +helm)", key(u))
+		}
+	})
+
+	// Each combination of values docs/install.md documents renders and applies server-side, and
+	// its values land where they should.
+	DescribeTable("renders and applies the documented values",
+		func(namespace string, check func(objs []*unstructured.Unstructured), set ...string) {
+			args := append([]string{"template", release, chartDir, "--namespace", namespace}, set...)
+			objs := parse(run(helm(), args...))
+			check(objs)
+			Expect(k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}})).To(Succeed())
+			applyAll(objs)
+		},
+		Entry("scheduling, resources, pull secrets and Pod annotations", "tpu-helm-scheduling", func(objs []*unstructured.Unstructured) {
+			spec := deploymentOf(objs).Spec.Template
+			Expect(spec.Spec.NodeSelector).To(Equal(map[string]string{"pool": "system"}))
+			Expect(spec.Spec.Tolerations).To(ConsistOf(HaveField("Key", "dedicated")))
+			Expect(spec.Spec.Affinity.NodeAffinity).NotTo(BeNil())
+			Expect(spec.Spec.PriorityClassName).To(Equal("system-cluster-critical"))
+			Expect(spec.Spec.ImagePullSecrets).To(ConsistOf(corev1.LocalObjectReference{Name: "registry"}))
+			Expect(spec.Annotations).To(HaveKeyWithValue("example.com/team", "tpu"))
+			Expect(spec.Annotations).To(HaveKey("kubectl.kubernetes.io/default-container"), "the rendered annotation stays")
+			manager := spec.Spec.Containers[0]
+			Expect(manager.Resources.Limits.Memory().String()).To(Equal("2Gi"))
+			Expect(manager.ImagePullPolicy).To(Equal(corev1.PullAlways))
+		},
+			"--set", "nodeSelector.pool=system",
+			"--set", "tolerations[0].key=dedicated", "--set", "tolerations[0].operator=Exists",
+			"--set", "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].key=pool",
+			"--set", "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].operator=Exists",
+			"--set", "priorityClassName=system-cluster-critical",
+			"--set", "imagePullSecrets[0].name=registry", "--set", "image.pullPolicy=Always",
+			"--set", "podAnnotations.example\\.com/team=tpu",
+			"--set", "resources.limits.memory=2Gi", "--set", "resources.requests.memory=256Mi"),
+		Entry("manager flags: placement, no forwarding, extra flags; one replica without a PodDisruptionBudget", "tpu-helm-flags", func(objs []*unstructured.Unstructured) {
+			deploy := deploymentOf(objs)
+			Expect(*deploy.Spec.Replicas).To(BeEquivalentTo(1))
+			args := deploy.Spec.Template.Spec.Containers[0].Args
+			Expect(args).To(ContainElements("--slice-placement=InterPodAffinity", "--max-slice-hosts=1024"))
+			Expect(args).NotTo(ContainElement("--claim-forwarding"))
+			Expect(kindsOf(objs)).NotTo(HaveKey("PodDisruptionBudget"))
+		},
+			"--set", "replicaCount=1", "--set", "podDisruptionBudget.enabled=false", "--set", "manager.claimForwarding=false",
+			"--set", "manager.slicePlacement=InterPodAffinity", "--set", "manager.extraArgs[0]=--max-slice-hosts=1024"),
+		Entry("the defaults: forwarding replicas with a PodDisruptionBudget, the CRD kept", "tpu-helm-defaults", func(objs []*unstructured.Unstructured) {
+			deploy := deploymentOf(objs)
+			Expect(*deploy.Spec.Replicas).To(BeEquivalentTo(3))
+			Expect(deploy.Spec.Template.Spec.Containers[0].Args).To(ContainElement("--claim-forwarding"))
+			Expect(kindsOf(objs)).To(HaveKeyWithValue("PodDisruptionBudget", 1))
+			Expect(kindsOf(objs)).NotTo(HaveKey("ServiceMonitor"))
+			Expect(kindsOf(objs)).NotTo(HaveKey("PrometheusRule"))
+			Expect(kindsOf(objs)).NotTo(HaveKey("Certificate"))
+			Expect(crdOf(objs).GetAnnotations()).To(HaveKeyWithValue("helm.sh/resource-policy", "keep"))
+		}),
+		Entry("crds.keep=false", "tpu-helm-nokeep", func(objs []*unstructured.Unstructured) {
+			Expect(crdOf(objs).GetAnnotations()).NotTo(HaveKey("helm.sh/resource-policy"))
+		}, "--set", "crds.keep=false"),
+		Entry("cert-manager, ServiceMonitor and PrometheusRule", "tpu-helm-monitoring", func(objs []*unstructured.Unstructured) {
+			kinds := kindsOf(objs)
+			Expect(kinds).To(HaveKeyWithValue("Certificate", 1))
+			Expect(kinds).To(HaveKeyWithValue("Issuer", 1))
+			Expect(kinds).To(HaveKeyWithValue("ServiceMonitor", 1))
+			Expect(kinds).To(HaveKeyWithValue("PrometheusRule", 1))
+		}, "--set", "certManager.enabled=true", "--set", "metrics.serviceMonitor.enabled=true", "--set", "prometheusRule.enabled=true"),
+	)
+
+	It("refuses values its schema does not allow", func() {
+		for _, set := range []string{"replicaCount=three", "manager.slicePlacement=Anywhere", "manager.extraArgs[0]=max-slice-hosts", "unknownValue=1", "image.digest=latest"} {
+			out, err := exec.Command(helm(), "template", release, chartDir, "--set", set).CombinedOutput()
+			Expect(err).To(HaveOccurred(), "--set %s rendered:\n%s", set, out)
+			Expect(string(out)).To(ContainSubstring("values don't meet the specifications of the schema"), "--set %s", set)
 		}
 	})
 
@@ -188,6 +260,96 @@ var _ = Describe("The Helm chart", func() {
 		}
 	})
 })
+
+// expectRendersConfig checks that the chart, with set, renders exactly the objects of a directory of
+// config/: the Namespace left out, managed by Helm, the CRD kept on uninstall (crds.keep).
+func expectRendersConfig(dir string, set ...string) {
+	GinkgoHelper()
+	want := map[string]*unstructured.Unstructured{}
+	namespace := ""
+	fromKustomize, err := framework.Kustomize(dir)
+	Expect(err).NotTo(HaveOccurred())
+	for _, u := range fromKustomize {
+		if u.GetKind() == "Namespace" { // Helm installs into the release namespace instead.
+			namespace = u.GetName()
+			continue
+		}
+		if labels := u.GetLabels(); labels[managedByLabel] == "kustomize" {
+			labels[managedByLabel] = "Helm"
+			u.SetLabels(labels)
+		}
+		if u.GetKind() == "CustomResourceDefinition" {
+			annotations := u.GetAnnotations()
+			annotations["helm.sh/resource-policy"] = "keep"
+			u.SetAnnotations(annotations)
+		}
+		want[key(u)] = u
+	}
+	Expect(namespace).NotTo(BeEmpty())
+	got := map[string]*unstructured.Unstructured{}
+	for _, u := range parse(run(helm(), append([]string{"template", release, chartDir, "--namespace", namespace}, set...)...)) {
+		got[key(u)] = u
+	}
+	Expect(keys(got)).To(ConsistOf(keys(want)))
+	for k, u := range want {
+		Expect(cmp.Diff(u.Object, got[k].Object)).To(BeEmpty(), "%s differs from %s (-kustomize +helm)", k, dir)
+	}
+}
+
+// applyAll applies objects server-side as Helm would install them: CRDs first; cert-manager's and
+// the Prometheus Operator's kinds, whose CRDs this control plane does not have, are left out.
+func applyAll(objs []*unstructured.Unstructured) {
+	GinkgoHelper()
+	var crds, rest []*unstructured.Unstructured
+	for _, u := range objs {
+		switch {
+		case u.GroupVersionKind().Group == "cert-manager.io", u.GroupVersionKind().Group == "monitoring.coreos.com":
+		case u.GetKind() == "CustomResourceDefinition":
+			crds = append(crds, u)
+		default:
+			rest = append(rest, u)
+		}
+	}
+	for _, u := range append(crds, rest...) {
+		Expect(k8sClient.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("helm-test"), client.ForceOwnership)).
+			To(Succeed(), "applying %s %s", u.GetKind(), u.GetName())
+	}
+}
+
+// deploymentOf returns the manager Deployment among objs.
+func deploymentOf(objs []*unstructured.Unstructured) *appsv1.Deployment {
+	GinkgoHelper()
+	for _, u := range objs {
+		if u.GetKind() == "Deployment" {
+			var deploy appsv1.Deployment
+			Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &deploy)).To(Succeed())
+			return &deploy
+		}
+	}
+	Fail("no Deployment rendered")
+	return nil
+}
+
+// crdOf returns the CRD among objs.
+func crdOf(objs []*unstructured.Unstructured) *unstructured.Unstructured {
+	GinkgoHelper()
+	for _, u := range objs {
+		if u.GetKind() == "CustomResourceDefinition" {
+			return u
+		}
+	}
+	Fail("no CRD rendered")
+	return nil
+}
+
+// kindsOf counts objs by kind.
+func kindsOf(objs []*unstructured.Unstructured) map[string]int {
+	out := map[string]int{}
+	for _, u := range objs {
+		out[u.GetKind()]++
+	}
+	return out
+}
 
 func key(u *unstructured.Unstructured) string {
 	return fmt.Sprintf("%s %s/%s", u.GroupVersionKind().GroupKind(), u.GetNamespace(), u.GetName())
