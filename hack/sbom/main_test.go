@@ -41,7 +41,7 @@ func TestBuild(t *testing.T) {
 		t.Fatal(err)
 	}
 	type row struct{ Name, Version, PURL string }
-	var got []row
+	got := make([]row, 0, len(doc.Packages))
 	for _, p := range doc.Packages {
 		got = append(got, row{p.Name, p.VersionInfo, p.ExternalRefs[0].ReferenceLocator})
 	}

@@ -19,6 +19,7 @@ package metrics
 import (
 	"crypto/x509"
 	"errors"
+	"maps"
 	"strconv"
 	"strings"
 	"testing"
@@ -97,15 +98,13 @@ func TestSliceCollector(t *testing.T) {
 			want[[2]string{typ, status}] = 0
 		}
 	}
-	for k, v := range map[[2]string]float64{
+	maps.Copy(want, map[[2]string]float64{
 		{"Ready", "True"}: 1, {"Ready", "False"}: 1, {"Ready", "Unknown"}: 1,
 		{"Degraded", "True"}: 1, {"Degraded", "False"}: 1, {"Degraded", "Unknown"}: 1,
 		{"Claimed", "True"}: 2, {"Claimed", "False"}: 1,
 		{"DomainChosen", "True"}: 1, {"DomainChosen", "False"}: 1, {"DomainChosen", "Unknown"}: 1,
 		{"Scheduled", "Unknown"}: 3, {"Placed", "Unknown"}: 3, {"Conflict", "Unknown"}: 3, {"Malformed", "Unknown"}: 3,
-	} {
-		want[k] = v
-	}
+	})
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("gauges (-want,+got):\n%s", diff)
 	}

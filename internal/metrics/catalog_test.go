@@ -16,7 +16,7 @@ limitations under the License.
 
 package metrics
 
-// The metrics catalogue: docs/operations.md lists every metric the operator registers, one table
+// The metrics catalog: docs/operations.md lists every metric the operator registers, one table
 // row each under "## Metrics", as `name{label,...}`. TestOperationsDocumentsEveryMetric compares
 // that table with what the operator registers with controller-runtime's registry (the served
 // set), names and labels, so that neither can change without the other.
@@ -40,16 +40,16 @@ import (
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 )
 
-// catalogueFile is the document whose "## Metrics" table is the catalogue.
-const catalogueFile = "../../docs/operations.md"
+// catalogFile is the document whose "## Metrics" table is the catalog.
+const catalogFile = "../../docs/operations.md"
 
-// catalogueRow matches a row of the table: | `name{labels}` | type | what |.
-var catalogueRow = regexp.MustCompile("^\\| `(" + namespace + `_[a-z0-9_]+)(?:\{([a-z_,]*)\})?` + "` \\| (counter|gauge|histogram) \\|")
+// catalogRow matches a row of the table: | `name{labels}` | type | what |.
+var catalogRow = regexp.MustCompile("^\\| `(" + namespace + `_[a-z0-9_]+)(?:\{([a-z_,]*)\})?` + "` \\| (counter|gauge|histogram) \\|")
 
-// readMetricsCatalogue returns the documented metrics: name -> "type labels".
-func readMetricsCatalogue(t *testing.T) map[string]string {
+// readMetricsCatalog returns the documented metrics: name -> "type labels".
+func readMetricsCatalog(t *testing.T) map[string]string {
 	t.Helper()
-	f, err := os.Open(catalogueFile)
+	f, err := os.Open(catalogFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,13 +66,13 @@ func readMetricsCatalogue(t *testing.T) map[string]string {
 		if !in || !strings.HasPrefix(line, "| `"+namespace) {
 			continue
 		}
-		m := catalogueRow.FindStringSubmatch(line)
+		m := catalogRow.FindStringSubmatch(line)
 		if m == nil {
-			t.Errorf("%s: metric row %q is not | `name{label,...}` | counter, gauge or histogram | ... |", catalogueFile, line)
+			t.Errorf("%s: metric row %q is not | `name{label,...}` | counter, gauge or histogram | ... |", catalogFile, line)
 			continue
 		}
 		if _, dup := out[m[1]]; dup {
-			t.Errorf("%s lists %s twice", catalogueFile, m[1])
+			t.Errorf("%s lists %s twice", catalogFile, m[1])
 		}
 		out[m[1]] = m[3] + " " + m[2]
 	}
@@ -80,7 +80,7 @@ func readMetricsCatalogue(t *testing.T) map[string]string {
 		t.Fatal(err)
 	}
 	if len(out) == 0 {
-		t.Fatalf("%s has no metric rows under ## Metrics", catalogueFile)
+		t.Fatalf("%s has no metric rows under ## Metrics", catalogFile)
 	}
 	return out
 }
@@ -88,7 +88,7 @@ func readMetricsCatalogue(t *testing.T) map[string]string {
 // TestOperationsDocumentsEveryMetric registers what the manager registers (the package's metrics,
 // the slice collector the reconciler's setup adds, the certificate collector cmd/main.go adds),
 // gathers controller-runtime's registry, and compares every tpu_slice_operator_ family, with its
-// type and labels, to the catalogue.
+// type and labels, to the catalog.
 func TestOperationsDocumentsEveryMetric(t *testing.T) {
 	scheme := runtime.NewScheme()
 	if err := tpuv1alpha1.AddToScheme(scheme); err != nil {
@@ -134,8 +134,8 @@ func TestOperationsDocumentsEveryMetric(t *testing.T) {
 		}
 		got[name] = strings.ToLower(mf.GetType().String()) + " " + strings.Join(labels, ",")
 	}
-	want := readMetricsCatalogue(t)
-	// The catalogue writes labels in their declaration order; the registry sorts them.
+	want := readMetricsCatalog(t)
+	// The catalog writes labels in their declaration order; the registry sorts them.
 	for name, v := range want {
 		typ, labels, _ := strings.Cut(v, " ")
 		l := strings.Split(labels, ",")
@@ -143,7 +143,7 @@ func TestOperationsDocumentsEveryMetric(t *testing.T) {
 		want[name] = typ + " " + strings.Join(l, ",")
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("the metrics of %s (-documented +registered):\n%s", catalogueFile, diff)
+		t.Errorf("the metrics of %s (-documented +registered):\n%s", catalogFile, diff)
 	}
 }
 
@@ -151,9 +151,9 @@ func TestOperationsDocumentsEveryMetric(t *testing.T) {
 var metricReference = regexp.MustCompile(namespace + `_[a-z0-9_]+`)
 
 // TestAlertsAndDashboardUseDocumentedMetrics: every metric of the operator the alert rules and the
-// dashboard query (a histogram through its _bucket, _sum or _count series) is in the catalogue.
+// dashboard query (a histogram through its _bucket, _sum or _count series) is in the catalog.
 func TestAlertsAndDashboardUseDocumentedMetrics(t *testing.T) {
-	documented := readMetricsCatalogue(t)
+	documented := readMetricsCatalog(t)
 	for _, path := range []string{"../../config/prometheus/rules.yaml", "../../config/grafana/tpu-slice-operator.json"} {
 		b, err := os.ReadFile(path)
 		if err != nil {
@@ -171,7 +171,7 @@ func TestAlertsAndDashboardUseDocumentedMetrics(t *testing.T) {
 				}
 			}
 			if _, ok := documented[name]; !ok {
-				t.Errorf("%s queries %s, which %s does not list", path, ref, catalogueFile)
+				t.Errorf("%s queries %s, which %s does not list", path, ref, catalogFile)
 			}
 		}
 	}
