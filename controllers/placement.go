@@ -150,13 +150,14 @@ func (r *TPUSliceAssignmentReconciler) choose(ctx context.Context, rc *rayv1.Ray
 	if err != nil {
 		return 0, err
 	}
-	holds, err := r.holds(ctx, slice.Spec.AffinityTopologyKey)
+	holds, otherHolds, err := r.holds(ctx, slice.Spec.AffinityTopologyKey)
 	if err != nil {
 		return 0, err
 	}
 	confirmed := false
 	for range chooseAttempts {
 		req := gate.NewRequest(slice, pods, nodes.Items, usage, excluded, holds)
+		req.OtherHolds = otherHolds
 		choice, err := placement.Choose(req)
 		if err != nil {
 			// The slice's Pods request no TPU: nothing to choose for; they stay gated.
@@ -274,33 +275,34 @@ func (r *TPUSliceAssignmentReconciler) occupancy(ctx context.Context, slice *tpu
 	return usage, gate.Excluded(repelling, nodes, own, target), nil
 }
 
-// holds returns the domains of key that domain Leases lock. A Lease whose holder slice is gone
+// holds returns the domains of key that domain Leases lock, and those of other keys (a Node in
+// one is another slice's, docs/spec.md §12). A Lease whose holder slice is gone
 // (confirmed by a live read by name and UID) is deleted instead, conditional on its UID and
 // resourceVersion, and holds nothing.
-func (r *TPUSliceAssignmentReconciler) holds(ctx context.Context, key string) ([]placement.Hold, error) {
+func (r *TPUSliceAssignmentReconciler) holds(ctx context.Context, key string) ([]placement.Hold, []placement.KeyHold, error) {
 	leases, err := r.leases(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	kept := leases[:0]
 	for i := range leases {
 		lock, ok := gate.LockOf(&leases[i])
-		if !ok || lock.Key != key {
+		if !ok {
 			continue
 		}
 		alive, err := r.holderAlive(ctx, lock.Holder)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if !alive {
 			if err := r.deleteLease(ctx, &leases[i], "its holder slice "+lock.Holder.Slice()+" is gone"); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			continue
 		}
 		kept = append(kept, leases[i])
 	}
-	return gate.Holds(kept, key), nil
+	return gate.Holds(kept, key), gate.OtherHolds(kept, key), nil
 }
 
 // leases lists the domain Leases from the cache.

@@ -121,6 +121,17 @@ func NewLease(namespace, key, domain string, holder Holder) *coordinationv1.Leas
 	}
 }
 
+// OtherHolds returns the domains of keys other than key that the Leases lock.
+func OtherHolds(leases []coordinationv1.Lease, key string) []placement.KeyHold {
+	var out []placement.KeyHold
+	for i := range leases {
+		if l, ok := LockOf(&leases[i]); ok && l.Key != key {
+			out = append(out, placement.KeyHold{Key: l.Key, Hold: placement.Hold{Domain: l.Domain, Slice: l.Holder.Slice(), UID: l.Holder.UID}})
+		}
+	}
+	return out
+}
+
 // Holds returns the domains of key that the Leases lock, as placement.Holds.
 func Holds(leases []coordinationv1.Lease, key string) []placement.Hold {
 	var out []placement.Hold

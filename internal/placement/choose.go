@@ -78,6 +78,12 @@ type Hold struct {
 	UID types.UID
 }
 
+// KeyHold is a domain of a key other than the Request's that a slice holds.
+type KeyHold struct {
+	Key string
+	Hold
+}
+
 // Request is what Choose reads about one slice and the cluster.
 type Request struct {
 	// UID is the slice's TPUSliceAssignment UID.
@@ -105,6 +111,10 @@ type Request struct {
 	Nodes []Candidate
 	// Holds are the domains of Key that slices hold or have chosen, in any order.
 	Holds []Hold
+	// OtherHolds are the domains of other keys that slices hold (a node pool's, a sub-block's,
+	// a block's): a Node in one of them, whatever its value of Key, is another slice's, so that
+	// slices of two keys over the same Nodes never take one Node twice or wait for each other.
+	OtherHolds []KeyHold
 	// Previous is the domain the slice chose before, "" for none.
 	Previous string
 	// PodsBound says a Pod of the slice carries Previous already (in its nodeSelector, or bound
@@ -431,13 +441,14 @@ const (
 	problemCordoned
 	problemTainted
 	problemAntiAffinity
+	problemHeldOtherKey
 	problemChips
 	problemPods
 	problemResources
 )
 
-// problem returns the first problem of n and, for problemTainted, the index of the taint (for
-// problemResources, see shortResource).
+// problem returns the first problem of n and, for problemTainted, the index of the taint, for
+// problemHeldOtherKey that of the hold (for problemResources, see shortResource).
 func (req *Request) problem(n *Candidate) (problem, int) {
 	switch {
 	case n.Deleting:
@@ -455,6 +466,9 @@ func (req *Request) problem(n *Candidate) (problem, int) {
 	if n.ExcludedBy != "" {
 		return problemAntiAffinity, 0
 	}
+	if i := req.heldOtherKey(n); i >= 0 {
+		return problemHeldOtherKey, i
+	}
 	if n.AllocatableChips-n.RequestedChips < req.ChipsPerHost {
 		return problemChips, 0
 	}
@@ -468,6 +482,18 @@ func (req *Request) problem(n *Candidate) (problem, int) {
 		return problemResources, 0
 	}
 	return problemNone, 0
+}
+
+// heldOtherKey returns the index in req.OtherHolds of the first hold of another slice whose domain
+// n is in, -1 for none.
+func (req *Request) heldOtherKey(n *Candidate) int {
+	for i := range req.OtherHolds {
+		h := &req.OtherHolds[i]
+		if h.UID != req.UID && h.Key != req.Key && n.Labels[h.Key] == h.Domain && h.Domain != "" {
+			return i
+		}
+	}
+	return -1
 }
 
 // shortResource returns the first resource (by name) of req.Requests, other than the TPU chips,
@@ -513,6 +539,9 @@ func (req *Request) describe(n *Candidate) string {
 		return fmt.Sprintf("%s is tainted %s:%s", n.Name, n.Taints[taint].Key, n.Taints[taint].Effect)
 	case problemAntiAffinity:
 		return fmt.Sprintf("%s is in the domain of Pod %s, whose required pod anti-affinity excludes the slice's Pods", n.Name, n.ExcludedBy)
+	case problemHeldOtherKey:
+		h := req.OtherHolds[taint]
+		return fmt.Sprintf("%s is in %s=%s, which slice %s holds", n.Name, h.Key, h.Domain, h.Slice)
 	case problemChips:
 		if n.AllocatableChips <= 0 {
 			return n.Name + " has no allocatable TPU chips"

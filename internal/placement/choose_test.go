@@ -765,3 +765,84 @@ func TestChooseAsTheSchedulerFilters(t *testing.T) {
 		})
 	}
 }
+
+// TestChooseAcrossKeys: a Node in a domain of another key that another slice holds (a sub-block
+// subslice inside a node pool, or the node pool around a sub-block) is that slice's, so slices
+// of two keys over the same Nodes never take one Node twice nor wait for each other (docs/spec.md
+// §12, "The choice").
+func TestChooseAcrossKeys(t *testing.T) {
+	const subblock = constants.GCETopologySubblockKey
+	inSubblock := func(sb string) func(*Candidate) { return label(subblock, sb) }
+	edits := map[string]func(*Candidate){
+		"pool-a-0": inSubblock("sb-1"), "pool-a-1": inSubblock("sb-1"), "pool-a-2": inSubblock("sb-2"), "pool-a-3": inSubblock("sb-2"),
+		"pool-b-0": inSubblock("sb-3"), "pool-b-1": inSubblock("sb-3"), "pool-b-2": inSubblock("sb-4"), "pool-b-3": inSubblock("sb-4"),
+	}
+	nodes := nodeSet([][]Candidate{candidates("pool-a", 4), candidates("pool-b", 4)}, edits)
+	cases := map[string]struct {
+		req        Request
+		wantDomain string
+		wantReason string
+	}{
+		"a node-pool slice, sub-block sb-1 of pool-a held by a subslice: pool-b": {
+			req: func() Request {
+				r := request(nodes)
+				r.OtherHolds = []KeyHold{{Key: subblock, Hold: Hold{Domain: "sb-1", Slice: "ml/sub", UID: "uid-sub"}}}
+				return r
+			}(),
+			wantDomain: "pool-b",
+		},
+		"a subslice of 2 hosts, pool-a held by a node-pool slice: a sub-block of pool-b": {
+			req: func() Request {
+				r := request(nodes)
+				r.Key, r.Hosts = subblock, 2
+				r.OtherHolds = []KeyHold{{Key: poolKey, Hold: Hold{Domain: "pool-a", Slice: "ml/pool", UID: "uid-pool"}}}
+				return r
+			}(),
+			wantDomain: "sb-3",
+		},
+		"every pool partly held by subslices: no fit, naming the holder": {
+			req: func() Request {
+				r := request(nodes)
+				r.OtherHolds = []KeyHold{
+					{Key: subblock, Hold: Hold{Domain: "sb-1", Slice: "ml/sub-1", UID: "uid-1"}},
+					{Key: subblock, Hold: Hold{Domain: "sb-4", Slice: "ml/sub-4", UID: "uid-4"}},
+				}
+				return r
+			}(),
+			wantReason: "no cloud.google.com/gke-nodepool domain has 4 usable Nodes free of other slices: " +
+				"pool-a: 2 of 4 needed Nodes usable (pool-a-0 is in " + subblock + "=sb-1, which slice ml/sub-1 holds, 1 more unusable); " +
+				"pool-b: 2 of 4 needed Nodes usable (pool-b-2 is in " + subblock + "=sb-4, which slice ml/sub-4 holds, 1 more unusable)",
+		},
+		"the slice's own hold of another key does not keep it out": {
+			req: func() Request {
+				r := request(nodes)
+				r.OtherHolds = []KeyHold{{Key: subblock, Hold: Hold{Domain: "sb-1", Slice: "ml/self", UID: selfUID}}}
+				return r
+			}(),
+			wantDomain: "pool-a",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, err := Choose(tc.req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Domain != tc.wantDomain {
+				t.Errorf("Choose chose %q (%s), want %q", got.Domain, got.Reason, tc.wantDomain)
+			}
+			if tc.wantReason != "" {
+				if diff := cmp.Diff(tc.wantReason, got.Reason); diff != "" {
+					t.Errorf("reason (-want,+got):\n%s", diff)
+				}
+			}
+			for _, n := range UsableNodes(tc.req, got.Domain) {
+				for _, h := range tc.req.OtherHolds {
+					if i := slices.IndexFunc(tc.req.Nodes, func(c Candidate) bool { return c.Name == n }); h.UID != selfUID && tc.req.Nodes[i].Labels[h.Key] == h.Domain {
+						t.Errorf("usable Node %s is in %s=%s, which %s holds", n, h.Key, h.Domain, h.Slice)
+					}
+				}
+			}
+		})
+	}
+}
