@@ -18,6 +18,7 @@ package controllers
 
 import (
 	"context"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -175,9 +176,16 @@ func (r *TPUSliceAssignmentReconciler) leaseHandler() handler.EventHandler {
 }
 
 // waitingSlices lists, from the cache, the ChosenDomain slices that no domain fitted when they
-// last chose (DomainChosen False, NoDomainFits): a Node, a Pod, a slice or a Lease that went or
-// changed may have made room for them.
+// last chose (DomainChosen False, NoDomainFits): a Pod, a slice or a Lease that went or changed
+// may have made room for them.
 func (r *TPUSliceAssignmentReconciler) waitingSlices(ctx context.Context) []reconcile.Request {
+	return r.waitingSlicesFor(ctx)
+}
+
+// waitingSlicesFor is waitingSlices narrowed, when nodes are given, to the slices one of the Nodes
+// could change (nodeCouldChange: a Node event wakes only the slices of its key and accelerator,
+// not every waiting slice of the cluster).
+func (r *TPUSliceAssignmentReconciler) waitingSlicesFor(ctx context.Context, nodes ...client.Object) []reconcile.Request {
 	var list tpuv1alpha1.TPUSliceAssignmentList
 	if err := r.client.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Listing slices waiting for a domain")
@@ -189,10 +197,14 @@ func (r *TPUSliceAssignmentReconciler) waitingSlices(ctx context.Context) []reco
 		if s.Spec.Placement != tpuv1alpha1.PlacementChosenDomain {
 			continue
 		}
-		if c := apimeta.FindStatusCondition(s.Status.Conditions, tpuv1alpha1.ConditionDomainChosen); c != nil &&
-			c.Status == metav1.ConditionFalse && c.Reason == tpuv1alpha1.ReasonNoDomainFits {
-			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(s)})
+		c := apimeta.FindStatusCondition(s.Status.Conditions, tpuv1alpha1.ConditionDomainChosen)
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != tpuv1alpha1.ReasonNoDomainFits {
+			continue
 		}
+		if len(nodes) > 0 && !slices.ContainsFunc(nodes, func(n client.Object) bool { return nodeCouldChange(s, n) }) {
+			continue
+		}
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(s)})
 	}
 	return reqs
 }

@@ -24,6 +24,7 @@ import (
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -75,17 +76,19 @@ func (r *TPUSliceAssignmentReconciler) nodeHandler() handler.EventHandler {
 	return handler.Funcs{
 		CreateFunc: func(ctx context.Context, e event.CreateEvent, q queue) {
 			r.add(q, r.nodeToSlices(ctx, e.Object), false)
-			r.add(q, r.waitingSlices(ctx), false)
+			r.add(q, r.waitingSlicesFor(ctx, e.Object), false)
 		},
 		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q queue) {
 			if nodeChanged(e.ObjectOld, e.ObjectNew) {
 				r.add(q, r.nodeToSlices(ctx, e.ObjectNew), false)
-				r.add(q, r.waitingSlices(ctx), false)
+			}
+			if placementChanged(e.ObjectOld, e.ObjectNew) {
+				r.add(q, r.waitingSlicesFor(ctx, e.ObjectOld, e.ObjectNew), false)
 			}
 		},
 		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q queue) {
 			r.add(q, r.nodeToSlices(ctx, e.Object), false)
-			r.add(q, r.waitingSlices(ctx), false)
+			r.add(q, r.waitingSlicesFor(ctx, e.Object), false)
 		},
 		GenericFunc: func(ctx context.Context, e event.GenericEvent, q queue) {
 			r.add(q, r.nodeToSlices(ctx, e.Object), false)
@@ -107,6 +110,39 @@ func nodeChanged(oldObj, newObj client.Object) bool {
 		!slices.EqualFunc(before.Spec.Taints, after.Spec.Taints, func(a, b corev1.Taint) bool { return a.Key == b.Key && a.Effect == b.Effect && a.Value == b.Value }) ||
 		nodeReadyStatus(before) != nodeReadyStatus(after) ||
 		!before.Status.Allocatable.Name(constants.TPUResourceName, resource.DecimalSI).Equal(*after.Status.Allocatable.Name(constants.TPUResourceName, resource.DecimalSI))
+}
+
+// placementChanged reports whether a Node update changed what the domain chooser reads of it
+// (placement.CandidateFromNode): its labels, its NoSchedule and NoExecute taints (not a
+// PreferNoSchedule one, which the cluster autoscaler sets on scale-down candidates), unschedulable
+// flag, deletion, Ready status or allocatable resources.
+func placementChanged(oldObj, newObj client.Object) bool {
+	before, ok1 := oldObj.(*corev1.Node)
+	after, ok2 := newObj.(*corev1.Node)
+	if !ok1 || !ok2 {
+		return true
+	}
+	hard := func(n *corev1.Node) []corev1.Taint {
+		return slices.DeleteFunc(slices.Clone(n.Spec.Taints), func(t corev1.Taint) bool {
+			return t.Effect != corev1.TaintEffectNoSchedule && t.Effect != corev1.TaintEffectNoExecute
+		})
+	}
+	return !maps.Equal(before.Labels, after.Labels) || before.Spec.Unschedulable != after.Spec.Unschedulable ||
+		(before.DeletionTimestamp == nil) != (after.DeletionTimestamp == nil) ||
+		!slices.EqualFunc(hard(before), hard(after), func(a, b corev1.Taint) bool { return a.Key == b.Key && a.Effect == b.Effect && a.Value == b.Value }) ||
+		nodeReadyStatus(before) != nodeReadyStatus(after) ||
+		!equality.Semantic.DeepEqual(before.Status.Allocatable, after.Status.Allocatable)
+}
+
+// nodeCouldChange reports whether Node n can change the choice of waiting slice s: n has a value
+// of the slice's key (a Node without one is in no domain of it) and, when the slice names its
+// accelerator, carries that accelerator.
+func nodeCouldChange(s *tpuv1alpha1.TPUSliceAssignment, n client.Object) bool {
+	labels := n.GetLabels()
+	if labels[s.Spec.AffinityTopologyKey] == "" {
+		return false
+	}
+	return s.Spec.Accelerator == "" || labels[constants.AcceleratorNodeSelectorKey] == s.Spec.Accelerator
 }
 
 func nodeReadyStatus(node *corev1.Node) corev1.ConditionStatus {
