@@ -18,12 +18,17 @@ package controllers
 
 import (
 	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
@@ -31,6 +36,7 @@ import (
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
 	"github.com/ray-tpu/tpu-slice-operator/internal/gate"
 	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
+	"github.com/ray-tpu/tpu-slice-operator/internal/tombstones"
 )
 
 // trackerOf is the bound Pods' tracker as its informer fills it from the store: every Pod bound
@@ -146,5 +152,83 @@ func TestPlacementFitsAsTheSchedulerDoes(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPlacementPriority: of two slices waiting for a domain, the one whose Pods have the higher
+// priority takes the only pool that frees, whichever is reconciled first (docs/spec.md §12,
+// "Priority"): the lower one leaves it, naming the other, and is placed once another pool fits.
+func TestPlacementPriority(t *testing.T) {
+	const poolKey = constants.NodePoolTopologyKey
+	replica := func(r int32, prefix string, priority int32) []client.Object {
+		out := make([]client.Object, 0, 4)
+		for id := range int32(4) {
+			name := prefix + "-" + strconv.Itoa(int(id))
+			out = append(out, testutil.MakeWorkerPod(releaseNamespace, "rc", "uid-rc", "tpu").Named(name).UID(types.UID("uid-"+name)).
+				TPU(4).Topology("tpu-v4-podslice", "2x2x4").TPUIdentity("tpu", r, id).
+				Annotation(tpuv1alpha1.ClaimTokenAnnotation, "t-"+name).Created(t0.Add(-time.Minute)).
+				SchedulingGate(tpuv1alpha1.PlacementSchedulingGate).Phase(corev1.PodPending).Priority(priority).Obj())
+		}
+		return out
+	}
+	waitingSince := func(s *testutil.SliceWrapper) client.Object {
+		obj := s.Obj().DeepCopy()
+		obj.Status.Conditions = append(obj.Status.Conditions, metav1.Condition{Type: tpuv1alpha1.ConditionDomainChosen,
+			Status: metav1.ConditionFalse, Reason: tpuv1alpha1.ReasonNoDomainFits, Message: "no domain", LastTransitionTime: metav1.NewTime(t0)})
+		return obj
+	}
+	low, high := reconcileSlice(0), reconcileSlice(1)
+	objs := make([]client.Object, 0, 15)
+	objs = append(objs, reconcileCluster("uid-rc").Obj().DeepCopy(),
+		waitingSince(chosenDomain(low.Claims(testutil.Bound(4, "low")...))),
+		waitingSince(chosenDomain(high.Claims(testutil.Bound(4, "high")...))))
+	for i := range 4 {
+		objs = append(objs, testutil.MakeNode("a-"+strconv.Itoa(i)).TPU("tpu-v4-podslice", "2x2x4", "pool-a").TPUCapacity(4).Ready(true).Obj())
+	}
+	objs = append(objs, replica(0, "low", 10)...)
+	objs = append(objs, replica(1, "high", 1000)...)
+	store := testutil.NewClientBuilder().WithObjects(objs...).Build()
+	clock := clocktesting.NewFakePassiveClock(t0)
+	r := newReconcileTestReconciler(workerPodCache(store), store, &testutil.EventRecorder{}, tombstones.New(0), clock)
+	r.leaseNamespace, r.bound = "tpu-system", trackerOf(t, store)
+	reconcile := func(name string) {
+		t.Helper()
+		for _, at := range []time.Duration{0, DefaultBindSettle} {
+			clock.SetTime(t0.Add(at))
+			if _, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: releaseNamespace, Name: name}}); err != nil {
+				t.Fatalf("Reconcile %s: %v", name, err)
+			}
+		}
+	}
+	domains := func() map[string]string {
+		var pods corev1.PodList
+		if err := store.List(t.Context(), &pods); err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, p := range pods.Items {
+			out[p.Name] = p.Spec.NodeSelector[poolKey]
+		}
+		return out
+	}
+	// The lower-priority slice is reconciled first.
+	reconcile(low.Obj().Name)
+	var s tpuv1alpha1.TPUSliceAssignment
+	if err := store.Get(t.Context(), types.NamespacedName{Namespace: releaseNamespace, Name: low.Obj().Name}, &s); err != nil {
+		t.Fatal(err)
+	}
+	if c := apimeta.FindStatusCondition(s.Status.Conditions, tpuv1alpha1.ConditionDomainChosen); c == nil || c.Reason != tpuv1alpha1.ReasonNoDomainFits ||
+		!strings.Contains(c.Message, "higher priority") {
+		t.Errorf("the lower-priority slice's DomainChosen = %+v, want NoDomainFits naming the higher-priority slice", c)
+	}
+	reconcile(high.Obj().Name)
+	got := domains()
+	for id := range 4 {
+		if d := got["high-"+strconv.Itoa(id)]; d != "pool-a" {
+			t.Errorf("high-%d released onto %q, want pool-a", id, d)
+		}
+		if d := got["low-"+strconv.Itoa(id)]; d != "" {
+			t.Errorf("low-%d released onto %q, want it gated", id, d)
+		}
 	}
 }

@@ -69,6 +69,9 @@ const (
 	noFitRecheck = 30 * time.Second
 	// chooseAttempts bounds the choices one reconcile makes when chosen domains turn out held.
 	chooseAttempts = 3
+	// priorityRecheck is how soon a slice that left a domain to a waiting slice of higher
+	// priority chooses again: that slice's own reconcile takes the domain meanwhile.
+	priorityRecheck = 5 * time.Second
 )
 
 var (
@@ -192,6 +195,17 @@ func (r *TPUSliceAssignmentReconciler) choose(ctx context.Context, rc *rayv1.Ray
 			// split the slice over domains, and they carry no inter-pod terms. They stay gated.
 			return noFitRecheck, r.noFit(ctx, rc, slice, pods, choice.Reason)
 		}
+		if !choice.Kept && !req.PodsBound {
+			// The domain goes to the highest priority first (docs/spec.md §12, "Priority").
+			higher, err := r.higherWaiting(ctx, slice, pods, choice.Domain, nodes.Items, usage, holds, otherHolds)
+			if err != nil {
+				return 0, err
+			}
+			if higher != "" {
+				msg := fmt.Sprintf("%s=%s fits the slice, but slice %s of higher priority waits for it and takes it first", choice.Key, choice.Domain, higher)
+				return priorityRecheck, r.noFit(ctx, rc, slice, pods, msg)
+			}
+		}
 		held, err := r.takeDomain(ctx, slice, choice.Key, choice.Domain)
 		switch {
 		case errors.Is(err, errDomainTaken):
@@ -206,6 +220,49 @@ func (r *TPUSliceAssignmentReconciler) choose(ctx context.Context, rc *rayv1.Ray
 		return 0, r.release(ctx, rc, slice, pods, choice, placement.UsableNodes(req, choice.Domain), asm)
 	}
 	return heldRequeueDelay, nil
+}
+
+// higherWaiting returns the first (by namespace and name) slice of the same key, waiting for a
+// domain (DomainChosen False, NoDomainFits), whose gated Pods have a higher priority than the
+// slice's and for which placement.Choose, asked as its own reconcile would ask it (its Pods, the
+// same Nodes, usage and holds), chooses domain too; "" for none. Such a slice takes the domain
+// first: a lower-priority slice never takes a domain from under a higher-priority one that waits.
+func (r *TPUSliceAssignmentReconciler) higherWaiting(ctx context.Context, slice *tpuv1alpha1.TPUSliceAssignment, pods []corev1.Pod,
+	domain string, nodes []corev1.Node, usage map[string]*gate.Usage, holds []placement.Hold, otherHolds []placement.KeyHold) (string, error) {
+	mine := gate.Priority(pods)
+	var list tpuv1alpha1.TPUSliceAssignmentList
+	if err := r.client.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
+		return "", fmt.Errorf("listing slices waiting for a domain: %w", err)
+	}
+	var waiting []*tpuv1alpha1.TPUSliceAssignment
+	for i := range list.Items {
+		s := &list.Items[i]
+		c := apimeta.FindStatusCondition(s.Status.Conditions, tpuv1alpha1.ConditionDomainChosen)
+		if (s.Namespace == slice.Namespace && s.Name == slice.Name) || s.Spec.Placement != tpuv1alpha1.PlacementChosenDomain ||
+			s.Spec.AffinityTopologyKey != slice.Spec.AffinityTopologyKey ||
+			c == nil || c.Status != metav1.ConditionFalse || c.Reason != tpuv1alpha1.ReasonNoDomainFits {
+			continue
+		}
+		waiting = append(waiting, s)
+	}
+	slices.SortFunc(waiting, func(a, b *tpuv1alpha1.TPUSliceAssignment) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+	for _, s := range waiting {
+		var theirs corev1.PodList
+		if err := r.client.List(ctx, &theirs, client.InNamespace(s.Namespace), client.MatchingFields{identity.SliceIndex: s.Name}); err != nil {
+			return "", fmt.Errorf("listing the Pods of slice %s: %w", s.Name, err)
+		}
+		if gate.Priority(theirs.Items) <= mine {
+			continue
+		}
+		req := gate.NewRequest(s, theirs.Items, nodes, usage, nil, holds)
+		req.OtherHolds = otherHolds
+		if c, err := placement.Choose(req); err == nil && c.Outcome == placement.OutcomeChosen && c.Domain == domain {
+			return s.Namespace + "/" + s.Name, nil
+		}
+	}
+	return "", nil
 }
 
 // occupancy reads what other Pods take of each Node, from the caches: what the Pods bound to it,

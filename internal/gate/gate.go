@@ -219,6 +219,23 @@ func NewRequest(slice *tpuv1alpha1.TPUSliceAssignment, pods []corev1.Pod, nodes 
 	return req
 }
 
+// Priority is the priority of a slice's gated Pods: the highest spec.priority among the live gated
+// Pods of pods (the Priority admission plugin resolves it at creation), 0 when none carries one.
+func Priority(pods []corev1.Pod) int32 {
+	var out int32
+	found := false
+	for i := range pods {
+		p := &pods[i]
+		if !lifecycle.PodLive(p) || !tpuenv.HasGate(p) || p.Spec.Priority == nil {
+			continue
+		}
+		if !found || *p.Spec.Priority > out {
+			out, found = *p.Spec.Priority, true
+		}
+	}
+	return out
+}
+
 // Committed reports whether a live Pod among pods is bound to a Node or selects a value of key:
 // the slice has started to land in a domain, which its Pods' nodeSelectors never leave.
 func Committed(pods []corev1.Pod, key string) bool {

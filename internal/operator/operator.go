@@ -218,7 +218,7 @@ var identityEnv = []string{constants.EnvWorkerID, constants.EnvName}
 
 func trimSpec(spec *corev1.PodSpec) corev1.PodSpec {
 	out := corev1.PodSpec{NodeSelector: spec.NodeSelector, Hostname: spec.Hostname, Subdomain: spec.Subdomain, NodeName: spec.NodeName,
-		SchedulingGates: spec.SchedulingGates, Tolerations: spec.Tolerations}
+		SchedulingGates: spec.SchedulingGates, Tolerations: spec.Tolerations, Priority: spec.Priority}
 	if a := spec.Affinity; a != nil {
 		// The required node selector alone: a released Pod's pin (gate.PinnedNode), and whether
 		// a gated Pod can be pinned (gate.Pinnable).

@@ -531,6 +531,13 @@ func (p *PodWrapper) BoundTo(node string) *PodWrapper {
 	return p
 }
 
+// Priority sets the Pod's resolved priority (spec.priority, as the Priority admission plugin
+// writes it).
+func (p *PodWrapper) Priority(v int32) *PodWrapper {
+	p.Spec.Priority = &v
+	return p
+}
+
 // PinnedTo gives the Pod the operator's pin on node (a required node affinity on metadata.name,
 // and the annotation that says the operator wrote it), as a release leaves it.
 func (p *PodWrapper) PinnedTo(node string) *PodWrapper {
