@@ -305,14 +305,20 @@ func (w *nsWatch) slice(s *tpuv1alpha1.TPUSliceAssignment) {
 	for _, c := range s.Status.Claims {
 		// A bound claim names a Pod this watch may not have seen yet; a pending one is the
 		// webhook's, made before its Pod exists. Only a claim neither bound nor made by the
-		// webhook's hex tokens can be an injected one.
-		if c.PodUID == "" && !held[c.WorkerID] && !isHex(c.Token) {
+		// webhook's tokens (its hex tokens, or the seals of the secrets it hands reserved IDs
+		// with, docs/spec.md §3.5) can be an injected one.
+		if c.PodUID == "" && !held[c.WorkerID] && !webhookToken(c.Token) {
 			w.injected = append(w.injected, fmt.Sprintf("slice %s claims worker ID %d with token %q", s.Name, c.WorkerID, c.Token))
 		}
 	}
 }
 
-func isHex(s string) bool {
+// webhookToken reports whether s is a token the webhook writes: 16 hex digits, or a seal
+// (identity.Seal: its prefix and 32 hex digits).
+func webhookToken(s string) bool {
+	if seal, ok := strings.CutPrefix(s, identity.SealPrefix); ok {
+		return strings.Trim(seal, "0123456789abcdef") == "" && len(seal) == 32
+	}
 	return strings.Trim(s, "0123456789abcdef") == "" && len(s) == 16
 }
 
