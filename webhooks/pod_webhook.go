@@ -375,7 +375,7 @@ func (worker workerPod) values(assignment allocator.Assignment, affinityKey stri
 	return tpuenv.Values{
 		GroupName: worker.group, ReplicaIndex: assignment.Replica, WorkerID: assignment.WorkerID,
 		Hosts: worker.slice.Hosts, Subdomain: worker.subdomain, V7x: topology.IsV7x(worker.slice.Accelerator),
-		SliceName: assignment.SliceName, ClaimToken: assignment.Token,
+		SliceName: assignment.SliceName, Namespace: worker.namespace, ClaimToken: assignment.Token,
 		Topology: worker.slice.Topology.Dims, ChipsPerHost: worker.slice.ChipsPerPod,
 		AffinityTopologyKey: key, NoAffinity: key == "", Placement: assignment.Placement,
 	}

@@ -17,6 +17,7 @@ limitations under the License.
 package tpuenv
 
 import (
+	"cmp"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -37,7 +38,8 @@ func affinityKey(vals Values) string {
 }
 
 // sliceAffinityTerm places a Pod in the topology domain (by default the node pool) of the other
-// Pods of its slice.
+// Pods of its slice. It names no namespace, so it selects Pods of the Pod's own namespace only: a
+// slice's name is unique in its namespace, not in the cluster (docs/spec.md §4).
 func sliceAffinityTerm(slice, key string) corev1.PodAffinityTerm {
 	return corev1.PodAffinityTerm{
 		LabelSelector: &metav1.LabelSelector{
@@ -47,8 +49,8 @@ func sliceAffinityTerm(slice, key string) corev1.PodAffinityTerm {
 	}
 }
 
-// otherSlicesAntiAffinityTerm keeps a Pod out of topology domains running Pods of any other slice,
-// in any namespace.
+// otherSlicesAntiAffinityTerm keeps a Pod out of topology domains running Pods of any other slice
+// of its own namespace (the term names no namespace).
 func otherSlicesAntiAffinityTerm(slice, key string) corev1.PodAffinityTerm {
 	return corev1.PodAffinityTerm{
 		LabelSelector: &metav1.LabelSelector{
@@ -57,14 +59,54 @@ func otherSlicesAntiAffinityTerm(slice, key string) corev1.PodAffinityTerm {
 				{Key: tpuv1alpha1.SliceLabel, Operator: metav1.LabelSelectorOpNotIn, Values: []string{slice}},
 			},
 		},
-		TopologyKey:       key,
-		NamespaceSelector: &metav1.LabelSelector{},
+		TopologyKey: key,
 	}
+}
+
+// otherNamespacesAntiAffinityTerm keeps a Pod of namespace out of topology domains running Pods of
+// any slice of every other namespace, whatever their slice's name: a slice of the same name in
+// another namespace is another slice (docs/spec.md §4).
+func otherNamespacesAntiAffinityTerm(namespace, key string) corev1.PodAffinityTerm {
+	return corev1.PodAffinityTerm{
+		LabelSelector: &metav1.LabelSelector{
+			MatchExpressions: []metav1.LabelSelectorRequirement{
+				{Key: tpuv1alpha1.SliceLabel, Operator: metav1.LabelSelectorOpExists},
+			},
+		},
+		TopologyKey: key,
+		NamespaceSelector: &metav1.LabelSelector{
+			MatchExpressions: []metav1.LabelSelectorRequirement{
+				{Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpNotIn, Values: []string{namespace}},
+			},
+		},
+	}
+}
+
+// isOtherNamespacesAntiAffinityTerm reports whether t is an otherNamespacesAntiAffinityTerm of
+// some namespace, on any topologyKey: a Pod copied from another namespace carries that one's.
+func isOtherNamespacesAntiAffinityTerm(t corev1.PodAffinityTerm) bool {
+	if len(t.Namespaces) > 0 || t.NamespaceSelector == nil || len(t.NamespaceSelector.MatchLabels) > 0 ||
+		len(t.NamespaceSelector.MatchExpressions) != 1 || len(t.NamespaceSelector.MatchExpressions[0].Values) != 1 {
+		return false
+	}
+	want := otherNamespacesAntiAffinityTerm(t.NamespaceSelector.MatchExpressions[0].Values[0], "")
+	t.TopologyKey = ""
+	return equality.Semantic.DeepEqual(t, want)
+}
+
+// legacyOtherSlicesAntiAffinityTerm is the single anti-affinity term versions before issue 44 gave
+// a Pod of slice: every other slice name in every namespace, which let two slices of one name in
+// two namespaces share a domain. Strip recognizes it on Pods those versions admitted.
+func legacyOtherSlicesAntiAffinityTerm(slice, key string) corev1.PodAffinityTerm {
+	t := otherSlicesAntiAffinityTerm(slice, key)
+	t.NamespaceSelector = &metav1.LabelSelector{}
+	return t
 }
 
 // mergeAffinity adds the required slice affinity and anti-affinity terms of vals, on affinityKey(vals),
 // to pod, keeping every term the Pod already has and adding none that is already present. With
-// vals.NoAffinity it leaves the Pod's affinity untouched.
+// vals.NoAffinity it leaves the Pod's affinity untouched. The namespace of the anti-affinity term
+// of other namespaces is vals.Namespace, else the Pod's; with neither that term is not added.
 func mergeAffinity(pod *corev1.Pod, vals Values) {
 	if vals.NoAffinity {
 		return
@@ -82,8 +124,11 @@ func mergeAffinity(pod *corev1.Pod, vals Values) {
 	if affinity.PodAntiAffinity == nil {
 		affinity.PodAntiAffinity = &corev1.PodAntiAffinity{}
 	}
-	affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution = addTerm(
-		affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution, otherSlicesAntiAffinityTerm(vals.SliceName, key))
+	anti := &affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution
+	*anti = addTerm(*anti, otherSlicesAntiAffinityTerm(vals.SliceName, key))
+	if ns := cmp.Or(vals.Namespace, pod.Namespace); ns != "" {
+		*anti = addTerm(*anti, otherNamespacesAntiAffinityTerm(ns, key))
+	}
 }
 
 // addTerm appends term to terms unless a semantically equal term is already there.

@@ -33,7 +33,9 @@ const subblockKey = "cloud.google.com/gce-topology-subblock"
 func keyedSliceAffinity(slice, key string) *corev1.Affinity {
 	a := sliceAffinity(slice)
 	a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution[0].TopologyKey = key
-	a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution[0].TopologyKey = key
+	for i := range a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
+		a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution[i].TopologyKey = key
+	}
 	return a
 }
 

@@ -92,6 +92,9 @@ func removeIf(m map[string]string, key, value string, known bool) {
 
 // stripAffinity removes the slice affinity terms Apply added for slice, on whatever topologyKey
 // they were placed: the terms are recognized by their selectors of this operator's slice label.
+// The anti-affinity term of other namespaces is removed whatever namespace it names (a copy from
+// another namespace carries that one's), and so is the single anti-affinity term of versions
+// before issue 44 (a copy of a Pod they admitted).
 func stripAffinity(pod *corev1.Pod, slice string) {
 	a := pod.Spec.Affinity
 	if a == nil {
@@ -102,8 +105,13 @@ func stripAffinity(pod *corev1.Pod, slice string) {
 			a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution, sliceAffinityTerm(slice, ""))
 	}
 	if a.PodAntiAffinity != nil {
-		a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution = removeTerm(
-			a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution, otherSlicesAntiAffinityTerm(slice, ""))
+		anti := &a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution
+		*anti = removeTerm(*anti, otherSlicesAntiAffinityTerm(slice, ""))
+		*anti = removeTerm(*anti, legacyOtherSlicesAntiAffinityTerm(slice, ""))
+		*anti = slices.DeleteFunc(*anti, isOtherNamespacesAntiAffinityTerm)
+		if len(*anti) == 0 {
+			*anti = nil
+		}
 	}
 	if a.PodAffinity != nil && len(a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution) == 0 &&
 		len(a.PodAffinity.PreferredDuringSchedulingIgnoredDuringExecution) == 0 {

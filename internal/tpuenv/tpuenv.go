@@ -57,6 +57,10 @@ type Values struct {
 	V7x bool
 	// SliceName is the TPUSliceAssignment name, written to label tpuv1alpha1.SliceLabel.
 	SliceName string
+	// Namespace is the namespace of the Pod and its slice (admission may see a Pod without
+	// one). A slice's name is unique only in it: the anti-affinity to the slices of every other
+	// namespace names it (docs/spec.md §4).
+	Namespace string
 	// ClaimToken is written to annotation tpuv1alpha1.ClaimTokenAnnotation.
 	ClaimToken string
 

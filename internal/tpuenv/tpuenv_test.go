@@ -66,26 +66,48 @@ func sliceAffinityTerm(slice string) corev1.PodAffinityTerm {
 	}
 }
 
-// otherSlicesTerm is the required pod anti-affinity term Apply adds for slice.
+// otherSlicesTerm is the required pod anti-affinity term Apply adds for slice against the other
+// slices of its own namespace (it names no namespace).
 func otherSlicesTerm(slice string) corev1.PodAffinityTerm {
 	return corev1.PodAffinityTerm{
 		LabelSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
 			{Key: "tpu.ray.io/slice", Operator: metav1.LabelSelectorOpExists},
 			{Key: "tpu.ray.io/slice", Operator: metav1.LabelSelectorOpNotIn, Values: []string{slice}},
 		}},
-		TopologyKey:       "cloud.google.com/gke-nodepool",
-		NamespaceSelector: &metav1.LabelSelector{},
+		TopologyKey: "cloud.google.com/gke-nodepool",
 	}
 }
 
-// sliceAffinity is the affinity of a multi-host Pod of slice that had none.
+// otherNamespacesTerm is the required pod anti-affinity term Apply adds for a Pod of namespace
+// against every slice of every other namespace.
+func otherNamespacesTerm(namespace string) corev1.PodAffinityTerm {
+	return corev1.PodAffinityTerm{
+		LabelSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+			{Key: "tpu.ray.io/slice", Operator: metav1.LabelSelectorOpExists},
+		}},
+		TopologyKey: "cloud.google.com/gke-nodepool",
+		NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+			{Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpNotIn, Values: []string{namespace}},
+		}},
+	}
+}
+
+// legacyOtherSlicesTerm is the single anti-affinity term versions before issue 44 added for
+// slice: every other slice name, in every namespace.
+func legacyOtherSlicesTerm(slice string) corev1.PodAffinityTerm {
+	t := otherSlicesTerm(slice)
+	t.NamespaceSelector = &metav1.LabelSelector{}
+	return t
+}
+
+// sliceAffinity is the affinity of a multi-host Pod of slice, in testNamespace, that had none.
 func sliceAffinity(slice string) *corev1.Affinity {
 	return &corev1.Affinity{
 		PodAffinity: &corev1.PodAffinity{
 			RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{sliceAffinityTerm(slice)},
 		},
 		PodAntiAffinity: &corev1.PodAntiAffinity{
-			RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{otherSlicesTerm(slice)},
+			RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{otherSlicesTerm(slice), otherNamespacesTerm(testNamespace)},
 		},
 	}
 }
@@ -178,7 +200,7 @@ func TestApply(t *testing.T) {
 		sliceAffinityTerm("rc-tpu-group-1"),
 	}
 	mergedAffinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution = append(
-		mergedAffinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution, otherSlicesTerm("rc-tpu-group-1"))
+		mergedAffinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution, otherSlicesTerm("rc-tpu-group-1"), otherNamespacesTerm(testNamespace))
 
 	const (
 		v7xHostnames = "tpu-group-0-0.rc-headless,tpu-group-0-1.rc-headless"
@@ -615,6 +637,7 @@ func TestApply(t *testing.T) {
 					PodAntiAffinity: &corev1.PodAntiAffinity{
 						RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{
 							otherSlicesTerm("rc-tpu-group-1"),
+							otherNamespacesTerm(testNamespace),
 							otherSlicesTerm("rc-tpu-group-9"),
 						},
 					},
@@ -633,6 +656,7 @@ func TestApply(t *testing.T) {
 					PodAntiAffinity: &corev1.PodAntiAffinity{
 						RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{
 							otherSlicesTerm("rc-tpu-group-1"),
+							otherNamespacesTerm(testNamespace),
 							otherSlicesTerm("rc-tpu-group-9"),
 						},
 					},

@@ -310,7 +310,7 @@ func (b *bench) claimAndCreate(ctx context.Context, alloc *allocator.Allocator, 
 	}
 	tpuenv.Apply(pod, tpuenv.Values{
 		GroupName: req.GroupName, ReplicaIndex: a.Replica, WorkerID: a.WorkerID, Hosts: slice.Hosts,
-		Subdomain: naming.HeadlessServiceName(req.ClusterName), SliceName: a.SliceName, ClaimToken: a.Token,
+		Subdomain: naming.HeadlessServiceName(req.ClusterName), SliceName: a.SliceName, Namespace: req.Namespace, ClaimToken: a.Token,
 	}, slice.TPUContainers)
 	return b.c.Create(ctx, pod)
 }

@@ -20,6 +20,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
@@ -86,7 +87,15 @@ var _ = Describe("Slice placement at admission (docs/spec.md §4)", func() {
 			Expect(terms).To(HaveLen(1))
 			Expect(terms[0].TopologyKey).To(Equal(constants.NodePoolTopologyKey))
 			Expect(terms[0].LabelSelector.MatchLabels).To(HaveKeyWithValue(tpuv1alpha1.SliceLabel, slice.Name))
-			Expect(p.Spec.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution).To(HaveLen(1))
+			// One term against the other slices of the namespace, one against every slice of
+			// every other namespace (docs/spec.md §4: a slice's name is unique in its namespace only).
+			anti := p.Spec.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution
+			Expect(anti).To(HaveLen(2))
+			Expect(anti[0].NamespaceSelector).To(BeNil())
+			Expect(anti[0].Namespaces).To(BeEmpty())
+			Expect(anti[1].NamespaceSelector).To(Equal(&metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+				{Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpNotIn, Values: []string{ns}},
+			}}))
 		}
 		Expect(slice.Spec.Placement).To(Equal(tpuv1alpha1.PlacementInterPodAffinity))
 	})
