@@ -73,6 +73,7 @@ const (
 	// The notes of the host lists ConfigMaps (hostlists.go).
 	noteTPUSliceHostListsRecreated = "Re-created ConfigMap %s, which live Pods of slice %s take their host lists from"
 	noteTPUSliceHostListsForeign   = "ConfigMap %s, which live Pods of slice %s take their host lists from, is not the slice's (%s): delete it, and the operator writes the slice's own"
+	noteTPUSliceHostListsReplaced  = "ConfigMap %s, which live Pods of slice %s take their host lists from, is controlled by the slice but %s: replacing it with the slice's own"
 
 	noteTPUIdentityConflict = "This Pod carries TPU worker ID %d of slice %s, which the slice cannot record: %s; the operator leaves it running, delete the Pod that should go"
 )

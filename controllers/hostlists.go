@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -38,7 +39,7 @@ import (
 	"github.com/ray-tpu/tpu-slice-operator/internal/tpuenv"
 )
 
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;delete
 
 // maxHostListsConfigMaps is the most names status.hostListsConfigMaps holds (its MaxItems).
 const maxHostListsConfigMaps = 16
@@ -77,7 +78,11 @@ func (r *TPUSliceAssignmentReconciler) ensureHostLists(ctx context.Context, slic
 	return names, nil
 }
 
-// ensureHostListsOf makes sure ConfigMap name, which pod (of slice parsed) references, exists.
+// ensureHostListsOf makes sure ConfigMap name, which pod (of slice parsed) references, exists and
+// is the slice's: controlled by the slice, immutable, with the data the Pod's identity gives, the
+// rule the webhook accepts an existing ConfigMap by (hostlists.IsTheSlices). One the slice controls
+// that is anything else is reported and replaced before a container of the slice starts with it
+// (docs/spec.md §4, §8).
 func (r *TPUSliceAssignmentReconciler) ensureHostListsOf(ctx context.Context, slice *tpuv1alpha1.TPUSliceAssignment,
 	pod *corev1.Pod, parsed topology.Slice, name string) error {
 	log := ctrl.LoggerFrom(ctx).WithValues("slice", klog.KObj(slice), "pod", klog.KObj(pod), "configMap", name)
@@ -87,10 +92,8 @@ func (r *TPUSliceAssignmentReconciler) ensureHostListsOf(ctx context.Context, sl
 	if err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
-	if err == nil {
-		if ref := metav1.GetControllerOfNoCopy(got); ref != nil && ref.UID == slice.UID {
-			return nil // the slice's: written from the slice's Pods, immutable
-		}
+	if err == nil && r.verifiedHostLists.has(got, slice.UID) {
+		return nil // checked before for this slice, unchanged since (its UID and resourceVersion)
 	}
 	id, ok := identity.FromParsedPod(pod, parsed)
 	// The slice's host count was bounded when it was created; a Pod that says another (one made
@@ -103,15 +106,23 @@ func (r *TPUSliceAssignmentReconciler) ensureHostListsOf(ctx context.Context, sl
 		log.V(1).Info("Pod references a host lists ConfigMap its identity does not give; leaving it alone")
 		return nil
 	}
-	// Only now the lists, which grow with the slice's hosts (bounded by --max-slice-hosts at admission).
+	// Only now the lists, which grow with the slice's hosts (bounded by --max-slice-hosts at
+	// admission); once per ConfigMap and resourceVersion.
 	want := tpuenv.HostListsConfigMap(slice.Namespace, vals, len(parsed.TPUContainers))
-	if err == nil && !hostlists.LeftBySameName(got, owner, want) {
-		// Another owner's, with other data or of another name, or someone else's.
-		if !hostlists.IsTheSlices(got, owner, want) {
+	if err == nil {
+		switch {
+		case hostlists.IsTheSlices(got, owner, want):
+			r.verifiedHostLists.add(got, slice.UID)
+			return nil
+		case controlledBy(got, slice.UID):
+			_, err := r.replaceHostLists(ctx, slice, owner, want)
+			return err
+		case !hostlists.LeftBySameName(got, owner, want):
+			// Another owner's, with other data or of another name, or someone else's.
 			r.recorder.Eventf(slice, nil, corev1.EventTypeWarning, tpuv1alpha1.ReasonTPUSliceHostListsForeign, "Observe",
 				noteTPUSliceHostListsForeign, name, slice.Name, "another owner or other data")
+			return nil
 		}
-		return nil
 	}
 	// Missing, or left by a former slice of this name, which Ensure adopts. Ensure writes only for
 	// the slice of its name, read live: this reconcile read the slice and the Pods from caches, and
@@ -127,6 +138,11 @@ func (r *TPUSliceAssignmentReconciler) ensureHostListsOf(ctx context.Context, sl
 		log.V(1).Info("Slice is no longer the one of its name; leaving the host lists ConfigMap to it")
 		return nil
 	case errors.Is(err, hostlists.ErrNotTheSlices):
+		// The cache did not have it (created a moment ago, or without the slice label the cache
+		// selects on): it may be one the slice controls with other data.
+		if handled, err := r.replaceHostLists(ctx, slice, owner, want); handled || err != nil {
+			return err
+		}
 		r.recorder.Eventf(slice, nil, corev1.EventTypeWarning, tpuv1alpha1.ReasonTPUSliceHostListsForeign, "Observe",
 			noteTPUSliceHostListsForeign, name, slice.Name, "another owner or other data")
 		return nil
@@ -138,6 +154,98 @@ func (r *TPUSliceAssignmentReconciler) ensureHostListsOf(ctx context.Context, sl
 			noteTPUSliceHostListsRecreated, name, slice.Name)
 	}
 	return nil
+}
+
+// replaceHostLists replaces the ConfigMap of want's name, read live, when the slice controls it but
+// it is not want (other data, or mutable: changed by hand, or created with a forged owner
+// reference): a Warning Event and a log say so, then hostlists.Replace deletes it, conditional on
+// its UID and resourceVersion, and creates want, immutable. The slice's running Pods read it at
+// their next container start. It reports false when the ConfigMap is not the slice's to replace
+// (another controller): the caller reports it as foreign. The live read keeps a cache behind
+// (the replaced ConfigMap still in it) from reporting and deleting again.
+func (r *TPUSliceAssignmentReconciler) replaceHostLists(ctx context.Context, slice *tpuv1alpha1.TPUSliceAssignment, owner hostlists.Slice,
+	want *corev1.ConfigMap) (bool, error) {
+	log := ctrl.LoggerFrom(ctx).WithValues("slice", klog.KObj(slice), "configMap", klog.KObj(want))
+	got := &corev1.ConfigMap{}
+	if err := r.reader.Get(ctx, client.ObjectKeyFromObject(want), got); err != nil {
+		// Gone: its deletion wakes this slice, whose next reconcile re-creates it.
+		return true, client.IgnoreNotFound(err)
+	}
+	switch {
+	case hostlists.IsTheSlices(got, owner, want):
+		r.verifiedHostLists.add(got, slice.UID)
+		return true, nil
+	case !controlledBy(got, slice.UID):
+		return false, nil
+	case got.DeletionTimestamp != nil:
+		// Already going: its deletion wakes this slice, whose next reconcile re-creates it.
+		log.V(1).Info("Host lists ConfigMap of the slice is being deleted; re-creating it once it is gone")
+		return true, nil
+	}
+	// As Ensure: a reconcile on caches behind may hold a slice replaced under its name, whose
+	// successor's lists (the same name) are not this one's to judge.
+	if err := hostlists.Current(ctx, r.reader, slice.Namespace, owner); err != nil {
+		if errors.Is(err, hostlists.ErrSliceGone) {
+			log.V(1).Info("Slice is no longer the one of its name; leaving the host lists ConfigMap to it")
+			return true, nil
+		}
+		return true, err
+	}
+	why := hostlists.Mismatch(got, want)
+	log.Info("Host lists ConfigMap controlled by the slice is not the slice's; replacing it", "reason", why,
+		"resourceVersion", got.ResourceVersion)
+	r.recorder.Eventf(slice, nil, corev1.EventTypeWarning, tpuv1alpha1.ReasonTPUSliceHostListsReplaced, "Replace",
+		noteTPUSliceHostListsReplaced, got.Name, slice.Name, why)
+	err := hostlists.Replace(ctx, r.client, r.reader, owner, got, want)
+	if errors.Is(err, hostlists.ErrSliceGone) {
+		log.V(1).Info("Slice is no longer the one of its name; leaving the host lists ConfigMap to it")
+		return true, nil
+	}
+	return true, err
+}
+
+// controlledBy reports whether uid is the controller of obj.
+func controlledBy(obj metav1.Object, uid types.UID) bool {
+	ref := metav1.GetControllerOfNoCopy(obj)
+	return ref != nil && ref.UID == uid && uid != ""
+}
+
+// maxVerifiedHostLists bounds the ConfigMaps a verifiedConfigMaps remembers; past it, it forgets
+// them all and checks each again once.
+const maxVerifiedHostLists = 4096
+
+// verifiedConfigMaps remembers, by UID, the resourceVersion at which each host lists ConfigMap was
+// found to be the slice's, and that slice's UID, so that a reconcile builds a slice's lists
+// (O(hosts)) only when its ConfigMap or the slice changed (a slice re-created under its name
+// must adopt the ConfigMap its former self left). The zero value is ready to use.
+type verifiedConfigMaps struct {
+	mu   sync.Mutex
+	seen map[types.UID]verifiedConfigMap
+}
+
+type verifiedConfigMap struct {
+	resourceVersion string
+	slice           types.UID
+}
+
+// has reports whether cm, at its resourceVersion, was found to be the ConfigMap of slice.
+func (v *verifiedConfigMaps) has(cm *corev1.ConfigMap, slice types.UID) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	got, ok := v.seen[cm.UID]
+	return ok && cm.UID != "" && got == verifiedConfigMap{resourceVersion: cm.ResourceVersion, slice: slice}
+}
+
+func (v *verifiedConfigMaps) add(cm *corev1.ConfigMap, slice types.UID) {
+	if cm.UID == "" {
+		return
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.seen == nil || len(v.seen) >= maxVerifiedHostLists {
+		v.seen = make(map[types.UID]verifiedConfigMap)
+	}
+	v.seen[cm.UID] = verifiedConfigMap{resourceVersion: cm.ResourceVersion, slice: slice}
 }
 
 // configMapToSlice maps a host lists ConfigMap to the slice its label names, whichever slice

@@ -17,17 +17,20 @@ limitations under the License.
 package controllers
 
 import (
+	"context"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
@@ -82,6 +85,21 @@ func TestEnsureHostLists(t *testing.T) {
 	deleting.Finalizers, deleting.DeletionTimestamp = []string{"test/hold"}, &metav1.Time{Time: time.Unix(1, 0)}
 	failed := pod(3)
 	failed.Status.Phase = corev1.PodFailed
+	// tampered is the slice's ConfigMap made mutable and changed (or created so, with an owner
+	// reference naming the slice's UID): its Pods would read its data at their next start.
+	tampered := want.DeepCopy()
+	tampered.Immutable = nil
+	tampered.Data = map[string]string{}
+	for k := range want.Data {
+		tampered.Data[k] = "attacker-0.evil,attacker-1.evil"
+	}
+	mutable := want.DeepCopy()
+	mutable.Immutable = ptr.To(false)
+	replaced := func(why string) []testutil.Event {
+		return []testutil.Event{{Regarding: ns + "/" + sliceName, Type: corev1.EventTypeWarning, Reason: tpuv1alpha1.ReasonTPUSliceHostListsReplaced,
+			Note: "ConfigMap " + want.Name + ", which live Pods of slice " + sliceName + " take their host lists from, is controlled by the slice but " +
+				why + ": replacing it with the slice's own"}}
+	}
 
 	cases := map[string]struct {
 		pods     []*corev1.Pod
@@ -90,6 +108,12 @@ func TestEnsureHostLists(t *testing.T) {
 		wantStored *corev1.ConfigMap
 		wantNames  []string
 		wantEvents []testutil.Event
+		// notInCache makes the reconciler's cache miss every ConfigMap (one without the slice
+		// label, or created a moment ago); its live reads and writes see the store.
+		notInCache bool
+		// cacheShows is the ConfigMap the reconciler's cache returns instead of the store's (a
+		// cache behind).
+		cacheShows *corev1.ConfigMap
 	}{
 		"a missing ConfigMap two live Pods reference is re-created once": {
 			pods: []*corev1.Pod{pod(0), pod(1)}, existing: []client.Object{slice.DeepCopy()}, wantStored: want, wantNames: []string{want.Name},
@@ -125,6 +149,26 @@ func TestEnsureHostLists(t *testing.T) {
 			wantEvents: []testutil.Event{{Regarding: ns + "/" + sliceName, Type: corev1.EventTypeWarning, Reason: tpuv1alpha1.ReasonTPUSliceHostListsForeign,
 				Note: "ConfigMap " + want.Name + ", which live Pods of slice " + sliceName + " take their host lists from, is not the slice's (another owner or other data): delete it, and the operator writes the slice's own"}},
 		},
+		// docs/spec.md §4, §8: by the rule the webhook accepts an existing ConfigMap by.
+		"a ConfigMap the slice controls with other data is reported and replaced": {
+			pods: []*corev1.Pod{pod(0)}, existing: []client.Object{tampered.DeepCopy(), slice.DeepCopy()}, wantStored: want, wantNames: []string{want.Name},
+			wantEvents: replaced("holds other data"),
+		},
+		"a mutable ConfigMap the slice controls is replaced by an immutable one": {
+			pods: []*corev1.Pod{pod(0)}, existing: []client.Object{mutable.DeepCopy(), slice.DeepCopy()}, wantStored: want, wantNames: []string{want.Name},
+			wantEvents: replaced("is not immutable"),
+		},
+		"a ConfigMap the slice controls with other data, missing from the cache, is replaced": {
+			pods: []*corev1.Pod{pod(0)}, existing: []client.Object{tampered.DeepCopy(), slice.DeepCopy()}, notInCache: true,
+			wantStored: want, wantNames: []string{want.Name}, wantEvents: replaced("holds other data"),
+		},
+		"a ConfigMap already replaced, still tampered in a cache behind, is neither reported nor deleted": {
+			pods: []*corev1.Pod{pod(0)}, existing: []client.Object{want.DeepCopy(), slice.DeepCopy()}, cacheShows: tampered,
+			wantStored: want, wantNames: []string{want.Name},
+		},
+		"a ConfigMap of a slice that is gone is not replaced": {
+			pods: []*corev1.Pod{pod(0)}, existing: []client.Object{tampered.DeepCopy(), successor.DeepCopy()}, wantStored: tampered, wantNames: []string{want.Name},
+		},
 		"a reference the Pod's identity does not give is left alone": {
 			pods: []*corev1.Pod{forged}, wantNames: []string{"somebody-elses"},
 		},
@@ -138,8 +182,25 @@ func TestEnsureHostLists(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			store := testutil.NewClientBuilder().WithObjects(tc.existing...).Build()
+			cached := store
+			if tc.notInCache || tc.cacheShows != nil {
+				cached = interceptor.NewClient(store, interceptor.Funcs{
+					Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+						cm, ok := obj.(*corev1.ConfigMap)
+						switch {
+						case ok && tc.cacheShows != nil:
+							tc.cacheShows.DeepCopyInto(cm)
+							cm.ResourceVersion = "1"
+							return nil
+						case ok:
+							return apierrors.NewNotFound(corev1.Resource("configmaps"), key.Name)
+						}
+						return c.Get(ctx, key, obj, opts...)
+					},
+				})
+			}
 			events := &testutil.EventRecorder{}
-			r := newReconcileTestReconciler(store, store, events, tombstones.New(0), clocktesting.NewFakePassiveClock(time.Unix(0, 0)))
+			r := newReconcileTestReconciler(cached, store, events, tombstones.New(0), clocktesting.NewFakePassiveClock(time.Unix(0, 0)))
 			pods := make([]corev1.Pod, 0, len(tc.pods))
 			for _, p := range tc.pods {
 				pods = append(pods, *p)
@@ -167,6 +228,87 @@ func TestEnsureHostLists(t *testing.T) {
 				t.Errorf("Events (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestEnsureHostListsChecksAChangedConfigMapAgain: the reconciler builds a slice's lists once per
+// ConfigMap it found to be the slice's, and checks again when the ConfigMap is another (deleted
+// and created under the name, with an owner reference naming the slice) or changed.
+func TestEnsureHostListsChecksAChangedConfigMapAgain(t *testing.T) {
+	const ns, sliceUID = "ml", types.UID("slice-uid")
+	sliceName := naming.SliceName("rc", "tpu", 1)
+	slice := testutil.MakeSlice(sliceName, ns, "rc", "rc-uid", "tpu", 1, 4).Obj()
+	slice.UID = sliceUID
+	vals := tpuenv.Values{GroupName: "tpu", ReplicaIndex: 1, Hosts: 4, Subdomain: "rc-headless", SliceName: sliceName,
+		ClaimToken: "t", Topology: []int32{4, 4}, ChipsPerHost: 4, HostListsInConfigMap: true}
+	pod := testutil.MakeWorkerPod(ns, "rc", "rc-uid", "tpu").Named("w0").Topology("tpu-v6e-slice", "4x4").TPU(4).Obj()
+	tpuenv.Apply(pod, vals, []int{0})
+	want := tpuenv.HostListsConfigMap(ns, vals, 1)
+	want.UID = "cm-1"
+	want.OwnerReferences = []metav1.OwnerReference{{APIVersion: "tpu.ray.io/v1alpha1", Kind: "TPUSliceAssignment",
+		Name: sliceName, UID: sliceUID, Controller: ptr.To(true)}}
+	forged := want.DeepCopy()
+	forged.UID, forged.Immutable = "cm-2", nil
+	for k := range forged.Data {
+		forged.Data[k] = "attacker-0.evil"
+	}
+
+	store := testutil.NewClientBuilder().WithObjects(slice.DeepCopy(), want.DeepCopy()).Build()
+	events := &testutil.EventRecorder{}
+	r := newReconcileTestReconciler(store, store, events, tombstones.New(0), clocktesting.NewFakePassiveClock(time.Unix(0, 0)))
+	if _, err := r.ensureHostLists(t.Context(), slice, []corev1.Pod{*pod}); err != nil {
+		t.Fatalf("ensureHostLists() = %v", err)
+	}
+	if got := events.Recorded(); len(got) != 0 {
+		t.Fatalf("Events for the slice's own ConfigMap: %v", got)
+	}
+	if err := store.Delete(t.Context(), want.DeepCopy()); err != nil {
+		t.Fatalf("deleting the ConfigMap: %v", err)
+	}
+	if err := store.Create(t.Context(), forged.DeepCopy()); err != nil {
+		t.Fatalf("creating the forged ConfigMap: %v", err)
+	}
+	if _, err := r.ensureHostLists(t.Context(), slice, []corev1.Pod{*pod}); err != nil {
+		t.Fatalf("ensureHostLists() = %v", err)
+	}
+	got := &corev1.ConfigMap{}
+	if err := store.Get(t.Context(), client.ObjectKeyFromObject(want), got); err != nil {
+		t.Fatalf("reading the ConfigMap: %v", err)
+	}
+	if diff := cmp.Diff(want.Data, got.Data); diff != "" || !ptr.Deref(got.Immutable, false) {
+		t.Errorf("stored ConfigMap immutable=%v, data (-want +got):\n%s", ptr.Deref(got.Immutable, false), diff)
+	}
+	if got := events.Recorded(); len(got) != 1 || got[0].Reason != tpuv1alpha1.ReasonTPUSliceHostListsReplaced {
+		t.Errorf("Events = %v, want one %s", got, tpuv1alpha1.ReasonTPUSliceHostListsReplaced)
+	}
+
+	// The slice re-created under its name (found by the RBAC suite): the ConfigMap checked for
+	// its former self is adopted, not taken as checked.
+	if err := store.Delete(t.Context(), got); err != nil {
+		t.Fatalf("deleting the ConfigMap: %v", err)
+	}
+	if err := store.Create(t.Context(), want.DeepCopy()); err != nil { // its UID set, which the store does not
+		t.Fatalf("creating the ConfigMap: %v", err)
+	}
+	if _, err := r.ensureHostLists(t.Context(), slice, []corev1.Pod{*pod}); err != nil {
+		t.Fatalf("ensureHostLists() = %v", err)
+	}
+	if err := store.Delete(t.Context(), slice.DeepCopy()); err != nil {
+		t.Fatalf("deleting the slice: %v", err)
+	}
+	successor := slice.DeepCopy()
+	successor.UID, successor.ResourceVersion = "successor-uid", ""
+	if err := store.Create(t.Context(), successor); err != nil {
+		t.Fatalf("creating the successor: %v", err)
+	}
+	if _, err := r.ensureHostLists(t.Context(), successor, []corev1.Pod{*pod}); err != nil {
+		t.Fatalf("ensureHostLists() = %v", err)
+	}
+	if err := store.Get(t.Context(), client.ObjectKeyFromObject(want), got); err != nil {
+		t.Fatalf("reading the ConfigMap: %v", err)
+	}
+	if owner := metav1.GetControllerOfNoCopy(got); owner == nil || owner.UID != successor.UID {
+		t.Errorf("ConfigMap controller = %v, want the successor %s", owner, successor.UID)
 	}
 }
 

@@ -82,6 +82,8 @@ type TPUSliceAssignmentReconciler struct {
 	leaseNamespace  string
 	slicePlacement  tpuv1alpha1.SlicePlacement
 	warned          sync.Map
+	// verifiedHostLists are the host lists ConfigMaps found to be their slice's (hostlists.go).
+	verifiedHostLists verifiedConfigMaps
 	// bound sums what the Pods bound to each Node take of it, whatever created them (nil: only
 	// the worker Pods in the cache count, as in tests that build the reconciler by hand).
 	bound *boundpods.Tracker

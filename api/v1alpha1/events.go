@@ -103,4 +103,8 @@ const (
 	// ReasonTPUSliceHostListsForeign: a Warning that a ConfigMap the slice's Pods reference for
 	// their host lists is not the slice's (another owner or other data); the operator leaves it.
 	ReasonTPUSliceHostListsForeign = "TPUSliceHostListsForeign"
+	// ReasonTPUSliceHostListsReplaced: a Warning that a ConfigMap the slice's Pods reference for
+	// their host lists was controlled by the slice but did not hold the slice's data or was not
+	// immutable; the reconciler deleted it and created the slice's own (docs/spec.md §4).
+	ReasonTPUSliceHostListsReplaced = "TPUSliceHostListsReplaced"
 )

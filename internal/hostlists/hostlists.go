@@ -156,3 +156,44 @@ func IsTheSlices(got *corev1.ConfigMap, slice Slice, want *corev1.ConfigMap) boo
 	owner := metav1.GetControllerOfNoCopy(got)
 	return owner != nil && owner.UID == slice.UID && holds(got, want)
 }
+
+// ErrNotControlled is returned by Replace for a ConfigMap the slice does not control: the
+// operator deletes only what claims to be the slice's own.
+var ErrNotControlled = errors.New("the ConfigMap is not controlled by the slice")
+
+// Mismatch says why got, a ConfigMap of want's name, is not want ("" when it holds want's data,
+// immutable and not being deleted): what a Warning about it names.
+func Mismatch(got, want *corev1.ConfigMap) string {
+	switch {
+	case got.DeletionTimestamp != nil:
+		return "is being deleted"
+	case !maps.Equal(got.Data, want.Data) || len(got.BinaryData) > 0:
+		return "holds other data"
+	case !ptr.Deref(got.Immutable, false):
+		return "is not immutable"
+	}
+	return ""
+}
+
+// Replace puts cm in the place of got, a ConfigMap of cm's name that slice controls but that is
+// not cm (other data, or mutable: changed, or created with a forged owner reference; docs/spec.md
+// §4): the slice's Pods read it at their next container start. While a live read shows slice as
+// the one of its name (Current; else ErrSliceGone), it deletes got, conditional on the UID and
+// resourceVersion read (a ConfigMap changed or re-created since is not deleted: the caller reads
+// again), and creates cm with Ensure. A got that slice does not control is ErrNotControlled.
+func Replace(ctx context.Context, c client.Writer, reader client.Reader, slice Slice, got, cm *corev1.ConfigMap) error {
+	if owner := metav1.GetControllerOfNoCopy(got); owner == nil || owner.UID != slice.UID || slice.UID == "" {
+		return fmt.Errorf("replacing ConfigMap %s/%s: %w", got.Namespace, got.Name, ErrNotControlled)
+	}
+	if err := Current(ctx, reader, cm.Namespace, slice); err != nil {
+		return fmt.Errorf("replacing ConfigMap %s/%s: %w", cm.Namespace, cm.Name, err)
+	}
+	uid, rv := got.UID, got.ResourceVersion
+	if err := c.Delete(ctx, got, client.Preconditions{UID: &uid, ResourceVersion: &rv}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting ConfigMap %s/%s to replace it: %w", got.Namespace, got.Name, err)
+	}
+	if _, err := Ensure(ctx, c, reader, slice, cm); err != nil {
+		return fmt.Errorf("replacing ConfigMap %s/%s: %w", cm.Namespace, cm.Name, err)
+	}
+	return nil
+}

@@ -161,3 +161,78 @@ func TestEnsure(t *testing.T) {
 		})
 	}
 }
+
+// TestReplace: a ConfigMap the slice controls that is not the slice's is deleted and the slice's
+// created in its place (docs/spec.md §4); one the slice does not control, one changed since it was
+// read, or one of a slice that is gone is left as it is.
+func TestReplace(t *testing.T) {
+	slice := Slice{Name: "rc-tpu-1a2b3c4d-0", UID: "slice-uid"}
+	want := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: slice.Name + "-hosts-0123456789"},
+		Immutable:  ptr.To(true),
+		Data:       map[string]string{"TPU_WORKER_HOSTNAMES": "h-0,h-1"},
+	}
+	bad := func(owner types.UID) *corev1.ConfigMap {
+		return &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: want.Name, OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: tpuv1alpha1.GroupVersion.String(), Kind: "TPUSliceAssignment", Name: slice.Name, UID: owner, Controller: ptr.To(true)}}},
+			Data: map[string]string{"TPU_WORKER_HOSTNAMES": "attacker-0,attacker-1"},
+		}
+	}
+	cases := map[string]struct {
+		existing *corev1.ConfigMap
+		// stale makes the ConfigMap Replace is given one read before a change.
+		stale     bool
+		sliceGone bool
+		wantErr   error
+		wantData  map[string]string
+	}{
+		"controlled by the slice, other data: replaced": {existing: bad(slice.UID), wantData: want.Data},
+		"controlled by another slice: refused":          {existing: bad("other-uid"), wantErr: ErrNotControlled, wantData: bad("").Data},
+		"the slice is gone: left":                       {existing: bad(slice.UID), sliceGone: true, wantErr: ErrSliceGone, wantData: bad("").Data},
+		"changed since it was read: not deleted":        {existing: bad(slice.UID), stale: true, wantData: bad("").Data},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			scheme := runtime.NewScheme()
+			if err := clientgoscheme.AddToScheme(scheme); err != nil {
+				t.Fatal(err)
+			}
+			if err := tpuv1alpha1.AddToScheme(scheme); err != nil {
+				t.Fatal(err)
+			}
+			b := fake.NewClientBuilder().WithScheme(scheme).WithObjects(tc.existing)
+			if !tc.sliceGone {
+				b = b.WithObjects(&tpuv1alpha1.TPUSliceAssignment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: slice.Name, UID: slice.UID}})
+			}
+			c := b.Build()
+			got := &corev1.ConfigMap{}
+			if err := c.Get(t.Context(), client.ObjectKeyFromObject(want), got); err != nil {
+				t.Fatal(err)
+			}
+			if tc.stale {
+				changed := got.DeepCopy()
+				changed.Labels = map[string]string{"touched": "yes"}
+				if err := c.Update(t.Context(), changed); err != nil {
+					t.Fatal(err)
+				}
+			}
+			err := Replace(t.Context(), c, c, slice, got, want)
+			switch {
+			case tc.stale && !apierrors.IsConflict(err):
+				t.Errorf("Replace() = %v, want a conflict", err)
+			case !tc.stale && !errors.Is(err, tc.wantErr):
+				t.Errorf("Replace() = %v, want %v", err, tc.wantErr)
+			case !tc.stale && tc.wantErr == nil && err != nil:
+				t.Errorf("Replace() = %v", err)
+			}
+			stored := &corev1.ConfigMap{}
+			if err := c.Get(t.Context(), client.ObjectKeyFromObject(want), stored); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.wantData, stored.Data); diff != "" {
+				t.Errorf("data after Replace (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

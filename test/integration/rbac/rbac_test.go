@@ -182,6 +182,27 @@ var _ = Describe("The operator running as its ServiceAccount", func() {
 			return admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: first}, &corev1.ConfigMap{})
 		}, testutil.Timeout, testutil.Interval).Should(Succeed())
 
+		By("replacing it with a mutable one of other data that names the slice as its controller: the reconciler replaces it, as the ServiceAccount")
+		// docs/spec.md §4, §8: the owner reference is a hint; the slice's data, immutable, is the rule.
+		var good corev1.ConfigMap
+		Expect(admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: first}, &good)).To(Succeed())
+		Expect(admin.Delete(ctx, good.DeepCopy())).To(Succeed())
+		forged := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: first, Labels: good.Labels,
+			OwnerReferences: good.OwnerReferences}, Data: map[string]string{}}
+		for k := range good.Data {
+			forged.Data[k] = "attacker-0.evil"
+		}
+		Expect(admin.Create(ctx, forged)).To(Succeed())
+		Eventually(func(g Gomega) {
+			var cm corev1.ConfigMap
+			g.Expect(admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: first}, &cm)).To(Succeed())
+			g.Expect(cm.UID).NotTo(Equal(forged.UID), "replaced")
+			g.Expect(cm.Data).To(Equal(good.Data))
+			g.Expect(cm.Immutable).To(HaveValue(BeTrue()))
+		}, testutil.Timeout, testutil.Interval).Should(Succeed())
+		Eventually(func() []string { return eventsFor(ns, tpuv1alpha1.ReasonTPUSliceHostListsReplaced) }, testutil.Timeout, testutil.Interval).
+			Should(ConsistOf(pods[0].Labels[tpuv1alpha1.SliceLabel]))
+
 		By("the replica that does not own the group forwarding its claims, authenticated and authorized as the ServiceAccount")
 		forwarded, fallbacks := forwardingStats()
 		Expect(forwarded - forwardedBefore).To(BeNumerically(">", 0))
