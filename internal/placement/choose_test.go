@@ -685,6 +685,25 @@ func used(list corev1.ResourceList, pods int64) func(*Candidate) {
 	return func(c *Candidate) { c.Requested, c.Pods = list, pods }
 }
 
+// expectChoice runs Choose on req and checks the domain it chose, and its reason when wantReason
+// is not empty.
+func expectChoice(t *testing.T, req Request, wantDomain, wantReason string) Choice {
+	t.Helper()
+	got, err := Choose(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Domain != wantDomain {
+		t.Errorf("Choose chose %q (%s), want %q", got.Domain, got.Reason, wantDomain)
+	}
+	if wantReason != "" {
+		if diff := cmp.Diff(wantReason, got.Reason); diff != "" {
+			t.Errorf("reason (-want,+got):\n%s", diff)
+		}
+	}
+	return got
+}
+
 // TestChooseAsTheSchedulerFilters: a Node is usable only where kube-scheduler would bind one of
 // the slice's Pods (docs/spec.md §12, "The choice"): the Pods' own required node affinity
 // (k8s.io/component-helpers' node affinity), every resource a Pod requests free beside what the
@@ -744,18 +763,7 @@ func TestChooseAsTheSchedulerFilters(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			req := request(nodeSet([][]Candidate{withResources(candidates("pool-a", 4)), withResources(candidates("pool-b", 4))}, tc.edit))
 			req.Requests, req.NodeAffinity = tc.requests, tc.nodeAffinity
-			got, err := Choose(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got.Domain != tc.wantDomain {
-				t.Errorf("Choose chose %q (%s), want %q", got.Domain, got.Reason, tc.wantDomain)
-			}
-			if tc.wantReason != "" {
-				if diff := cmp.Diff(tc.wantReason, got.Reason); diff != "" {
-					t.Errorf("reason (-want,+got):\n%s", diff)
-				}
-			}
+			expectChoice(t, req, tc.wantDomain, tc.wantReason)
 			if tc.wantDomain != "" {
 				usable := UsableNodes(req, tc.wantDomain)
 				if len(usable) < int(req.Hosts) {
@@ -824,18 +832,7 @@ func TestChooseAcrossKeys(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got, err := Choose(tc.req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got.Domain != tc.wantDomain {
-				t.Errorf("Choose chose %q (%s), want %q", got.Domain, got.Reason, tc.wantDomain)
-			}
-			if tc.wantReason != "" {
-				if diff := cmp.Diff(tc.wantReason, got.Reason); diff != "" {
-					t.Errorf("reason (-want,+got):\n%s", diff)
-				}
-			}
+			got := expectChoice(t, tc.req, tc.wantDomain, tc.wantReason)
 			for _, n := range UsableNodes(tc.req, got.Domain) {
 				for _, h := range tc.req.OtherHolds {
 					if i := slices.IndexFunc(tc.req.Nodes, func(c Candidate) bool { return c.Name == n }); h.UID != selfUID && tc.req.Nodes[i].Labels[h.Key] == h.Domain {
