@@ -136,16 +136,28 @@ func (r *TPUSliceAssignmentReconciler) podHandler() handler.EventHandler {
 	}
 }
 
-// boundPodHandler enqueues, when a Pod bound to a Node (any Pod: the bound Pods' cache) stops
-// living or goes, the slices waiting for a domain: what it took of its Node is free again.
+// boundPodHandler enqueues, when a Pod bound to a TPU Node (any Pod: the bound Pods' cache) stops
+// living or goes, the waiting slices that Node could change: what the Pod took of it is free
+// again. A Pod on a Node that is not a TPU Node (not in the Node cache) wakes none.
 func (r *TPUSliceAssignmentReconciler) boundPodHandler() handler.TypedEventHandler[client.Object, reconcile.Request] {
+	freed := func(ctx context.Context, obj client.Object, q queue) {
+		pod, ok := obj.(*corev1.Pod)
+		if !ok || pod.Spec.NodeName == "" {
+			return
+		}
+		node := &corev1.Node{}
+		if err := r.client.Get(ctx, types.NamespacedName{Name: pod.Spec.NodeName}, node); err != nil {
+			return // not a TPU Node, or gone: no domain gained room
+		}
+		r.add(q, r.waitingSlicesFor(ctx, node), false)
+	}
 	return handler.Funcs{
 		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q queue) {
 			if stoppedLiving(e.ObjectOld, e.ObjectNew) {
-				r.add(q, r.waitingSlices(ctx), false)
+				freed(ctx, e.ObjectNew, q)
 			}
 		},
-		DeleteFunc: func(ctx context.Context, _ event.DeleteEvent, q queue) { r.add(q, r.waitingSlices(ctx), false) },
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q queue) { freed(ctx, e.Object, q) },
 	}
 }
 

@@ -23,7 +23,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
@@ -93,5 +96,31 @@ func TestWaitingSlicesFor(t *testing.T) {
 	}
 	if n := len(r.waitingSlicesFor(t.Context())); n != 4 {
 		t.Errorf("waitingSlices woke %d slices, want all 4", n)
+	}
+}
+
+// TestBoundPodHandler: a Pod of any kind that leaves a TPU Node wakes the waiting slices of that
+// Node's key and accelerator; one that leaves a Node the TPU Node cache does not hold wakes none.
+func TestBoundPodHandler(t *testing.T) {
+	s := testutil.MakeSlice("waiting", "ml", "rc", "uid-rc", "tpu", 0, 4).Placement(tpuv1alpha1.PlacementChosenDomain, constants.NodePoolTopologyKey).Obj()
+	s.Spec.Accelerator = "tpu-v6e-slice"
+	s.Status.Conditions = []metav1.Condition{{Type: tpuv1alpha1.ConditionDomainChosen, Status: metav1.ConditionFalse,
+		Reason: tpuv1alpha1.ReasonNoDomainFits, LastTransitionTime: metav1.Now()}}
+	c := testutil.NewClientBuilder().WithObjects(s, testutil.MakeNode("tpu-1").TPU("tpu-v6e-slice", "4x4", "pool-a").Obj()).Build()
+	r := &TPUSliceAssignmentReconciler{client: c, bindSettleTime: -1}
+	job := func(node string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "job", Namespace: "batch"}, Spec: corev1.PodSpec{NodeName: node},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	}
+	for node, want := range map[string]int{"tpu-1": 1, "cpu-1": 0} {
+		q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+		r.boundPodHandler().Delete(t.Context(), event.DeleteEvent{Object: job(node)}, q)
+		done := job(node)
+		done.Status.Phase = corev1.PodSucceeded
+		r.boundPodHandler().Update(t.Context(), event.UpdateEvent{ObjectOld: job(node), ObjectNew: done}, q)
+		if q.Len() != want {
+			t.Errorf("a Pod leaving Node %s woke %d slices, want %d", node, q.Len(), want)
+		}
+		q.ShutDown()
 	}
 }
