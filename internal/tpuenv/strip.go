@@ -21,11 +21,42 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
 	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
 )
+
+// stripPin removes the operator's pin a copy of a released Pod carries: the annotation
+// tpu.ray.io/pinned-node and, when it is the Pod's only required node affinity term, the term
+// naming that Node (docs/spec.md §12, "Pinning"). Left in place, the copy would wait for the Node its
+// original holds, and the reconciler would read the pin as its own. A term of the user's, or one
+// the annotation does not name, is kept.
+func stripPin(pod *corev1.Pod) {
+	node, ok := pod.Annotations[tpuv1alpha1.PinnedNodeAnnotation]
+	if !ok {
+		return
+	}
+	delete(pod.Annotations, tpuv1alpha1.PinnedNodeAnnotation)
+	a := pod.Spec.Affinity
+	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		return
+	}
+	pin := []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{{
+		Key: metav1.ObjectNameField, Operator: corev1.NodeSelectorOpIn, Values: []string{node},
+	}}}}
+	if !equality.Semantic.DeepEqual(a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms, pin) {
+		return
+	}
+	a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution = nil
+	if a.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution == nil {
+		a.NodeAffinity = nil
+	}
+	if a.NodeAffinity == nil && a.PodAffinity == nil && a.PodAntiAffinity == nil {
+		pod.Spec.Affinity = nil
+	}
+}
 
 // Strip undoes Apply(pod, vals, tpuContainers) on a Pod that carries the identity vals although it is
 // being created as a new Pod: a manifest copied from a running worker, a template or a dry-run
@@ -45,6 +76,7 @@ func Strip(pod *corev1.Pod, vals Values, tpuContainers []int) {
 	removeIf(pod.Labels, tpuv1alpha1.SliceLabel, vals.SliceName, vals.SliceName != "")
 	removeIf(pod.Labels, tpuv1alpha1.WorkerIDLabel, itoa(vals.WorkerID), vals.GroupName != "")
 	delete(pod.Annotations, tpuv1alpha1.ClaimTokenAnnotation)
+	stripPin(pod)
 	if vals.GroupName == "" {
 		return
 	}

@@ -121,6 +121,35 @@ func TestStrip(t *testing.T) {
 			t.Errorf("env after Strip (-want,+got):\n%s", diff)
 		}
 	})
+	t.Run("the operator's pin of a copied released Pod goes; a user's own term stays", func(t *testing.T) {
+		cases := map[string]struct {
+			pod     *corev1.Pod
+			wantPin bool
+		}{
+			"the operator's pin (term and annotation)": {
+				pod: testutil.MakeWorkerPod("ml", "rc", "uid", "tpu").TPU(4).Annotation(tpuv1alpha1.ClaimTokenAnnotation, "t").PinnedTo("n-1").Obj(),
+			},
+			"a user's own term naming one Node": {
+				pod:     testutil.MakeWorkerPod("ml", "rc", "uid", "tpu").TPU(4).Annotation(tpuv1alpha1.ClaimTokenAnnotation, "t").OwnNodeTerm("n-1").Obj(),
+				wantPin: true,
+			},
+			"an annotation naming another Node than the term: the term stays": {
+				pod: testutil.MakeWorkerPod("ml", "rc", "uid", "tpu").TPU(4).Annotation(tpuv1alpha1.ClaimTokenAnnotation, "t").
+					OwnNodeTerm("n-1").Annotation(tpuv1alpha1.PinnedNodeAnnotation, "n-2").Obj(),
+				wantPin: true,
+			},
+		}
+		for name, tc := range cases {
+			t.Run(name, func(t *testing.T) {
+				tpuenv.Strip(tc.pod, tpuenv.Values{ClaimToken: "t"}, []int{0})
+				gotPin := tc.pod.Spec.Affinity != nil && tc.pod.Spec.Affinity.NodeAffinity != nil
+				if _, note := tc.pod.Annotations[tpuv1alpha1.PinnedNodeAnnotation]; note || gotPin != tc.wantPin {
+					t.Errorf("after Strip: affinity %+v, annotations %v; want the term kept %v and no pinned-node annotation",
+						tc.pod.Spec.Affinity, tc.pod.Annotations, tc.wantPin)
+				}
+			})
+		}
+	})
 	t.Run("a token without an identity removes only the token", func(t *testing.T) {
 		pod := testutil.MakeWorkerPod("ml", "rc", "uid", "tpu").TPU(4).Annotation(tpuv1alpha1.ClaimTokenAnnotation, "t").
 			Label(tpuv1alpha1.SliceLabel, "s").Obj()
