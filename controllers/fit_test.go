@@ -160,6 +160,17 @@ func TestPlacementFitsAsTheSchedulerDoes(t *testing.T) {
 // "Priority"): the lower one leaves it, naming the other, and is placed once another pool fits.
 func TestPlacementPriority(t *testing.T) {
 	const poolKey = constants.NodePoolTopologyKey
+	// repelHigh is a Pod of another kind bound in pool-a whose required anti-affinity excludes the
+	// higher-priority slice's Pods: that slice can never take pool-a, so the lower one must.
+	repelHigh := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "repel", Namespace: "batch", UID: "uid-repel"},
+		Spec: corev1.PodSpec{NodeName: "a-0", Containers: []corev1.Container{{Name: "main", Image: "img"}},
+			Affinity: &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+				TopologyKey: poolKey, Namespaces: []string{releaseNamespace},
+				LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "high"}},
+			}}}}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning},
+	}
 	replica := func(r int32, prefix string, priority int32) []client.Object {
 		out := make([]client.Object, 0, 4)
 		for id := range int32(4) {
@@ -167,7 +178,7 @@ func TestPlacementPriority(t *testing.T) {
 			out = append(out, testutil.MakeWorkerPod(releaseNamespace, "rc", "uid-rc", "tpu").Named(name).UID(types.UID("uid-"+name)).
 				TPU(4).Topology("tpu-v4-podslice", "2x2x4").TPUIdentity("tpu", r, id).
 				Annotation(tpuv1alpha1.ClaimTokenAnnotation, "t-"+name).Created(t0.Add(-time.Minute)).
-				SchedulingGate(tpuv1alpha1.PlacementSchedulingGate).Phase(corev1.PodPending).Priority(priority).Obj())
+				SchedulingGate(tpuv1alpha1.PlacementSchedulingGate).Phase(corev1.PodPending).Priority(priority).Label("team", prefix).Obj())
 		}
 		return out
 	}
@@ -177,58 +188,76 @@ func TestPlacementPriority(t *testing.T) {
 			Status: metav1.ConditionFalse, Reason: tpuv1alpha1.ReasonNoDomainFits, Message: "no domain", LastTransitionTime: metav1.NewTime(t0)})
 		return obj
 	}
-	low, high := reconcileSlice(0), reconcileSlice(1)
-	objs := make([]client.Object, 0, 15)
-	objs = append(objs, reconcileCluster("uid-rc").Obj().DeepCopy(),
-		waitingSince(chosenDomain(low.Claims(testutil.Bound(4, "low")...))),
-		waitingSince(chosenDomain(high.Claims(testutil.Bound(4, "high")...))))
-	for i := range 4 {
-		objs = append(objs, testutil.MakeNode("a-"+strconv.Itoa(i)).TPU("tpu-v4-podslice", "2x2x4", "pool-a").TPUCapacity(4).Ready(true).Obj())
+	cases := map[string]struct {
+		others   []client.Object
+		wantHigh string // the pool the higher-priority slice's Pods are released onto, "" for gated
+		wantLow  string
+	}{
+		"pool-a fits both: the higher-priority slice takes it, the lower one leaves it": {wantHigh: "pool-a"},
+		"pool-a excludes the higher-priority slice's Pods: the lower one takes it": {
+			others: []client.Object{repelHigh}, wantLow: "pool-a",
+		},
 	}
-	objs = append(objs, replica(0, "low", 10)...)
-	objs = append(objs, replica(1, "high", 1000)...)
-	store := testutil.NewClientBuilder().WithObjects(objs...).Build()
-	clock := clocktesting.NewFakePassiveClock(t0)
-	r := newReconcileTestReconciler(workerPodCache(store), store, &testutil.EventRecorder{}, tombstones.New(0), clock)
-	r.leaseNamespace, r.bound = "tpu-system", trackerOf(t, store)
-	reconcile := func(name string) {
-		t.Helper()
-		for _, at := range []time.Duration{0, DefaultBindSettle} {
-			clock.SetTime(t0.Add(at))
-			if _, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: releaseNamespace, Name: name}}); err != nil {
-				t.Fatalf("Reconcile %s: %v", name, err)
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			low, high := reconcileSlice(0), reconcileSlice(1)
+			objs := make([]client.Object, 0, 15)
+			objs = append(objs, reconcileCluster("uid-rc").Obj().DeepCopy(),
+				waitingSince(chosenDomain(low.Claims(testutil.Bound(4, "low")...))),
+				waitingSince(chosenDomain(high.Claims(testutil.Bound(4, "high")...))))
+			for i := range 4 {
+				objs = append(objs, testutil.MakeNode("a-"+strconv.Itoa(i)).TPU("tpu-v4-podslice", "2x2x4", "pool-a").TPUCapacity(4).Ready(true).Obj())
 			}
-		}
-	}
-	domains := func() map[string]string {
-		var pods corev1.PodList
-		if err := store.List(t.Context(), &pods); err != nil {
-			t.Fatal(err)
-		}
-		out := map[string]string{}
-		for _, p := range pods.Items {
-			out[p.Name] = p.Spec.NodeSelector[poolKey]
-		}
-		return out
-	}
-	// The lower-priority slice is reconciled first.
-	reconcile(low.Obj().Name)
-	var s tpuv1alpha1.TPUSliceAssignment
-	if err := store.Get(t.Context(), types.NamespacedName{Namespace: releaseNamespace, Name: low.Obj().Name}, &s); err != nil {
-		t.Fatal(err)
-	}
-	if c := apimeta.FindStatusCondition(s.Status.Conditions, tpuv1alpha1.ConditionDomainChosen); c == nil || c.Reason != tpuv1alpha1.ReasonNoDomainFits ||
-		!strings.Contains(c.Message, "higher priority") {
-		t.Errorf("the lower-priority slice's DomainChosen = %+v, want NoDomainFits naming the higher-priority slice", c)
-	}
-	reconcile(high.Obj().Name)
-	got := domains()
-	for id := range 4 {
-		if d := got["high-"+strconv.Itoa(id)]; d != "pool-a" {
-			t.Errorf("high-%d released onto %q, want pool-a", id, d)
-		}
-		if d := got["low-"+strconv.Itoa(id)]; d != "" {
-			t.Errorf("low-%d released onto %q, want it gated", id, d)
-		}
+			objs = append(objs, replica(0, "low", 10)...)
+			objs = append(objs, replica(1, "high", 1000)...)
+			for _, o := range tc.others {
+				objs = append(objs, o.DeepCopyObject().(client.Object))
+			}
+			store := testutil.NewClientBuilder().WithObjects(objs...).Build()
+			clock := clocktesting.NewFakePassiveClock(t0)
+			r := newReconcileTestReconciler(workerPodCache(store), store, &testutil.EventRecorder{}, tombstones.New(0), clock)
+			r.leaseNamespace, r.bound = "tpu-system", trackerOf(t, store)
+			reconcile := func(name string) {
+				t.Helper()
+				for _, at := range []time.Duration{0, DefaultBindSettle} {
+					clock.SetTime(t0.Add(at))
+					if _, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: releaseNamespace, Name: name}}); err != nil {
+						t.Fatalf("Reconcile %s: %v", name, err)
+					}
+				}
+			}
+			domains := func() map[string]string {
+				var pods corev1.PodList
+				if err := store.List(t.Context(), &pods); err != nil {
+					t.Fatal(err)
+				}
+				out := map[string]string{}
+				for _, p := range pods.Items {
+					out[p.Name] = p.Spec.NodeSelector[poolKey]
+				}
+				return out
+			}
+			// The lower-priority slice is reconciled first.
+			reconcile(low.Obj().Name)
+			var s tpuv1alpha1.TPUSliceAssignment
+			if err := store.Get(t.Context(), types.NamespacedName{Namespace: releaseNamespace, Name: low.Obj().Name}, &s); err != nil {
+				t.Fatal(err)
+			}
+			if c := apimeta.FindStatusCondition(s.Status.Conditions, tpuv1alpha1.ConditionDomainChosen); tc.wantLow == "" && (c == nil ||
+				c.Reason != tpuv1alpha1.ReasonNoDomainFits || !strings.Contains(c.Message, "higher priority")) {
+				t.Errorf("the lower-priority slice's DomainChosen = %+v, want NoDomainFits naming the higher-priority slice", c)
+			}
+			reconcile(high.Obj().Name)
+			got := domains()
+			for id := range 4 {
+				if d := got["high-"+strconv.Itoa(id)]; d != tc.wantHigh {
+					t.Errorf("high-%d released onto %q, want %q", id, d, tc.wantHigh)
+				}
+				if d := got["low-"+strconv.Itoa(id)]; d != tc.wantLow {
+					t.Errorf("low-%d released onto %q, want %q", id, d, tc.wantLow)
+				}
+			}
+
+		})
 	}
 }

@@ -149,7 +149,7 @@ func (r *TPUSliceAssignmentReconciler) choose(ctx context.Context, rc *rayv1.Ray
 	if err := r.client.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
 		return 0, fmt.Errorf("listing TPU Nodes for slice %s: %w", slice.Name, err)
 	}
-	usage, excluded, err := r.occupancy(ctx, slice, pods, nodes.Items)
+	usage, excluded, repelling, err := r.occupancy(ctx, slice, pods, nodes.Items)
 	if err != nil {
 		return 0, err
 	}
@@ -197,7 +197,7 @@ func (r *TPUSliceAssignmentReconciler) choose(ctx context.Context, rc *rayv1.Ray
 		}
 		if !choice.Kept && !req.PodsBound {
 			// The domain goes to the highest priority first (docs/spec.md §12, "Priority").
-			higher, err := r.higherWaiting(ctx, slice, pods, choice.Domain, nodes.Items, usage, holds, otherHolds)
+			higher, err := r.higherWaiting(ctx, slice, pods, choice.Domain, nodes.Items, usage, repelling, holds, otherHolds)
 			if err != nil {
 				return 0, err
 			}
@@ -225,10 +225,11 @@ func (r *TPUSliceAssignmentReconciler) choose(ctx context.Context, rc *rayv1.Ray
 // higherWaiting returns the first (by namespace and name) slice of the same key, waiting for a
 // domain (DomainChosen False, NoDomainFits), whose gated Pods have a higher priority than the
 // slice's and for which placement.Choose, asked as its own reconcile would ask it (its Pods, the
-// same Nodes, usage and holds), chooses domain too; "" for none. Such a slice takes the domain
+// same Nodes, usage, anti-affinity exclusions and holds), chooses domain too; "" for none. Such a slice takes the domain
 // first: a lower-priority slice never takes a domain from under a higher-priority one that waits.
 func (r *TPUSliceAssignmentReconciler) higherWaiting(ctx context.Context, slice *tpuv1alpha1.TPUSliceAssignment, pods []corev1.Pod,
-	domain string, nodes []corev1.Node, usage map[string]*gate.Usage, holds []placement.Hold, otherHolds []placement.KeyHold) (string, error) {
+	domain string, nodes []corev1.Node, usage map[string]*gate.Usage, repelling []corev1.Pod, holds []placement.Hold,
+	otherHolds []placement.KeyHold) (string, error) {
 	mine := gate.Priority(pods)
 	var list tpuv1alpha1.TPUSliceAssignmentList
 	if err := r.client.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
@@ -256,7 +257,18 @@ func (r *TPUSliceAssignmentReconciler) higherWaiting(ctx context.Context, slice 
 		if gate.Priority(theirs.Items) <= mine {
 			continue
 		}
-		req := gate.NewRequest(s, theirs.Items, nodes, usage, nil, holds)
+		// The same anti-affinity exclusions its own reconcile reads: a domain the slice could not
+		// take would otherwise hold this one back for good.
+		theirUIDs := make(map[types.UID]bool, len(theirs.Items))
+		var target *corev1.Pod
+		for i := range theirs.Items {
+			theirUIDs[theirs.Items[i].UID] = true
+			if target == nil && lifecycle.PodLive(&theirs.Items[i]) && tpuenv.HasGate(&theirs.Items[i]) {
+				target = &theirs.Items[i]
+			}
+		}
+		excluded := gate.Excluded(repelling, nodes, func(p *corev1.Pod) bool { return theirUIDs[p.UID] }, target)
+		req := gate.NewRequest(s, theirs.Items, nodes, usage, excluded, holds)
 		req.OtherHolds = otherHolds
 		if c, err := placement.Choose(req); err == nil && c.Outcome == placement.OutcomeChosen && c.Domain == domain {
 			return s.Namespace + "/" + s.Name, nil
@@ -272,10 +284,10 @@ func (r *TPUSliceAssignmentReconciler) higherWaiting(ctx context.Context, slice 
 // gated Pod of the slice). Without a tracker (a reconciler built by hand) only the worker Pods
 // count.
 func (r *TPUSliceAssignmentReconciler) occupancy(ctx context.Context, slice *tpuv1alpha1.TPUSliceAssignment, pods []corev1.Pod,
-	nodes []corev1.Node) (map[string]*gate.Usage, map[string]string, error) {
+	nodes []corev1.Node) (map[string]*gate.Usage, map[string]string, []corev1.Pod, error) {
 	var all corev1.PodList
 	if err := r.client.List(ctx, &all, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, nil, fmt.Errorf("listing Pods for the resources requested on Nodes: %w", err)
+		return nil, nil, nil, fmt.Errorf("listing Pods for the resources requested on Nodes: %w", err)
 	}
 	ownUIDs := make(map[types.UID]bool, len(pods))
 	for i := range pods {
@@ -296,7 +308,7 @@ func (r *TPUSliceAssignmentReconciler) occupancy(ctx context.Context, slice *tpu
 		}
 	}
 	if r.bound == nil {
-		return gate.NodeUsage(all.Items, own), gate.Excluded(all.Items, nodes, own, target), nil
+		return gate.NodeUsage(all.Items, own), gate.Excluded(all.Items, nodes, own, target), all.Items, nil
 	}
 	// The tracker sums every bound Pod; the worker Pods add those pinned and not bound yet, and
 	// the slice's own bound Pods are taken off.
@@ -323,13 +335,13 @@ func (r *TPUSliceAssignmentReconciler) occupancy(ctx context.Context, slice *tpu
 			u = &gate.Usage{Requests: corev1.ResourceList{}}
 			usage[name] = u
 		}
-		u.Add(gate.Usage{Requests: tracked.Requests, Pods: tracked.Pods})
+		u.Add(tracked)
 		if off := takeOff[name]; off != nil {
 			u.Sub(*off)
 		}
 	}
 	repelling := append(r.bound.Repelling(), all.Items...)
-	return usage, gate.Excluded(repelling, nodes, own, target), nil
+	return usage, gate.Excluded(repelling, nodes, own, target), repelling, nil
 }
 
 // holds returns the domains of key that domain Leases lock, and those of other keys (a Node in

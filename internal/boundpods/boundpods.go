@@ -87,11 +87,31 @@ func Trim(obj any) (any, error) {
 	return out, nil
 }
 
-// Usage is what the live Pods bound to one Node take of it: their effective requests summed, and
-// their number.
+// Usage is what Pods take of one Node, as kube-scheduler counts it: their effective requests
+// summed, and their number.
 type Usage struct {
 	Requests corev1.ResourceList
 	Pods     int64
+}
+
+// Add adds o to u.
+func (u *Usage) Add(o Usage) {
+	u.Pods += o.Pods
+	for name, q := range o.Requests {
+		sum := u.Requests[name]
+		sum.Add(q)
+		u.Requests[name] = sum
+	}
+}
+
+// Sub takes o off u.
+func (u *Usage) Sub(o Usage) {
+	u.Pods -= o.Pods
+	for name, q := range o.Requests {
+		sum := u.Requests[name]
+		sum.Sub(q)
+		u.Requests[name] = sum
+	}
 }
 
 // amount is one resource of a tracked Pod's requests, in thousandths of its unit.

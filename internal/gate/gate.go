@@ -34,6 +34,7 @@ import (
 	resourcehelper "k8s.io/component-helpers/resource"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
+	"github.com/ray-tpu/tpu-slice-operator/internal/boundpods"
 	"github.com/ray-tpu/tpu-slice-operator/internal/identity"
 	"github.com/ray-tpu/tpu-slice-operator/internal/lifecycle"
 	"github.com/ray-tpu/tpu-slice-operator/internal/placement"
@@ -115,32 +116,9 @@ func PodChips(pod *corev1.Pod) int64 {
 	return n
 }
 
-// Usage is what the Pods on one Node take of it, as kube-scheduler counts it: their effective
-// requests (k8s.io/component-helpers' PodRequests) summed, and their number.
-type Usage struct {
-	Requests corev1.ResourceList
-	Pods     int64
-}
-
-// Add adds o to u.
-func (u *Usage) Add(o Usage) {
-	u.Pods += o.Pods
-	for name, q := range o.Requests {
-		sum := u.Requests[name]
-		sum.Add(q)
-		u.Requests[name] = sum
-	}
-}
-
-// Sub takes o off u.
-func (u *Usage) Sub(o Usage) {
-	u.Pods -= o.Pods
-	for name, q := range o.Requests {
-		sum := u.Requests[name]
-		sum.Sub(q)
-		u.Requests[name] = sum
-	}
-}
+// Usage is what the Pods on one Node take of it (boundpods.Usage: the same sum the bound Pods'
+// tracker keeps).
+type Usage = boundpods.Usage
 
 // NodeUsage sums, by Node name, what the live Pods among pods take of the Node they are bound to,
 // whatever created them, or, not bound yet, the one Node their required node affinity names
