@@ -65,6 +65,24 @@ const (
 	// Pods or other slices change.
 	ReasonNoDomainFits = "NoDomainFits"
 
+	// ConditionCapacity is present on a ChosenDomain slice once no domain fitted it and the
+	// operator asked the cluster for capacity (docs/spec.md §12, "Capacity"): False while the
+	// request waits or failed, True once the capacity is there.
+	ConditionCapacity = "Capacity"
+	// ReasonProvisioningRequested: a ProvisioningRequest for the slice's Pods waits for the
+	// cluster autoscaler (the message names it and its class).
+	ReasonProvisioningRequested = "ProvisioningRequested"
+	// ReasonProvisioned: the slice's ProvisioningRequest is Provisioned.
+	ReasonProvisioned = "Provisioned"
+	// ReasonProvisioningFailed: the slice's ProvisioningRequest failed, lost its booking or its
+	// capacity, or was not Provisioned in time; the message says why and when it is asked again.
+	ReasonProvisioningFailed = "ProvisioningFailed"
+	// ReasonCapacityPodsPending: the slice's capacity Pods wait for the scheduler (and the
+	// cluster autoscaler) to bind them in one new domain.
+	ReasonCapacityPodsPending = "CapacityPodsPending"
+	// ReasonCapacityPodsBound: every capacity Pod of the slice is bound, in one domain.
+	ReasonCapacityPodsBound = "CapacityPodsBound"
+
 	// ConditionPlaced is True when every scheduled host's node has the same value of the slice's
 	// placement key (one ICI domain), False when they differ or a node has no value, and Unknown
 	// while no host is scheduled.

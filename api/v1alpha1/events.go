@@ -107,4 +107,11 @@ const (
 	// their host lists was controlled by the slice but did not hold the slice's data or was not
 	// immutable; the reconciler deleted it and created the slice's own (docs/spec.md §4).
 	ReasonTPUSliceHostListsReplaced = "TPUSliceHostListsReplaced"
+	// ReasonTPUSliceCapacityRequested: no domain fits the ChosenDomain slice and the operator
+	// asked the cluster for capacity, by a ProvisioningRequest or by capacity Pods (the note says
+	// which and what it waits for; docs/spec.md §12, "Capacity").
+	ReasonTPUSliceCapacityRequested = "TPUSliceCapacityRequested"
+	// ReasonTPUSliceCapacityFailed: a Warning that the slice's ProvisioningRequest failed, lost
+	// its booking or capacity, or was not Provisioned in time (the note says when it is retried).
+	ReasonTPUSliceCapacityFailed = "TPUSliceCapacityFailed"
 )

@@ -42,4 +42,9 @@ const (
 
 	// GroupLabel holds the worker group name on every TPUSliceAssignment, for listing by selector.
 	GroupLabel = "tpu.ray.io/group"
+
+	// CapacityForLabel names the slice a capacity object is for: the ProvisioningRequest and
+	// PodTemplate, or the capacity Pods, the operator creates when no domain fits a ChosenDomain
+	// slice (docs/spec.md §12, "Capacity"). They are owned by the slice.
+	CapacityForLabel = "tpu.ray.io/capacity-for"
 )
