@@ -61,12 +61,15 @@ help: ## Display this help.
 manifests: controller-gen kustomize ## Generate CRD, RBAC and webhook manifests from the markers; name the release's image in config/manager.
 	cd config/manager && $(KUSTOMIZE) edit set image controller=$(IMAGE_REPO):$(RELEASE_VERSION)
 	$(CONTROLLER_GEN) rbac:roleName=manager-role crd webhook paths="./api/...;./controllers/...;./webhooks/...;./internal/forward/...;./internal/nodes/..." output:crd:artifacts:config=config/crd/bases
+	# The cluster autoscaler's ProvisioningRequest CRD, from the types the operator uses, for the
+	# local cluster's stand-in autoscaler (its own module and manifests are not a dependency).
+	$(CONTROLLER_GEN) crd paths="./internal/provisioning/..." output:crd:artifacts:config=test/crds
 	# The certificate rotator's own role: only the self-signed install (config/default) carries it.
 	$(CONTROLLER_GEN) rbac:roleName=cert-rotator-role paths="./internal/certs/..." output:rbac:artifacts:config=config/selfsigned
 
 .PHONY: generate
 generate: controller-gen ## Generate DeepCopy methods.
-	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./api/..."
+	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./api/...;./internal/provisioning/..."
 
 .PHONY: fmt
 fmt: ## Run go fmt against code.

@@ -62,6 +62,7 @@ const (
 	noteTPUSliceDomainChosen     = "Released %d gated Pods of slice %s with nodeSelector %s=%s, %d of them pinned to a free Node each: %s"
 	noteTPUPodStranded           = "Deleting this Pod of slice %s: it was released onto %s=%s pinned to Node %s, and can never bind there: %s; its owner re-creates it and it is released onto a free Node of the domain"
 	noteTPUSliceNoDomain         = "The Pods of slice %s stay gated: %s"
+	noteTPUSliceCapacity         = "No domain fits slice %s: %s"
 	noteTPUSliceGated            = "The Pods of slice %s wait behind the scheduling gate: %s"
 	noteTPUSliceInterPodAffinity = "Slice %s is kept in one %s domain by inter-pod affinity, not a chosen domain: no TPU Node matching its Pods' nodeSelector had that label when it was created"
 

@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -116,7 +117,10 @@ func (r *TPUSliceAssignmentReconciler) place(ctx context.Context, rc *rayv1.RayC
 	}
 	asm := gate.Assemble(slice.Spec.Hosts, pods, r.clock.Now(), r.assemblyTimeout)
 	if len(asm.Gated) == 0 {
-		return 0, r.giveBack(ctx, slice, slice.Status.Domain)
+		if err := r.giveBack(ctx, slice, slice.Status.Domain); err != nil {
+			return 0, err
+		}
+		return 0, r.withdrawCapacity(ctx, slice, true)
 	}
 	// A slice whose Pods already went to its domain releases a late Pod at once: waiting for the
 	// rest would only keep the Pod from the domain the slice is in.
@@ -188,12 +192,15 @@ func (r *TPUSliceAssignmentReconciler) choose(ctx context.Context, rc *rayv1.Ray
 			}
 		}
 		switch choice.Outcome {
-		case placement.OutcomeNoFit:
-			return noFitRecheck, r.noFit(ctx, rc, slice, pods, choice.Reason)
-		case placement.OutcomeFallback:
-			// No Node has the key's label (any more): releasing the Pods with no selector could
-			// split the slice over domains, and they carry no inter-pod terms. They stay gated.
-			return noFitRecheck, r.noFit(ctx, rc, slice, pods, choice.Reason)
+		case placement.OutcomeNoFit, placement.OutcomeFallback:
+			// With no Node of the key's label (any more, the fallback outcome), releasing the Pods
+			// with no selector could split the slice over domains, and they carry no inter-pod
+			// terms. Either way they stay gated, and the slice asks for capacity (capacity.go).
+			ask, err := r.askCapacity(ctx, slice, pods, nodes.Items)
+			if err != nil {
+				return 0, err
+			}
+			return ask.requeue, r.noFit(ctx, rc, slice, pods, choice.Reason, ask)
 		}
 		if !choice.Kept && !req.PodsBound {
 			// The domain goes to the highest priority first (docs/spec.md §12, "Priority").
@@ -203,7 +210,7 @@ func (r *TPUSliceAssignmentReconciler) choose(ctx context.Context, rc *rayv1.Ray
 			}
 			if higher != "" {
 				msg := fmt.Sprintf("%s=%s fits the slice, but slice %s of higher priority waits for it and takes it first", choice.Key, choice.Domain, higher)
-				return priorityRecheck, r.noFit(ctx, rc, slice, pods, msg)
+				return priorityRecheck, r.noFit(ctx, rc, slice, pods, msg, capacityAsk{})
 			}
 		}
 		held, err := r.takeDomain(ctx, slice, choice.Key, choice.Domain)
@@ -289,9 +296,18 @@ func (r *TPUSliceAssignmentReconciler) occupancy(ctx context.Context, slice *tpu
 	if err := r.client.List(ctx, &all, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, nil, nil, fmt.Errorf("listing Pods for the resources requested on Nodes: %w", err)
 	}
-	ownUIDs := make(map[types.UID]bool, len(pods))
+	// The slice's own capacity Pods are deleted once its Pods are released: the Nodes they hold
+	// are the slice's.
+	capacityPods, err := r.ownCapacityPods(ctx, slice)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ownUIDs := make(map[types.UID]bool, len(pods)+len(capacityPods))
 	for i := range pods {
 		ownUIDs[pods[i].UID] = true
+	}
+	for i := range capacityPods {
+		ownUIDs[capacityPods[i].UID] = true
 	}
 	for i := range all.Items {
 		p := &all.Items[i]
@@ -313,6 +329,11 @@ func (r *TPUSliceAssignmentReconciler) occupancy(ctx context.Context, slice *tpu
 	// The tracker sums every bound Pod; the worker Pods add those pinned and not bound yet, and
 	// the slice's own bound Pods are taken off.
 	var pinned, ownBound []corev1.Pod
+	for i := range capacityPods {
+		if p := &capacityPods[i]; p.Spec.NodeName != "" && r.bound.Has(p.UID, p.Spec.NodeName) {
+			ownBound = append(ownBound, *p)
+		}
+	}
 	for i := range all.Items {
 		p := &all.Items[i]
 		switch {
@@ -503,6 +524,9 @@ func (r *TPUSliceAssignmentReconciler) forgetDomain(ctx context.Context, slice *
 	if err := r.giveBack(ctx, slice, ""); err != nil {
 		return err
 	}
+	if err := r.withdrawCapacity(ctx, slice, true); err != nil {
+		return err
+	}
 	if slice.Status.Domain == "" && apimeta.FindStatusCondition(slice.Status.Conditions, tpuv1alpha1.ConditionDomainChosen) == nil {
 		return nil
 	}
@@ -542,19 +566,39 @@ func missingHosts(ids []int32) string {
 // noFit records that no domain fits the slice now; its Pods stay gated and the domain it had
 // chosen, which no longer fits and holds no Pod, is given back.
 func (r *TPUSliceAssignmentReconciler) noFit(ctx context.Context, rc *rayv1.RayCluster, slice *tpuv1alpha1.TPUSliceAssignment,
-	pods []corev1.Pod, msg string) error {
+	pods []corev1.Pod, msg string, ask capacityAsk) error {
 	if err := r.giveBack(ctx, slice, ""); err != nil {
 		return err
 	}
 	before := apimeta.FindStatusCondition(slice.Status.Conditions, tpuv1alpha1.ConditionDomainChosen)
-	changed, err := r.setDomainChosen(ctx, slice, pods, "", metav1.ConditionFalse, tpuv1alpha1.ReasonNoDomainFits, msg)
+	beforeCapacity := apimeta.FindStatusCondition(slice.Status.Conditions, tpuv1alpha1.ConditionCapacity)
+	if beforeCapacity != nil {
+		beforeCapacity = beforeCapacity.DeepCopy()
+	}
+	full := msg
+	if ask.note != "" {
+		full += "; " + ask.note
+	}
+	changed, err := r.setDomainChosen(ctx, slice, pods, "", metav1.ConditionFalse, tpuv1alpha1.ReasonNoDomainFits, full, ask.cond)
 	if err != nil || !changed {
 		return err
 	}
-	if before == nil || before.Reason != tpuv1alpha1.ReasonNoDomainFits || before.Message != msg {
-		r.recorder.Eventf(rc, slice, corev1.EventTypeWarning, tpuv1alpha1.ReasonTPUSliceNoDomain, "Place", "%s",
-			boundedNote(fmt.Sprintf(noteTPUSliceNoDomain, slice.Name, msg)))
-		ctrl.LoggerFrom(ctx).Info("No domain fits slice; its Pods stay gated", "slice", klog.KObj(slice), "why", msg)
+	if before == nil || before.Reason != tpuv1alpha1.ReasonNoDomainFits || before.Message != full {
+		if before == nil || before.Reason != tpuv1alpha1.ReasonNoDomainFits || !strings.HasPrefix(before.Message, msg) {
+			r.recorder.Eventf(rc, slice, corev1.EventTypeWarning, tpuv1alpha1.ReasonTPUSliceNoDomain, "Place", "%s",
+				boundedNote(fmt.Sprintf(noteTPUSliceNoDomain, slice.Name, msg)))
+		}
+		ctrl.LoggerFrom(ctx).Info("No domain fits slice; its Pods stay gated", "slice", klog.KObj(slice), "why", full)
+	}
+	if c := ask.cond; c != nil && (beforeCapacity == nil || beforeCapacity.Reason != c.Reason) {
+		switch {
+		case ask.warning:
+			r.recorder.Eventf(rc, slice, corev1.EventTypeWarning, tpuv1alpha1.ReasonTPUSliceCapacityFailed, "Provision", "%s",
+				boundedNote(fmt.Sprintf(noteTPUSliceCapacity, slice.Name, c.Message)))
+		case c.Reason == tpuv1alpha1.ReasonProvisioningRequested || c.Reason == tpuv1alpha1.ReasonCapacityPodsPending:
+			r.recorder.Eventf(rc, slice, corev1.EventTypeNormal, tpuv1alpha1.ReasonTPUSliceCapacityRequested, "Provision", "%s",
+				boundedNote(fmt.Sprintf(noteTPUSliceCapacity, slice.Name, c.Message)))
+		}
 	}
 	return nil
 }
@@ -577,7 +621,15 @@ func (r *TPUSliceAssignmentReconciler) release(ctx context.Context, rc *rayv1.Ra
 	if err != nil {
 		return err
 	}
-	released, pinned, err := r.releasePods(ctx, gated, choice.Key, choice.Domain, pins)
+	annotations, err := r.consumeAnnotations(ctx, slice)
+	if err != nil {
+		return err
+	}
+	released, pinned, err := r.releasePods(ctx, gated, choice.Key, choice.Domain, pins, annotations)
+	if err == nil && released > 0 {
+		// The released Pods are pinned to the Nodes the slice's capacity Pods may hold.
+		err = r.withdrawCapacity(ctx, slice, false)
+	}
 	if released > 0 {
 		note := fmt.Sprintf(noteTPUSliceDomainChosen, released, slice.Name, choice.Key, choice.Domain, pinned, choice.Reason)
 		if asm.TimedOut {
@@ -618,7 +670,7 @@ func (r *TPUSliceAssignmentReconciler) pins(ctx context.Context, slice *tpuv1alp
 // read) or finds the Pod gone is skipped: the Pod's own event reconciles the slice again. It
 // returns how many Pods it released, and how many of them pinned.
 func (r *TPUSliceAssignmentReconciler) releasePods(ctx context.Context, gated []*corev1.Pod, key, domain string,
-	pins map[types.UID]string) (released, pinned int, _ error) {
+	pins map[types.UID]string, annotations map[string]string) (released, pinned int, _ error) {
 	var (
 		mu    sync.Mutex
 		errs  []error
@@ -627,7 +679,7 @@ func (r *TPUSliceAssignmentReconciler) releasePods(ctx context.Context, gated []
 	)
 	for _, pod := range gated {
 		node := pins[pod.UID]
-		patch, err := gate.ReleasePatch(pod, key, domain, node)
+		patch, err := gate.ReleasePatchWith(pod, key, domain, node, annotations)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -678,7 +730,13 @@ func (r *TPUSliceAssignmentReconciler) replaceStranded(ctx context.Context, slic
 		return err
 	}
 	var errs []error
-	for _, s := range gate.Stranded(slicePods(slice, lv.pods), r.liveNodeView(ctx, &errs)) {
+	view := r.liveNodeView(ctx, &errs)
+	boundTo := view.BoundTo
+	view.BoundTo = func(node string) []*corev1.Pod {
+		// The slice's own capacity Pods are deleted once its Pods are released: they strand none.
+		return slices.DeleteFunc(boundTo(node), func(p *corev1.Pod) bool { return p.Namespace == slice.Namespace && ownedBy(p, sliceOf(slice)) })
+	}
+	for _, s := range gate.Stranded(slicePods(slice, lv.pods), view) {
 		uid, rv := s.Pod.UID, s.Pod.ResourceVersion
 		if err := r.client.Delete(ctx, s.Pod, client.Preconditions{UID: &uid, ResourceVersion: &rv}); err != nil {
 			if !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
@@ -831,7 +889,7 @@ func allocatableChips(n *corev1.Node) int64 {
 // (Scheduled's reason while gated), in one update conditional on the slice's resourceVersion. It
 // reports whether it wrote; a lost conflict is an error, so that the slice is decided again.
 func (r *TPUSliceAssignmentReconciler) setDomainChosen(ctx context.Context, slice *tpuv1alpha1.TPUSliceAssignment, pods []corev1.Pod,
-	domain string, status metav1.ConditionStatus, reason, msg string) (bool, error) {
+	domain string, status metav1.ConditionStatus, reason, msg string, extra ...*metav1.Condition) (bool, error) {
 	updated := slice.DeepCopy()
 	updated.Status.Domain = domain
 	changed := slice.Status.Domain != domain
@@ -840,6 +898,15 @@ func (r *TPUSliceAssignmentReconciler) setDomainChosen(ctx context.Context, slic
 		ObservedGeneration: slice.Generation,
 	}) {
 		changed = true
+	}
+	for _, c := range extra {
+		if c == nil {
+			continue
+		}
+		c.ObservedGeneration = slice.Generation
+		if apimeta.SetStatusCondition(&updated.Status.Conditions, *c) {
+			changed = true
+		}
 	}
 	res, err := r.health(ctx, updated, updated.Status.Claims, pods)
 	if err != nil {

@@ -85,6 +85,9 @@ type Options struct {
 	// --slice-placement; "" is placement.DefaultMode, as for the webhook): with ChosenDomain, a
 	// slice created with InterPodAffinity is warned of.
 	SlicePlacement tpuv1alpha1.SlicePlacement
+	// Capacity is how a ChosenDomain slice no domain fits asks the cluster for capacity
+	// (docs/spec.md §12, "Capacity").
+	Capacity CapacityOptions
 }
 
 // The Pod's namespace, as leader election and the webhook certificates find it.
@@ -120,6 +123,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"How long a slice must go without new claims and new Pods before its claims are bound to their Pods and its conditions and hosts are written (bookkeeping: it waits for a burst of admissions, or of Pod and Node changes, to end, but at most five times this long; releases never wait).")
 	fs.DurationVar(&o.AssemblyTimeout, "slice-assembly-timeout", gate.DefaultAssemblyTimeout,
 		"How long the gated Pods of a ChosenDomain slice wait for the rest of the slice's Pods: once every worker ID has a live Pod, or once the oldest gated Pod is this old, the reconciler chooses one domain with room for the whole slice and releases the gated Pods onto it (Pods that come later follow them there).")
+	o.Capacity.BindFlags(fs)
 	fs.StringVar(&o.PlacementNamespace, "placement-namespace", "",
 		"Namespace of the Leases that lock the domains chosen for ChosenDomain slices, one per domain (default: the operator's namespace, from $"+podNamespaceEnv+" or the ServiceAccount, as leader election).")
 }
@@ -139,6 +143,11 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		opts.AssemblyTimeout = gate.DefaultAssemblyTimeout
 	}
 	opts.PlacementNamespace = opts.PlacementNamespaceOrDefault()
+	capacity, err := opts.Capacity.resolve(mgr.GetRESTMapper())
+	if err != nil {
+		return err
+	}
+	opts.Capacity = capacity
 	if err := metrics.RegisterSliceCollector(mgr.GetClient(), mgr.Elected()); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
 		return err
 	}
@@ -146,6 +155,8 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		return fmt.Errorf("indexing Pods by %s: %w", NodeNameIndex, err)
 	}
 	r := NewTPUSliceAssignmentReconciler(mgr, opts)
+	ctrl.Log.WithName("setup").Info("Capacity for slices no domain fits", "mode", capacity.Mode, "class", capacity.Class,
+		"wait", capacity.Wait, "timeout", capacity.Timeout)
 	bound, boundCache, err := watchBoundPods(mgr)
 	if err != nil {
 		return err

@@ -49,6 +49,7 @@ import (
 	"github.com/ray-tpu/tpu-slice-operator/internal/lifecycle"
 	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
 	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
+	"github.com/ray-tpu/tpu-slice-operator/internal/provisioning"
 	"github.com/ray-tpu/tpu-slice-operator/internal/reads"
 	"github.com/ray-tpu/tpu-slice-operator/internal/tombstones"
 )
@@ -81,7 +82,9 @@ type TPUSliceAssignmentReconciler struct {
 	assemblyTimeout time.Duration
 	leaseNamespace  string
 	slicePlacement  tpuv1alpha1.SlicePlacement
-	warned          sync.Map
+	// capacity is how a slice no domain fits asks for capacity (capacity.go).
+	capacity CapacityOptions
+	warned   sync.Map
 	// verifiedHostLists are the host lists ConfigMaps found to be their slice's (hostlists.go).
 	verifiedHostLists verifiedConfigMaps
 	// bound sums what the Pods bound to each Node take of it, whatever created them (nil: only
@@ -115,6 +118,7 @@ func NewTPUSliceAssignmentReconciler(mgr ctrl.Manager, opts Options) *TPUSliceAs
 		assemblyTimeout: opts.AssemblyTimeout,
 		leaseNamespace:  opts.PlacementNamespace,
 		slicePlacement:  opts.SlicePlacement,
+		capacity:        opts.Capacity.withDefaults(),
 	}
 }
 
@@ -141,6 +145,11 @@ func (r *TPUSliceAssignmentReconciler) SetupWithManager(mgr ctrl.Manager, worker
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers})
 	if r.boundCache != nil {
 		b = b.WatchesRawSource(source.Kind(r.boundCache, client.Object(&corev1.Pod{}), r.boundPodHandler()))
+	}
+	if r.capacity.Mode == CapacityProvisioningRequest {
+		// A request's conditions (Provisioned, Failed) wake its slice.
+		b = b.Watches(&provisioning.ProvisioningRequest{}, handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(),
+			&tpuv1alpha1.TPUSliceAssignment{}, handler.OnlyControllerOwner()))
 	}
 	return b.Complete(r)
 }

@@ -284,6 +284,12 @@ type jsonPatchOp struct {
 // and a Pod never runs with the gate off and no selector. It fails for a Pod without the gate,
 // and for a pin on a Pod that is not Pinnable.
 func ReleasePatch(pod *corev1.Pod, key, domain, node string) ([]byte, error) {
+	return ReleasePatchWith(pod, key, domain, node, nil)
+}
+
+// ReleasePatchWith is ReleasePatch that also sets annotations on the Pod, such as the
+// ProvisioningRequest whose capacity it consumes (docs/spec.md §12, "Capacity").
+func ReleasePatchWith(pod *corev1.Pod, key, domain, node string, annotations map[string]string) ([]byte, error) {
 	if !tpuenv.HasGate(pod) {
 		return nil, fmt.Errorf("pod %s/%s does not carry the scheduling gate %s", pod.Namespace, pod.Name, tpuv1alpha1.PlacementSchedulingGate)
 	}
@@ -311,10 +317,19 @@ func ReleasePatch(pod *corev1.Pod, key, domain, node string) ([]byte, error) {
 			return nil, err
 		}
 		ops = append(ops, op)
+		annotations = maps.Clone(annotations)
+		if annotations == nil {
+			annotations = map[string]string{}
+		}
+		annotations[tpuv1alpha1.PinnedNodeAnnotation] = node
+	}
+	if len(annotations) > 0 {
 		if len(pod.Annotations) == 0 {
-			ops = append(ops, jsonPatchOp{Op: "add", Path: "/metadata/annotations", Value: map[string]string{tpuv1alpha1.PinnedNodeAnnotation: node}})
+			ops = append(ops, jsonPatchOp{Op: "add", Path: "/metadata/annotations", Value: annotations})
 		} else {
-			ops = append(ops, jsonPatchOp{Op: "add", Path: "/metadata/annotations/" + escapePointer(tpuv1alpha1.PinnedNodeAnnotation), Value: node})
+			for _, k := range slices.Sorted(maps.Keys(annotations)) {
+				ops = append(ops, jsonPatchOp{Op: "add", Path: "/metadata/annotations/" + escapePointer(k), Value: annotations[k]})
+			}
 		}
 	}
 	if len(kept) == 0 {

@@ -58,6 +58,7 @@ import (
 	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
 	"github.com/ray-tpu/tpu-slice-operator/internal/nodes"
 	"github.com/ray-tpu/tpu-slice-operator/internal/placement"
+	"github.com/ray-tpu/tpu-slice-operator/internal/provisioning"
 	"github.com/ray-tpu/tpu-slice-operator/internal/tombstones"
 	"github.com/ray-tpu/tpu-slice-operator/internal/topology"
 	"github.com/ray-tpu/tpu-slice-operator/internal/tpuenv"
@@ -71,6 +72,7 @@ func init() {
 	utilruntime.Must(clientgoscheme.AddToScheme(Scheme))
 	utilruntime.Must(rayv1.AddToScheme(Scheme))
 	utilruntime.Must(tpuv1alpha1.AddToScheme(Scheme))
+	utilruntime.Must(provisioning.AddToScheme(Scheme))
 }
 
 // Default client-side limits of the operator's API client. controller-runtime's own default (20

@@ -44,6 +44,7 @@ const (
 
 // Slice is what the capacity objects are built from: the slice's identity, its host count and
 // placement key, and the spec of one of its gated Pods, which all share one shape.
+// +kubebuilder:object:generate=false
 type Slice struct {
 	Namespace string
 	Name      string
@@ -127,33 +128,47 @@ func NewRequest(s Slice, n int, class string) *ProvisioningRequest {
 			PodSets:               []PodSet{{PodTemplateRef: Reference{Name: Name(s.Name, n)}, Count: s.Hosts}},
 		},
 	}
-	pr.Annotations = map[string]string{AttemptAnnotation: strconv.Itoa(n)}
+	SetAttempt(pr, n)
 	return pr
 }
 
 // Attempt is a request's attempt number, 0 when it has none.
-func Attempt(pr *ProvisioningRequest) int {
-	n, err := strconv.Atoi(pr.Annotations[AttemptAnnotation])
+func Attempt(pr *ProvisioningRequest) int { return AttemptOf(pr) }
+
+// AttemptOf is a capacity object's attempt number, 0 when it has none.
+func AttemptOf(obj metav1.Object) int {
+	n, err := strconv.Atoi(obj.GetAnnotations()[AttemptAnnotation])
 	if err != nil || n < 1 {
 		return 0
 	}
 	return n
 }
 
+// SetAttempt numbers a capacity object's attempt.
+func SetAttempt(obj metav1.Object, n int) {
+	a := obj.GetAnnotations()
+	if a == nil {
+		a = map[string]string{}
+	}
+	a[AttemptAnnotation] = strconv.Itoa(n)
+	obj.SetAnnotations(a)
+}
+
 // Phase is where a ProvisioningRequest stands.
 type Phase int
 
 const (
-	// Pending: the autoscaler has not decided yet.
+	// Pending is a request the autoscaler has not decided on yet.
 	Pending Phase = iota
-	// Provisioned: the capacity is there.
+	// Provisioned is a request whose capacity is there.
 	Provisioned
-	// Ended: the request failed, its booking expired or its capacity was revoked; it will not
-	// bring capacity any more.
+	// Ended is a request that failed, lost its booking or had its capacity revoked: it will
+	// not bring capacity any more.
 	Ended
 )
 
 // State is what a ProvisioningRequest's conditions say.
+// +kubebuilder:object:generate=false
 type State struct {
 	Phase Phase
 	// Reason and Message are the deciding condition's, Since when it turned True.
@@ -264,29 +279,6 @@ func NewCapacityPods(s Slice, existing []string, image string) []*corev1.Pod {
 		pods = append(pods, p)
 	}
 	return pods
-}
-
-// BoundDomain reports the domain of key all of a slice's capacity Pods are bound in, given the
-// labels of the Nodes they are bound to: "" unless every one of hosts Pods is live, bound, and on
-// a Node with the same value of key.
-func BoundDomain(pods []corev1.Pod, hosts int32, key string, nodeLabels func(node string) map[string]string) string {
-	domain, n := "", int32(0)
-	for i := range pods {
-		p := &pods[i]
-		if p.DeletionTimestamp != nil || p.Spec.NodeName == "" {
-			return ""
-		}
-		v, ok := nodeLabels(p.Spec.NodeName)[key]
-		if !ok || (domain != "" && v != domain) {
-			return ""
-		}
-		domain = v
-		n++
-	}
-	if n < hosts {
-		return ""
-	}
-	return domain
 }
 
 // Describe names what a slice waits for, for conditions and Events.

@@ -66,7 +66,7 @@ const (
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=provreq;provreqs
-type ProvisioningRequest struct {
+type ProvisioningRequest struct { //nolint:revive // the Kind, as the API names it
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
@@ -77,7 +77,7 @@ type ProvisioningRequest struct {
 }
 
 // ProvisioningRequestSpec is immutable: a change is a new request.
-type ProvisioningRequestSpec struct {
+type ProvisioningRequestSpec struct { //nolint:revive // as the API names it
 	// PodSets lists the groups of Pods to provision capacity for.
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=32
@@ -119,7 +119,7 @@ type Reference struct {
 }
 
 // ProvisioningRequestStatus is written by the autoscaler.
-type ProvisioningRequestStatus struct {
+type ProvisioningRequestStatus struct { //nolint:revive // as the API names it
 	// +listType=map
 	// +listMapKey=type
 	// +optional
@@ -136,7 +136,7 @@ type Detail string
 // ProvisioningRequestList is a list of ProvisioningRequests.
 //
 // +kubebuilder:object:root=true
-type ProvisioningRequestList struct {
+type ProvisioningRequestList struct { //nolint:revive // the list Kind, as the API names it
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []ProvisioningRequest `json:"items"`

@@ -27,6 +27,7 @@ import (
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/identity"
+	"github.com/ray-tpu/tpu-slice-operator/internal/provisioning"
 )
 
 // Scheme returns a new scheme of the types the operator reads and writes: client-go's, KubeRay's
@@ -38,6 +39,7 @@ func Scheme() *runtime.Scheme {
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(rayv1.AddToScheme(s))
 	utilruntime.Must(tpuv1alpha1.AddToScheme(s))
+	utilruntime.Must(provisioning.AddToScheme(s))
 	return s
 }
 
@@ -48,7 +50,7 @@ func Scheme() *runtime.Scheme {
 func NewClientBuilder() *fake.ClientBuilder {
 	return fake.NewClientBuilder().
 		WithScheme(Scheme()).
-		WithStatusSubresource(&tpuv1alpha1.TPUSliceAssignment{}).
+		WithStatusSubresource(&tpuv1alpha1.TPUSliceAssignment{}, &provisioning.ProvisioningRequest{}).
 		WithIndex(&corev1.Pod{}, identity.SliceIndex, identity.SliceIndexValue).
 		WithIndex(&corev1.Pod{}, identity.TokenIndex, identity.TokenIndexValue).
 		// The API server's own field selector on Pods, which the reconciler's live reads use.
