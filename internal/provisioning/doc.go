@@ -31,4 +31,5 @@ limitations under the License.
 //
 // +kubebuilder:object:generate=true
 // +groupName=autoscaling.x-k8s.io
+// +versionName=v1
 package provisioning
