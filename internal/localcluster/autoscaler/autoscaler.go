@@ -195,7 +195,9 @@ func Scheme() *k8sruntime.Scheme {
 }
 
 // Start starts the stand-in against the cluster of cfg; Stop stops it. It fails on a node group
-// it cannot build.
+// it cannot build. Run one at a time on a cluster: two would each scale up for the same Pods. What
+// one remembers (the pools it created, the requests it provisions) goes with it; a request it
+// accepted and had not yet marked Provisioned is provisioned again by the next.
 func Start(ctx context.Context, cfg *rest.Config, opts Options) (*Autoscaler, error) {
 	opts = opts.withDefaults()
 	a := &Autoscaler{
@@ -311,6 +313,8 @@ type cluster struct {
 	pods    []*corev1.Pod
 	byNode  map[string][]*corev1.Pod
 	pending map[types.UID]*corev1.Pod
+	// pools are the pool names the Nodes carry.
+	pools map[string]bool
 }
 
 func (a *Autoscaler) read(ctx context.Context) (*cluster, error) {
@@ -322,9 +326,12 @@ func (a *Autoscaler) read(ctx context.Context) (*cluster, error) {
 	if err := a.c.List(ctx, &pods); err != nil {
 		return nil, err
 	}
-	cl := &cluster{byNode: map[string][]*corev1.Pod{}, pending: map[types.UID]*corev1.Pod{}}
+	cl := &cluster{byNode: map[string][]*corev1.Pod{}, pending: map[types.UID]*corev1.Pod{}, pools: map[string]bool{}}
 	for i := range nodes.Items {
 		cl.nodes = append(cl.nodes, &nodes.Items[i])
+		if v, ok := nodes.Items[i].Labels[PoolKey]; ok {
+			cl.pools[v] = true
+		}
 	}
 	for i := range pods.Items {
 		p := &pods.Items[i]
@@ -369,10 +376,15 @@ func (a *Autoscaler) alive() int {
 	return n
 }
 
-// decide records a pool of group to create ProvisioningDelay from now.
-func (a *Autoscaler) decide(group, gang, forWhat string, pods []types.UID, now time.Time) *Pool {
-	a.serial[group]++
-	p := &Pool{Name: group + "-" + strconv.Itoa(a.serial[group]), Group: group, For: forWhat, Pods: pods, gang: gang, Decided: now}
+// decide records a pool of group to create ProvisioningDelay from now, named after no pool of the
+// cluster's: a stand-in started again on the same cluster never takes another's pool for its own.
+func (a *Autoscaler) decide(cl *cluster, group, gang, forWhat string, pods []types.UID, now time.Time) *Pool {
+	name := ""
+	for name == "" || cl.pools[name] || a.pool(name) != nil {
+		a.serial[group]++
+		name = group + "-" + strconv.Itoa(a.serial[group])
+	}
+	p := &Pool{Name: name, Group: group, For: forWhat, Pods: pods, gang: gang, Decided: now}
 	a.pools = append(a.pools, p)
 	a.log.Info("Scale-up decided", "pool", p.Name, "nodeGroup", group, "for", forWhat, "pods", len(pods),
 		"delay", a.opts.ProvisioningDelay)
@@ -474,7 +486,7 @@ func (a *Autoscaler) scaleUp(cl *cluster, booked map[string]bool, now time.Time)
 			a.log.Info("Scale-up refused: max pools reached", "nodeGroup", up.Group, "maxPools", a.opts.MaxPools, "pods", len(up.Pods))
 			continue
 		}
-		a.decide(up.Group, up.Gang, forPods, up.Pods, now)
+		a.decide(cl, up.Group, up.Gang, forPods, up.Pods, now)
 	}
 }
 
@@ -589,7 +601,7 @@ func (a *Autoscaler) serveRequest(ctx context.Context, cl *cluster, pr *provisio
 	}
 	st := &request{}
 	for _, group := range d.Pools {
-		st.pools = append(st.pools, a.decide(group, "", forRequest(pr), nil, now).Name)
+		st.pools = append(st.pools, a.decide(cl, group, "", forRequest(pr), nil, now).Name)
 	}
 	a.requests[pr.UID] = st
 	if pr.Spec.ProvisioningClassName == provisioning.ClassQueuedProvisioning || a.opts.ProvisionedOnReady {
