@@ -152,10 +152,11 @@ $(CACHE_MUTATION_DETECTOR) KUBEBUILDER_ASSETS="$(KUBEBUILDER_ASSETS)" CLUSTER_AS
 endef
 
 .PHONY: test-cluster
-test-cluster: envtest cluster-tools ## Run the local cluster's suites: the stand-in autoscaler's (test/autoscaler), then the operator's (test/cluster), on the real scheduler, kube-controller-manager and kwok TPU nodes.
+test-cluster: envtest cluster-tools ## Run the local cluster's suites: the stand-in autoscaler's (test/autoscaler), slices getting capacity through it (test/capacity), then the operator's (test/cluster), on the real scheduler, kube-controller-manager and kwok TPU nodes.
 	@# One after the other: the operator's suite bounds latencies that a second cluster on the same
-	@# two cores would stretch. The stand-in's suite takes about 30 s.
+	@# two cores would stretch. The stand-in's and the capacity suites take about 30 s each.
 	$(CACHE_MUTATION_DETECTOR) KUBEBUILDER_ASSETS="$(KUBEBUILDER_ASSETS)" CLUSTER_ASSETS="$(CLUSTER_ASSETS)" go test ./test/autoscaler -count=1 -timeout $(TEST_TIMEOUT) $(TEST_ARGS)
+	$(CACHE_MUTATION_DETECTOR) KUBEBUILDER_ASSETS="$(KUBEBUILDER_ASSETS)" CLUSTER_ASSETS="$(CLUSTER_ASSETS)" go test ./test/capacity -count=1 -timeout $(TEST_TIMEOUT) $(TEST_ARGS)
 	$(CACHE_MUTATION_DETECTOR) KUBEBUILDER_ASSETS="$(KUBEBUILDER_ASSETS)" CLUSTER_ASSETS="$(CLUSTER_ASSETS)" go test ./test/cluster -count=1 -timeout $(TEST_TIMEOUT) $(TEST_ARGS)
 
 .PHONY: fuzz

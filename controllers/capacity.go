@@ -273,6 +273,10 @@ func capacityCondition(status metav1.ConditionStatus, reason, msg string) *metav
 // requestProvisioning creates attempt n of the slice's PodTemplate and ProvisioningRequest (one
 // left by an interrupted reconcile is kept).
 func (r *TPUSliceAssignmentReconciler) requestProvisioning(ctx context.Context, s provisioning.Slice, n int) (capacityAsk, error) {
+	s, err := r.withFullPod(ctx, s)
+	if err != nil {
+		return capacityAsk{}, err
+	}
 	tmpl := provisioning.NewPodTemplate(s, n)
 	if err := r.client.Create(ctx, tmpl, client.FieldOwner(constants.FieldManager)); err != nil && !apierrors.IsAlreadyExists(err) {
 		return capacityAsk{}, fmt.Errorf("creating PodTemplate %s for slice %s: %w", tmpl.Name, s.Name, err)
@@ -392,6 +396,10 @@ func oldestGated(pods []corev1.Pod) time.Time {
 // createCapacityPods creates attempt n of the slice's capacity Pods, out of every domain of the
 // key that the Nodes matching its Pods' nodeSelector have now: none of them fits the slice.
 func (r *TPUSliceAssignmentReconciler) createCapacityPods(ctx context.Context, s provisioning.Slice, nodes []corev1.Node, n int) (capacityAsk, error) {
+	s, err := r.withFullPod(ctx, s)
+	if err != nil {
+		return capacityAsk{}, err
+	}
 	existing := map[string]bool{}
 	for i := range nodes {
 		l := nodes[i].Labels
@@ -432,6 +440,21 @@ func (r *TPUSliceAssignmentReconciler) createCapacityPods(ctx context.Context, s
 		provisioning.Name(s.Name, 0)+"…", s.Key)
 	return capacityAsk{cond: capacityCondition(metav1.ConditionFalse, tpuv1alpha1.ReasonCapacityPodsPending, msg), note: msg,
 		requeue: untilOrRecheck(r.clock.Now(), r.clock.Now().Add(r.capacity.Timeout), r.capacity.Timeout)}, nil
+}
+
+// withFullPod reads the slice's shape Pod live: the cache keeps of a Pod only what the claim and
+// placement rules read (no image, priority class or volumes), and the capacity objects copy its
+// whole shape.
+func (r *TPUSliceAssignmentReconciler) withFullPod(ctx context.Context, s provisioning.Slice) (provisioning.Slice, error) {
+	full := &corev1.Pod{}
+	if err := r.reader.Get(ctx, client.ObjectKeyFromObject(s.Pod), full); err != nil {
+		return s, fmt.Errorf("reading Pod %s, the shape of slice %s's capacity: %w", s.Pod.Name, s.Name, err)
+	}
+	if full.UID != s.Pod.UID {
+		return s, fmt.Errorf("pod %s of slice %s was replaced since it was read", s.Pod.Name, s.Name)
+	}
+	s.Pod = full
+	return s, nil
 }
 
 // selects reports whether labels hold every pair of selector.
