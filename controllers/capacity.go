@@ -366,7 +366,7 @@ func (r *TPUSliceAssignmentReconciler) askCapacityPods(ctx context.Context, s pr
 			reason, status = tpuv1alpha1.ReasonCapacityPodsBound, metav1.ConditionTrue
 		}
 		msg := fmt.Sprintf("%d of %d capacity Pods (%s) bound: they ask the cluster autoscaler for a new %s domain", bound, s.Hosts,
-			provisioning.Name(s.Name, 0)+"…", s.Key)
+			provisioning.Name(s.Name, n)+"-…", s.Key)
 		return capacityAsk{cond: capacityCondition(status, reason, msg), note: msg, requeue: untilOrRecheck(now, deadline, r.capacity.Timeout)}, nil
 	}
 	retry := deadline.Add(provisioning.Backoff(n))
@@ -411,7 +411,7 @@ func (r *TPUSliceAssignmentReconciler) createCapacityPods(ctx context.Context, s
 	for d := range existing {
 		domains = append(domains, d)
 	}
-	cps := provisioning.NewCapacityPods(s, domains, r.capacity.PodImage)
+	cps := provisioning.NewCapacityPods(s, n, domains, r.capacity.PodImage)
 	var (
 		mu   sync.Mutex
 		errs []error
@@ -419,7 +419,6 @@ func (r *TPUSliceAssignmentReconciler) createCapacityPods(ctx context.Context, s
 		sem  = make(chan struct{}, capacityConcurrency)
 	)
 	for _, p := range cps {
-		provisioning.SetAttempt(p, n)
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
@@ -437,7 +436,7 @@ func (r *TPUSliceAssignmentReconciler) createCapacityPods(ctx context.Context, s
 	ctrl.LoggerFrom(ctx).Info("Created capacity Pods for a slice no domain fits", "slice", klog.KRef(s.Namespace, s.Name),
 		"pods", len(cps), "attempt", n, "excludedDomains", len(domains))
 	msg := fmt.Sprintf("0 of %d capacity Pods (%s) bound: they ask the cluster autoscaler for a new %s domain", s.Hosts,
-		provisioning.Name(s.Name, 0)+"…", s.Key)
+		provisioning.Name(s.Name, n)+"-…", s.Key)
 	return capacityAsk{cond: capacityCondition(metav1.ConditionFalse, tpuv1alpha1.ReasonCapacityPodsPending, msg), note: msg,
 		requeue: untilOrRecheck(r.clock.Now(), r.clock.Now().Add(r.capacity.Timeout), r.capacity.Timeout)}, nil
 }

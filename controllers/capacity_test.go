@@ -395,3 +395,46 @@ func TestCapacityFlags(t *testing.T) {
 		t.Error("--capacity-request=sometimes was accepted")
 	}
 }
+
+// TestCapacityPodsRetry: capacity Pods that bring no domain that fits within the timeout are
+// reported and, after the backoff, replaced by the next attempt's, under new names (the last
+// attempt's may still be terminating).
+func TestCapacityPodsRetry(t *testing.T) {
+	w := newCapacityWorld(t, CapacityOptions{Mode: CapacityPods, Wait: time.Second, Timeout: 5 * time.Minute})
+	names := func() []string {
+		pods := w.pods(map[string]string{tpuv1alpha1.CapacityForLabel: releaseSlice})
+		out := make([]string, 0, len(pods))
+		for _, p := range pods {
+			out = append(out, p.Name)
+		}
+		slices.Sort(out)
+		return out
+	}
+	attempt := func(n int) []string {
+		out := make([]string, 0, 4)
+		for i := range 4 {
+			out = append(out, provisioning.PodName(releaseSlice, n, i))
+		}
+		return out
+	}
+	w.reconcile(0)
+	w.reconcile(DefaultBindSettle)
+	if diff := cmp.Diff(attempt(1), names()); diff != "" {
+		t.Fatalf("attempt 1 (-want +got):\n%s", diff)
+	}
+	// Created at t0+1s; the timeout ends at t0+5m1s, the backoff of attempt 1 at t0+6m1s.
+	w.reconcile(5*time.Minute + 2*time.Second)
+	if got := w.capacity(); got != tpuv1alpha1.ReasonProvisioningFailed {
+		t.Errorf("Capacity reason %q after the timeout, want %s", got, tpuv1alpha1.ReasonProvisioningFailed)
+	}
+	if diff := cmp.Diff(attempt(1), names()); diff != "" {
+		t.Errorf("within the backoff (-want +got):\n%s", diff)
+	}
+	w.reconcile(6*time.Minute + 2*time.Second)
+	if diff := cmp.Diff(attempt(2), names()); diff != "" {
+		t.Errorf("after the backoff (-want +got):\n%s", diff)
+	}
+	if got := w.capacity(); got != tpuv1alpha1.ReasonCapacityPodsPending {
+		t.Errorf("Capacity reason %q for attempt 2, want %s", got, tpuv1alpha1.ReasonCapacityPodsPending)
+	}
+}

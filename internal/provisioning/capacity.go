@@ -104,10 +104,15 @@ func Shape(pod *corev1.Pod) corev1.PodSpec {
 	return *out.DeepCopy()
 }
 
-// Name is the name of a slice's capacity object: its ProvisioningRequest and PodTemplate of
-// attempt n (n ≥ 1), or its capacity Pod of host n-1.
+// Name is the name of a slice's ProvisioningRequest and PodTemplate of attempt n (n ≥ 1).
 func Name(slice string, n int) string {
 	return slice + "-capacity-" + strconv.Itoa(n)
+}
+
+// PodName is the name of a slice's capacity Pod of host i in attempt n: an attempt's Pods never
+// share a name with the last one's, which may still be terminating.
+func PodName(slice string, n, i int) string {
+	return Name(slice, n) + "-" + strconv.Itoa(i)
 }
 
 // NewPodTemplate is the PodTemplate a slice's ProvisioningRequest of attempt n refers to.
@@ -203,7 +208,7 @@ func Backoff(n int) time.Duration {
 // capacityContainer is the one container of a capacity Pod: it only holds the resources.
 const capacityContainer = "capacity"
 
-// NewCapacityPods are a slice's capacity Pods, one per host, for a cluster without the
+// NewCapacityPods are a slice's capacity Pods of attempt n, one per host, for a cluster without the
 // ProvisioningRequest API: ungated Pods of the slice's shape, so the scheduler marks them
 // Unschedulable and the cluster autoscaler scales up for them, that
 //   - request what one of the slice's Pods requests (its effective requests, as requests and,
@@ -215,7 +220,7 @@ const capacityContainer = "capacity"
 //
 // When all are bound the slice takes their domain and releases its Pods there, and they are
 // deleted. A gated Pod can never gain pod affinity, so the slice's own Pods cannot carry this.
-func NewCapacityPods(s Slice, existing []string, image string) []*corev1.Pod {
+func NewCapacityPods(s Slice, n int, existing []string, image string) []*corev1.Pod {
 	shape := Shape(s.Pod)
 	requests := resourcehelper.PodRequests(s.Pod, resourcehelper.PodResourcesOptions{})
 	limits := corev1.ResourceList{}
@@ -275,7 +280,8 @@ func NewCapacityPods(s Slice, existing []string, image string) []*corev1.Pod {
 	spec.Affinity = affinity
 	pods := make([]*corev1.Pod, 0, s.Hosts)
 	for i := range s.Hosts {
-		p := &corev1.Pod{ObjectMeta: s.meta(Name(s.Name, int(i))), Spec: *spec.DeepCopy()}
+		p := &corev1.Pod{ObjectMeta: s.meta(PodName(s.Name, n, int(i))), Spec: *spec.DeepCopy()}
+		SetAttempt(p, n)
 		pods = append(pods, p)
 	}
 	return pods

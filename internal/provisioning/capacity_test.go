@@ -17,6 +17,7 @@ limitations under the License.
 package provisioning
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
@@ -123,7 +124,7 @@ func TestShape(t *testing.T) {
 
 func TestNewCapacityPods(t *testing.T) {
 	s := Slice{Namespace: "ml", Name: "rc-tpu-0", UID: "uid-s", Hosts: 4, Key: "cloud.google.com/gke-nodepool", Pod: gatedPod()}
-	pods := NewCapacityPods(s, []string{"pool-b", "pool-a"}, "pause")
+	pods := NewCapacityPods(s, 2, []string{"pool-b", "pool-a"}, "pause")
 	if len(pods) != 4 {
 		t.Fatalf("%d Pods, want 4", len(pods))
 	}
@@ -133,7 +134,7 @@ func TestNewCapacityPods(t *testing.T) {
 		{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "zone", Operator: corev1.NodeSelectorOpIn, Values: []string{"b"}}, notIn}},
 	}
 	for i, p := range pods {
-		if p.Name != Name(s.Name, i) || p.Labels[tpuv1alpha1.CapacityForLabel] != s.Name || metav1.GetControllerOf(p).UID != s.UID {
+		if p.Name != "rc-tpu-0-capacity-2-"+strconv.Itoa(i) || AttemptOf(p) != 2 || p.Labels[tpuv1alpha1.CapacityForLabel] != s.Name || metav1.GetControllerOf(p).UID != s.UID {
 			t.Errorf("Pod %d: name %s, labels %v, owner %+v", i, p.Name, p.Labels, metav1.GetControllerOf(p))
 		}
 		if diff := cmp.Diff(wantTerms, p.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms); diff != "" {
@@ -166,7 +167,7 @@ func TestNewCapacityPods(t *testing.T) {
 	// No existing domain: no node affinity is added.
 	plain := gatedPod()
 	plain.Spec.Affinity = nil
-	if a := NewCapacityPods(Slice{Name: "s", Hosts: 1, Key: s.Key, Pod: plain}, nil, "pause")[0].Spec.Affinity; a.NodeAffinity != nil {
+	if a := NewCapacityPods(Slice{Name: "s", Hosts: 1, Key: s.Key, Pod: plain}, 1, nil, "pause")[0].Spec.Affinity; a.NodeAffinity != nil {
 		t.Errorf("node affinity %+v with no existing domain", a.NodeAffinity)
 	}
 }
