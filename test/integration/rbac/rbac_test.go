@@ -343,6 +343,51 @@ var _ = Describe("The ServiceAccount", Ordered, func() {
 		Expect(asSA.Get(ctx, client.ObjectKey{Namespace: saNamespace, Name: leaderElectionID}, &coordinationv1.Lease{})).To(Succeed())
 	})
 
+	It("may create capacity Pods, and no other Pod (the capacity-pods policy)", func() {
+		// RBAC grants the create (docs/spec.md §12, "Capacity"); the policy narrows it. Policies
+		// take effect a moment after they are created.
+		capacityPod := func(name string, edit func(*corev1.Pod)) *corev1.Pod {
+			p := &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{tpuv1alpha1.CapacityForLabel: "s"}},
+				Spec: corev1.PodSpec{AutomountServiceAccountToken: ptr.To(false),
+					Containers: []corev1.Container{{Name: "capacity", Image: "registry.k8s.io/pause:3.10"}}},
+			}
+			if edit != nil {
+				edit(p)
+			}
+			return p
+		}
+		refused := map[string]*corev1.Pod{
+			"a Pod without the capacity label": testutil.MakePod("plain", ns).Obj(),
+			"a capacity Pod with a command":    capacityPod("command", func(p *corev1.Pod) { p.Spec.Containers[0].Command = []string{"sh"} }),
+			"a capacity Pod with a hostPath volume": capacityPod("volume", func(p *corev1.Pod) {
+				p.Spec.Volumes = []corev1.Volume{{Name: "host", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}}}
+			}),
+			"a capacity Pod on the host network":         capacityPod("hostnet", func(p *corev1.Pod) { p.Spec.HostNetwork = true }),
+			"a capacity Pod with a ServiceAccount token": capacityPod("token", func(p *corev1.Pod) { p.Spec.AutomountServiceAccountToken = nil }),
+			"a capacity Pod naming its Node":             capacityPod("node", func(p *corev1.Pod) { p.Spec.NodeName = "n" }),
+			"a privileged capacity Pod": capacityPod("privileged", func(p *corev1.Pod) {
+				p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)}
+			}),
+		}
+		Eventually(func(g Gomega) {
+			probe := testutil.MakePod("", ns).Obj()
+			probe.GenerateName = "probe-"
+			err := asSA.Create(ctx, probe)
+			g.Expect(err).To(HaveOccurred(), "the policy is in effect")
+			g.Expect(err.Error()).To(ContainSubstring("capacity-pods"))
+		}, testutil.Timeout, testutil.Interval).Should(Succeed())
+		for what, p := range refused {
+			err := asSA.Create(ctx, p)
+			Expect(err).To(HaveOccurred(), "%s was created", what)
+			Expect(err.Error()).To(ContainSubstring("capacity-pods"), "%s: refused by the policy", what)
+		}
+		allowed := capacityPod("capacity", nil)
+		Expect(asSA.Create(ctx, allowed)).To(Succeed(), "a capacity Pod")
+		Expect(admin.Delete(ctx, allowed)).To(Succeed())
+		Expect(admin.Create(ctx, testutil.MakePod("by-admin", ns).Obj())).To(Succeed(), "the policy binds the operator alone")
+	})
+
 	labelPatch := func(obj client.Object) error {
 		return asSA.Patch(ctx, obj, client.RawPatch("application/merge-patch+json", []byte(`{"metadata":{"labels":{"rbac-test":"x"}}}`)))
 	}
@@ -359,7 +404,6 @@ var _ = Describe("The ServiceAccount", Ordered, func() {
 		}),
 		Entry("updating a RayCluster", func() error { return labelPatch(rc.DeepCopy()) }),
 		Entry("deleting a RayCluster", func() error { return asSA.Delete(ctx, rc.DeepCopy()) }),
-		Entry("creating a Pod", func() error { return asSA.Create(ctx, testutil.MakePod("by-operator", ns).Obj()) }),
 		Entry("updating a Pod", func() error {
 			p := &corev1.Pod{}
 			Expect(admin.Get(ctx, client.ObjectKeyFromObject(pod), p)).To(Succeed())

@@ -56,11 +56,13 @@ const installDir = "default"
 const leaderElectionID = "tpu-slice-operator.tpu.ray.io"
 
 // rbacKinds are the kinds taken from the rendered install: the ServiceAccount, what it is granted,
-// and the Namespace they live in. Everything else (the Deployment, the webhook configurations
-// pointing at a Service that does not run here, cert-manager objects) stays out.
+// the policy that narrows its create on Pods, and the Namespace they live in. Everything else (the
+// Deployment, the webhook configurations pointing at a Service that does not run here,
+// cert-manager objects) stays out.
 var rbacKinds = map[string]bool{
 	"Namespace": true, "ServiceAccount": true,
 	"ClusterRole": true, "ClusterRoleBinding": true, "Role": true, "RoleBinding": true,
+	"ValidatingAdmissionPolicy": true, "ValidatingAdmissionPolicyBinding": true,
 }
 
 // ctx lives as long as the suite.
