@@ -114,10 +114,25 @@ func TestPinning(t *testing.T) {
 		// hidden are Pods the cache has not seen yet (the live reads do); their claims are pending.
 		hidden []string
 		// nodes are the Nodes of pool-a present, by index.
-		nodes       []int
+		nodes []int
+		// notReady are Nodes of nodes that are not Ready.
+		notReady    []int
 		wantPins    map[string]string
 		wantDeleted []string
+		// wantGated are Pods left gated.
+		wantGated []string
 	}{
+		"a late Pod with no free usable Node stays gated: released alone it could take its pinned sibling's Node": {
+			// n-2 failed and w-2 was re-created; n-3, the only Node without a bound Pod, waits
+			// for w-3, pinned to it and not bound yet.
+			pods: []*testutil.PodWrapper{
+				released(0, "n-0").BoundTo("n-0"), released(1, "n-1").BoundTo("n-1"), released(3, "n-3"), lateGated(2),
+			},
+			nodes:     []int{0, 1, 2, 3},
+			notReady:  []int{2},
+			wantPins:  map[string]string{"w-0": "n-0", "w-1": "n-1", "w-3": "n-3"},
+			wantGated: []string{"w-2"},
+		},
 		"a late Pod is pinned to a Node no Pod of the slice is bound or pinned to": {
 			pods: []*testutil.PodWrapper{
 				released(0, "n-0").BoundTo("n-0"), released(1, "n-1"), released(2, "n-2"), lateGated(3),
@@ -171,7 +186,8 @@ func TestPinning(t *testing.T) {
 			objs = append(objs, reconcileCluster("uid-rc").Obj().DeepCopy(),
 				chosenDomain(reconcileSlice(0).Claims(claims...)).Domain(pool).Obj().DeepCopy())
 			for _, i := range tc.nodes {
-				objs = append(objs, testutil.MakeNode("n-"+strconv.Itoa(i)).TPU("tpu-v4-podslice", "2x2x4", pool).TPUCapacity(4).Ready(true).Obj())
+				objs = append(objs, testutil.MakeNode("n-"+strconv.Itoa(i)).TPU("tpu-v4-podslice", "2x2x4", pool).TPUCapacity(4).
+					Ready(!slices.Contains(tc.notReady, i)).Obj())
 			}
 			for _, p := range tc.pods {
 				objs = append(objs, p.Clone().Obj())
@@ -185,8 +201,8 @@ func TestPinning(t *testing.T) {
 				if gate.PinnedNode(p) != "" {
 					gotPins[p.Name] = gate.PinnedNode(p)
 				}
-				if len(p.Spec.SchedulingGates) > 0 {
-					t.Errorf("Pod %s is still gated", p.Name)
+				if gated := len(p.Spec.SchedulingGates) > 0; gated != slices.Contains(tc.wantGated, p.Name) {
+					t.Errorf("Pod %s gated: %t, want %t (nodeSelector %v)", p.Name, gated, !gated, p.Spec.NodeSelector)
 				}
 			}
 			if diff := cmp.Diff(tc.wantPins, gotPins); diff != "" {

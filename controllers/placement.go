@@ -224,7 +224,7 @@ func (r *TPUSliceAssignmentReconciler) choose(ctx context.Context, rc *rayv1.Ray
 			holds = append(holds, *held)
 			continue
 		}
-		return 0, r.release(ctx, rc, slice, pods, choice, placement.UsableNodes(req, choice.Domain), asm)
+		return r.release(ctx, rc, slice, pods, choice, placement.UsableNodes(req, choice.Domain), asm)
 	}
 	return heldRequeueDelay, nil
 }
@@ -604,28 +604,45 @@ func (r *TPUSliceAssignmentReconciler) noFit(ctx context.Context, rc *rayv1.RayC
 }
 
 // release records the chosen domain, gives back any other, and releases the gated Pods onto it,
-// each pinned to a free Node of usable (the domain's usable Nodes) where one is left.
+// each pinned to a free Node of usable (the domain's usable Nodes). A pinnable Pod for which no
+// free Node is left stays gated, and the slice is looked at again after noFitRecheck: released
+// with the nodeSelector alone, it could bind to the Node a sibling is pinned to and strand it.
 func (r *TPUSliceAssignmentReconciler) release(ctx context.Context, rc *rayv1.RayCluster, slice *tpuv1alpha1.TPUSliceAssignment,
-	pods []corev1.Pod, choice placement.Choice, usable []string, asm gate.Assembly) error {
+	pods []corev1.Pod, choice placement.Choice, usable []string, asm gate.Assembly) (time.Duration, error) {
 	reason := tpuv1alpha1.ReasonDomainFits
 	if choice.Outcome == placement.OutcomeBound {
 		reason = tpuv1alpha1.ReasonPodsBound
 	}
 	if _, err := r.setDomainChosen(ctx, slice, pods, choice.Domain, metav1.ConditionTrue, reason, choice.Reason); err != nil {
-		return err
+		return 0, err
 	}
 	if err := r.giveBack(ctx, slice, choice.Domain); err != nil {
-		return err
+		return 0, err
 	}
 	gated, pins, err := r.pins(ctx, slice, asm.Gated, usable)
 	if err != nil {
-		return err
+		return 0, err
+	}
+	toRelease := make([]*corev1.Pod, 0, len(gated))
+	var held []string
+	for _, p := range gated {
+		if gate.Pinnable(p) && pins[p.UID] == "" {
+			held = append(held, p.Name)
+			continue
+		}
+		toRelease = append(toRelease, p)
+	}
+	var requeue time.Duration
+	if len(held) > 0 {
+		requeue = noFitRecheck
+		ctrl.LoggerFrom(ctx).Info("No free usable Node of the slice's domain for gated Pods; they stay gated", "slice", klog.KObj(slice),
+			"key", choice.Key, "domain", choice.Domain, "pods", held)
 	}
 	annotations, err := r.consumeAnnotations(ctx, slice)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	released, pinned, err := r.releasePods(ctx, gated, choice.Key, choice.Domain, pins, annotations)
+	released, pinned, err := r.releasePods(ctx, toRelease, choice.Key, choice.Domain, pins, annotations)
 	if err == nil && released > 0 {
 		// The released Pods are pinned to the Nodes the slice's capacity Pods may hold.
 		err = r.withdrawCapacity(ctx, slice, false)
@@ -639,7 +656,7 @@ func (r *TPUSliceAssignmentReconciler) release(ctx context.Context, rc *rayv1.Ra
 		ctrl.LoggerFrom(ctx).Info("Released gated Pods of slice onto its domain", "slice", klog.KObj(slice), "key", choice.Key,
 			"domain", choice.Domain, "pods", released, "pinned", pinned, "timedOut", asm.TimedOut)
 	}
-	return err
+	return requeue, err
 }
 
 // pins returns the gated Pods to release and the Node each is pinned to (gate.AssignNodes), on a
