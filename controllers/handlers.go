@@ -210,10 +210,20 @@ func (r *TPUSliceAssignmentReconciler) waitingSlicesFor(ctx context.Context, nod
 			continue
 		}
 		c := apimeta.FindStatusCondition(s.Status.Conditions, tpuv1alpha1.ConditionDomainChosen)
-		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != tpuv1alpha1.ReasonNoDomainFits {
+		if c == nil {
 			continue
 		}
-		if len(nodes) > 0 && !slices.ContainsFunc(nodes, func(n client.Object) bool { return nodeCouldChange(s, n) }) {
+		waiting := c.Status == metav1.ConditionFalse && c.Reason == tpuv1alpha1.ReasonNoDomainFits
+		// A slice in a domain whose Pods are not all bound may hold a Pod gated for want of a
+		// free Node there (release): a Node of that domain wakes it.
+		held := c.Status == metav1.ConditionTrue && s.Status.Domain != "" && len(nodes) > 0 &&
+			!apimeta.IsStatusConditionTrue(s.Status.Conditions, tpuv1alpha1.ConditionScheduled)
+		if !waiting && !held {
+			continue
+		}
+		if len(nodes) > 0 && !slices.ContainsFunc(nodes, func(n client.Object) bool {
+			return nodeCouldChange(s, n) && (waiting || n.GetLabels()[s.Spec.AffinityTopologyKey] == s.Status.Domain)
+		}) {
 			continue
 		}
 		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(s)})

@@ -78,11 +78,29 @@ func TestWaitingSlicesFor(t *testing.T) {
 			Reason: tpuv1alpha1.ReasonNoDomainFits, LastTransitionTime: metav1.Now()}}
 		return s
 	}
+	// placed is a slice in domain whose Pods are all bound (scheduled) or not.
+	placed := func(name, domain string, scheduled bool) client.Object {
+		s := testutil.MakeSlice(name, "ml", "rc", "uid-rc", "tpu", 0, 4).Placement(tpuv1alpha1.PlacementChosenDomain, constants.NodePoolTopologyKey).Obj()
+		s.Spec.Accelerator = "tpu-v6e-slice"
+		s.Status.Domain = domain
+		s.Status.Conditions = []metav1.Condition{{Type: tpuv1alpha1.ConditionDomainChosen, Status: metav1.ConditionTrue,
+			Reason: tpuv1alpha1.ReasonPodsBound, LastTransitionTime: metav1.Now()}}
+		if scheduled {
+			s.Status.Conditions = append(s.Status.Conditions, metav1.Condition{Type: tpuv1alpha1.ConditionScheduled, Status: metav1.ConditionTrue,
+				Reason: tpuv1alpha1.ReasonAllHostsScheduled, LastTransitionTime: metav1.Now()})
+		}
+		return s
+	}
 	c := testutil.NewClientBuilder().WithObjects(
 		waiting("v6e-pool", constants.NodePoolTopologyKey, "tpu-v6e-slice"),
 		waiting("v5p-pool", constants.NodePoolTopologyKey, "tpu-v5p-slice"),
 		waiting("v6e-subblock", constants.GCETopologySubblockKey, "tpu-v6e-slice"),
 		waiting("any-pool", constants.NodePoolTopologyKey, ""),
+		// A slice in pool-a with a Pod not bound (one may wait gated for a free Node there) is
+		// woken; one in pool-a whose Pods are all bound, and one in pool-b, are not.
+		placed("in-pool-a", "pool-a", false),
+		placed("in-pool-a-scheduled", "pool-a", true),
+		placed("in-pool-b", "pool-b", false),
 	).Build()
 	r := &TPUSliceAssignmentReconciler{client: c}
 	node := testutil.MakeNode("n").TPU("tpu-v6e-slice", "4x4", "pool-a").Obj()
@@ -91,7 +109,7 @@ func TestWaitingSlicesFor(t *testing.T) {
 	for _, req := range woken {
 		got = append(got, req.Name)
 	}
-	if diff := cmp.Diff([]string{"any-pool", "v6e-pool"}, got); diff != "" {
+	if diff := cmp.Diff([]string{"any-pool", "in-pool-a", "v6e-pool"}, got); diff != "" {
 		t.Errorf("slices woken by a v6e Node of pool-a (-want,+got):\n%s", diff)
 	}
 	if n := len(r.waitingSlicesFor(t.Context())); n != 4 {

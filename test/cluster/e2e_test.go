@@ -281,18 +281,14 @@ func scenarios(gate bool) {
 			AddReportEntry("node failure: where the slice runs", ReportEntryVisibilityAlways,
 				fmt.Sprintf("in %s, failed on %s, in %s while the Node is down", pool, node, landed))
 		} else {
-			By("the replacement is released onto its slice's pool, whose only free Node failed: it waits")
+			By("the replacement waits gated: its slice's pool has no free usable Node (docs/spec.md §12, \"Pinning\")")
 			Eventually(func(g Gomega) {
 				p := placementsIn(g, ns, constants.NodePoolTopologyKey)[sliceName]
 				g.Expect(p.Unbound).To(HaveLen(1))
 				g.Expect(p.Domains).To(Equal(map[string]int{pool: 3}))
 				var unbound corev1.Pod
 				g.Expect(suite.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: p.Unbound[0]}, &unbound)).To(Succeed())
-				g.Expect(unbound.Spec.SchedulingGates).To(BeEmpty())
-				g.Expect(unbound.Spec.NodeSelector).To(HaveKeyWithValue(constants.NodePoolTopologyKey, pool))
-				msg, err := framework.FailedScheduling(ctx, suite.Client, &unbound)
-				g.Expect(err).NotTo(HaveOccurred())
-				g.Expect(msg).To(ContainSubstring("didn't match Pod's node affinity/selector"))
+				expectGated(g, &unbound)
 			}, testutil.Timeout, testutil.Interval).Should(Succeed())
 
 			By("recovering the Node, as GKE's auto-repair would; the slice runs whole in its pool and turns Ready")
