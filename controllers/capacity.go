@@ -476,7 +476,10 @@ func (r *TPUSliceAssignmentReconciler) capacityPods(ctx context.Context, s provi
 	return slices.DeleteFunc(list.Items, func(p corev1.Pod) bool { return !ownedBy(&p, s) || p.DeletionTimestamp != nil }), nil
 }
 
-// deleteCapacityPods deletes pods, capacityConcurrency at once.
+// deleteCapacityPods deletes pods, capacityConcurrency at once. A conflict is an error like any
+// other: the caller removes the Capacity condition, the slice's only memory of its capacity Pods,
+// once this returns nil, so a Pod whose deletion was refused would hold its Node for good; the
+// retry lists the capacity Pods live again (a Pod of that name with another UID is deleted then).
 func (r *TPUSliceAssignmentReconciler) deleteCapacityPods(ctx context.Context, pods []corev1.Pod) error {
 	var (
 		mu   sync.Mutex
@@ -490,8 +493,7 @@ func (r *TPUSliceAssignmentReconciler) deleteCapacityPods(ctx context.Context, p
 		wg.Go(func() {
 			defer func() { <-sem }()
 			uid := p.UID
-			if err := r.client.Delete(ctx, p, client.Preconditions{UID: &uid}, client.GracePeriodSeconds(0)); err != nil &&
-				!apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			if err := r.client.Delete(ctx, p, client.Preconditions{UID: &uid}, client.GracePeriodSeconds(0)); err != nil && !apierrors.IsNotFound(err) {
 				mu.Lock()
 				errs = append(errs, fmt.Errorf("deleting capacity Pod %s: %w", p.Name, err))
 				mu.Unlock()
