@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"os"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -154,7 +155,11 @@ func (r *runner) flapNode() {
 		err = framework.SetNodeReady(ctx, k8sClient, name, false)
 	case 1:
 		err = framework.UpdateNode(ctx, k8sClient, name, func(n *corev1.Node) {
-			n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: health.TaintImpendingNodeTermination, Effect: corev1.TaintEffectNoSchedule})
+			// A Node flapped before and not recovered since has the taint already: the API
+			// server refuses a second of the same key and effect.
+			if !slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == health.TaintImpendingNodeTermination }) {
+				n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: health.TaintImpendingNodeTermination, Effect: corev1.TaintEffectNoSchedule})
+			}
 		}, false)
 	default:
 		err = framework.UpdateNode(ctx, k8sClient, name, func(n *corev1.Node) { n.Spec.Unschedulable = true }, false)
