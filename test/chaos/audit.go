@@ -36,6 +36,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
 	"github.com/ray-tpu/tpu-slice-operator/internal/gate"
 	"github.com/ray-tpu/tpu-slice-operator/internal/identity"
@@ -115,6 +116,12 @@ type auditor struct {
 	// collector; namespacesGone the namespaces it deleted.
 	ownersGone     map[types.UID]bool
 	namespacesGone map[string]bool
+	// capacityDeleted counts the operator's deletions of its own capacity Pods (docs/spec.md §12,
+	// "Capacity"): they hold no worker ID and are deleted once their slice is released.
+	capacityDeleted int
+	// logf writes to the run's history, when set: each strand judged and why, so that a
+	// TPUPodStranded Event can be read against the Node's state at the deletion.
+	logf func(format string, args ...any)
 }
 
 type deletion struct {
@@ -281,6 +288,13 @@ func (a *auditor) judge(ctx context.Context, ns, name string, uid types.UID) {
 	if !lifecycle.PodLive(pod) {
 		return
 	}
+	if capacityPod(pod) {
+		// The operator's own capacity Pod, deleted once its slice was released (§12, "Capacity").
+		a.mu.Lock()
+		a.capacityDeleted++
+		a.mu.Unlock()
+		return
+	}
 	a.mu.Lock()
 	a.liveDeleted[pod.UID] = true
 	a.mu.Unlock()
@@ -320,21 +334,31 @@ func (a *auditor) judge(ctx context.Context, ns, name string, uid types.UID) {
 }
 
 // judgeStrand judges the operator's deletion of a live Pod that is released, unbound and pinned
-// to node (docs/spec.md §12, "Stranded Pods"; I6): the Node must be gone (not found, being
-// deleted, or deleted by the run less than nodeGoneGrace ago), or the Pods bound to it (live, or
-// gone less than holderGrace ago) must leave it fewer TPU chips than the Pod requests.
+// to node (docs/spec.md §12, "Stranded Pods"; I6): "no Pod deleted by placement while its slice
+// could still fit" there. The Node must be gone (not found, being deleted, or deleted by the run
+// less than nodeGoneGrace ago), or no longer carry a label the Pod's nodeSelector requires
+// (relabelled out of the domain), or the Pods bound to it (live, or gone less than holderGrace
+// ago; of any kind, but for the slice's own capacity Pods, which the operator counts as its
+// slice's) must leave it fewer TPU chips than the Pod requests. Each judgement goes to the run's
+// history with the Node's state.
 func (a *auditor) judgeStrand(ctx context.Context, pod *corev1.Pod, id identity.Identity, node string) {
 	n := &corev1.Node{}
 	switch err := a.reader.Get(ctx, client.ObjectKey{Name: node}, n); {
 	case apierrors.IsNotFound(err):
-		a.countStrand(pod.UID)
+		a.countStrand(pod, node, "the Node is not found")
 		return
 	case err != nil:
 		a.violatef("I6: could not judge the operator's deletion of stranded Pod %s: %v", pod.Name, err)
 		return
 	case n.DeletionTimestamp != nil || a.nodeDeletedSince(node, time.Now().Add(-nodeGoneGrace)):
-		a.countStrand(pod.UID)
+		a.countStrand(pod, node, "the Node is being deleted, or was deleted and created again")
 		return
+	}
+	for k, v := range pod.Spec.NodeSelector {
+		if got, ok := n.Labels[k]; !ok || got != v {
+			a.countStrand(pod, node, fmt.Sprintf("the Node's %s is %q, the Pod selects %q", k, got, v))
+			return
+		}
 	}
 	var bound corev1.PodList
 	if err := a.reader.List(ctx, &bound, client.MatchingFields{"spec.nodeName": node}); err != nil {
@@ -342,15 +366,22 @@ func (a *auditor) judgeStrand(ctx context.Context, pod *corev1.Pod, id identity.
 		return
 	}
 	var used int64
+	var holders []string
 	for i := range bound.Items {
-		if q := &bound.Items[i]; q.UID != pod.UID && lifecycle.PodLive(q) {
-			used += gate.PodChips(q)
+		q := &bound.Items[i]
+		if q.UID == pod.UID || !lifecycle.PodLive(q) || (q.Namespace == pod.Namespace && capacityPod(q) && q.Labels[tpuv1alpha1.CapacityForLabel] == id.SliceName()) {
+			continue
+		}
+		if c := gate.PodChips(q); c > 0 {
+			used += c
+			holders = append(holders, fmt.Sprintf("%s/%s (%d)", q.Namespace, q.Name, c))
 		}
 	}
 	a.mu.Lock()
 	for _, g := range a.gone {
-		if g.node == node && g.uid != pod.UID && time.Since(g.at) < holderGrace {
+		if g.node == node && g.uid != pod.UID && time.Since(g.at) < holderGrace && g.chips > 0 {
 			used += g.chips
+			holders = append(holders, fmt.Sprintf("%s, gone %v ago (%d)", g.uid, time.Since(g.at).Round(time.Millisecond), g.chips))
 		}
 	}
 	a.mu.Unlock()
@@ -359,19 +390,42 @@ func (a *auditor) judgeStrand(ctx context.Context, pod *corev1.Pod, id identity.
 		alloc = q.Value()
 	}
 	if used > 0 && alloc-used < gate.PodChips(pod) {
-		a.countStrand(pod.UID)
+		a.countStrand(pod, node, fmt.Sprintf("%d of its %d TPU chips taken by %v, the Pod requests %d", used, alloc, holders, gate.PodChips(pod)))
 		return
 	}
-	a.violatef("I6: the operator deleted live Pod %s (worker ID %d of slice %s) as stranded on Node %s, which exists with %d of its %d TPU chips free for its %d",
-		pod.Name, id.WorkerID, id.SliceName(), node, alloc-used, alloc, gate.PodChips(pod))
+	a.violatef("I6: the operator deleted live Pod %s (worker ID %d of slice %s) as stranded on Node %s, which exists with the labels the Pod selects and %d of its %d TPU chips free for its %d (bound there: %v)",
+		pod.Name, id.WorkerID, id.SliceName(), node, alloc-used, alloc, gate.PodChips(pod), holders)
 }
 
-// countStrand records the deletion of the Pod with this UID as a true strand.
-func (a *auditor) countStrand(uid types.UID) {
+// capacityPod reports whether p is a capacity Pod of the operator's: labeled with the slice it
+// is for, controlled by a TPUSliceAssignment, and without a TPU identity.
+func capacityPod(p *corev1.Pod) bool {
+	_, labeled := p.Labels[tpuv1alpha1.CapacityForLabel]
+	ref := metav1.GetControllerOfNoCopy(p)
+	_, worker := identity.FromPod(p)
+	return labeled && ref != nil && ref.Kind == sliceKind && !worker
+}
+
+// sliceKind is the kind of the operator's TPUSliceAssignments.
+const sliceKind = "TPUSliceAssignment"
+
+// countStrand records the deletion of pod, pinned to node, as a true strand, and why.
+func (a *auditor) countStrand(pod *corev1.Pod, node, why string) {
+	a.mu.Lock()
+	a.strands++
+	a.strandDeleted[pod.UID] = true
+	logf := a.logf
+	a.mu.Unlock()
+	if logf != nil {
+		logf("strand judged: the operator deletes Pod %s pinned to Node %s: %s\n", pod.Name, node, why)
+	}
+}
+
+// capacityDeletions returns the operator's deletions of its capacity Pods.
+func (a *auditor) capacityDeletions() int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.strands++
-	a.strandDeleted[uid] = true
+	return a.capacityDeleted
 }
 
 // strandCount returns the operator's deletions of stranded Pods judged true.
@@ -456,6 +510,35 @@ func (a *auditor) attribute(pod *corev1.Pod) (string, bool) {
 	return "", false
 }
 
+// collectedByController reports whether kube-controller-manager deleted a Pod the run's actors
+// did not: a capacity Pod whose slice is gone (the garbage collector), or a Pod bound to a Node
+// that is gone (the Pod garbage collector; the stand-in autoscaler's scale-down deletes a Node it
+// found idle, and a Pod may have bound to it between its read and the deletion).
+func (a *auditor) collectedByController(pod *corev1.Pod) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if capacityPod(pod) {
+		ref := metav1.GetControllerOfNoCopy(pod)
+		var s tpuv1alpha1.TPUSliceAssignment
+		err := a.reader.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: ref.Name}, &s)
+		if apierrors.IsNotFound(err) || (err == nil && (s.UID != ref.UID || s.DeletionTimestamp != nil)) {
+			return true
+		}
+	}
+	if pod.Spec.NodeName != "" {
+		if err := a.reader.Get(ctx, client.ObjectKey{Name: pod.Spec.NodeName}, &corev1.Node{}); apierrors.IsNotFound(err) {
+			a.mu.Lock()
+			logf := a.logf
+			a.mu.Unlock()
+			if logf != nil {
+				logf("audit: Pod %s, bound to Node %s, which is gone, was deleted by the Pod garbage collector\n", pod.Name, pod.Spec.NodeName)
+			}
+			return true
+		}
+	}
+	return false
+}
+
 // watchNamespace watches the namespace's Pods until ctx ends: it records the Pods that stop being
 // live (for judging later deletions) and attributes every deletion. It returns once the watch runs.
 func (a *auditor) watchNamespace(ctx context.Context, wc client.WithWatch, ns string) error {
@@ -497,7 +580,9 @@ func (a *auditor) observe(t watch.EventType, pod *corev1.Pod) {
 	if t != watch.Deleted && lifecycle.PodLive(pod) {
 		return
 	}
-	if id, ok := identity.FromPod(pod); ok {
+	if id, ok := identity.FromPod(pod); ok || pod.Spec.NodeName != "" {
+		// A Pod of any kind bound to a Node held chips there (judgeStrand); only a worker's
+		// identity makes it a holder of its ID (judge).
 		a.mu.Lock()
 		a.gone = append(a.gone, gonePod{uid: pod.UID, id: id, at: time.Now(), node: pod.Spec.NodeName, chips: gate.PodChips(pod)})
 		// Keep only what a judgment can still use.
@@ -509,7 +594,7 @@ func (a *auditor) observe(t watch.EventType, pod *corev1.Pod) {
 	if t != watch.Deleted {
 		return
 	}
-	if _, ok := a.attribute(pod); !ok {
+	if _, ok := a.attribute(pod); !ok && !a.collectedByController(pod) {
 		id, _ := identity.FromPod(pod)
 		a.violatef("I6: Pod %s (worker ID %d of slice %s) was deleted, and neither the runner, KubeRay nor an operator instance sent that deletion",
 			pod.Name, id.WorkerID, id.SliceName())
