@@ -133,8 +133,9 @@ type runner struct {
 	// releasesBefore, timedOutBefore and pinsBefore are the auditor's release counts when the run
 	// started.
 	releasesBefore, timedOutBefore, pinsBefore int
-	// strandsBefore is the auditor's count of stranded Pods' deletions when the run started.
-	strandsBefore int
+	// strandsBefore is the auditor's count of stranded Pods' deletions when the run started;
+	// capacityBefore its count of capacity Pods' deletions.
+	strandsBefore, capacityBefore int
 
 	// What hostile_test.go's operations did and saw (issue 20).
 	hostile hostileStats
@@ -182,6 +183,10 @@ func run(seed, stream uint64, gate bool, d time.Duration) {
 	r.deletedBefore, r.repairsBefore = audit.counts()
 	r.releasesBefore, r.timedOutBefore, r.pinsBefore = audit.releaseCounts()
 	r.strandsBefore = audit.strandCount()
+	r.capacityBefore = audit.capacityDeletions()
+	if r.cluster {
+		r.startStandIn() // capacity_test.go
+	}
 	for i := range instances {
 		r.instances = append(r.instances, r.startInstance(i))
 	}
@@ -198,7 +203,7 @@ func run(seed, stream uint64, gate bool, d time.Duration) {
 	})
 	r.clusters = []*rayv1.RayCluster{
 		r.createCluster(testutil.MakeRayCluster("v6e", r.ns).TPUGroup("tpu", "tpu-v6e-slice", "4x4", 4, 4, 2).Obj()),
-		r.createCluster(testutil.MakeRayCluster("v4", r.ns).TPUGroup("tpu", "tpu-v4-podslice", "2x2x4", 4, 4, 2).Obj()),
+		r.createCluster(r.v4Cluster()),
 		r.createCluster(testutil.MakeRayCluster("v5e", r.ns).TPUGroup("tpu", "tpu-v5-lite-podslice", "2x4", 8, 1, 3).Obj()),
 		// A GKE subslice: 2x4 slices of a 4x4 node pool, 2 hosts each (docs/spec.md §2).
 		r.createCluster(testutil.MakeRayCluster("sub", r.ns).TPUGroup("tpu", "tpu-v6e-slice", "4x4", 4, 2, 2).
@@ -213,6 +218,7 @@ func run(seed, stream uint64, gate bool, d time.Duration) {
 		r.tendUnlabeled()
 		if r.cluster {
 			r.tendNodes(false)
+			r.tendJobs(false)
 		}
 		r.step()
 		r.ops++
@@ -225,6 +231,7 @@ func run(seed, stream uint64, gate bool, d time.Duration) {
 	if r.cluster {
 		// Failures past kube-controller-manager's eviction delay would evict Pods.
 		r.tendNodes(true)
+		r.tendJobs(true)
 	}
 	r.settle()
 	r.check(true)
@@ -235,6 +242,9 @@ func run(seed, stream uint64, gate bool, d time.Duration) {
 		r.measureOnePool()
 		r.checkSideNamespaces(true)
 		r.checkPinsBind()
+		r.checkLanded() // capacity_test.go
+		r.checkCapacity()
+		r.countRequestedEvents()
 	}
 
 	c := framework.TotalCounts(append(r.retired, r.instances...))
@@ -268,6 +278,7 @@ func run(seed, stream uint64, gate bool, d time.Duration) {
 	if r.cluster {
 		r.deleteRunNamespace()
 		releases, pins = r.reportCluster(gateName)
+		r.reportCapacity(gateName, audit.capacityDeletions()-r.capacityBefore)
 	}
 	Expect(errors.Join(r.errs...)).NotTo(HaveOccurred(), "docs/spec.md §9 violations (rerun with -chaos.seed=%d)", seed)
 	// A run that admits nothing, or never settles, would pass the invariants vacuously.
@@ -295,7 +306,7 @@ func (r *runner) startInstance(i int) *framework.Instance {
 	inst, err := env.StartInstance(ctx, framework.InstanceOptions{
 		Operator: operator.Options{
 			DisableControllers: i != 0,
-			Controllers:        controllers.Options{PendingTTL: pendingTTL},
+			Controllers:        controllers.Options{PendingTTL: pendingTTL, Capacity: r.capacityOptions()},
 			SlicePlacement:     r.slicePlacement(),
 			Webhooks:           webhooks.Options{HostListsConfigMapAbove: hostListsAbove},
 		},
@@ -319,6 +330,16 @@ func (r *runner) slicePlacement() tpuv1alpha1.SlicePlacement {
 	return tpuv1alpha1.PlacementInterPodAffinity
 }
 
+// v4Cluster is the v4 RayCluster; on the local cluster its workers carry required node affinity
+// (withNodeAffinity).
+func (r *runner) v4Cluster() *rayv1.RayCluster {
+	rc := testutil.MakeRayCluster("v4", r.ns).TPUGroup("tpu", "tpu-v4-podslice", "2x2x4", 4, 4, 2).Obj()
+	if r.cluster {
+		withNodeAffinity(rc)
+	}
+	return rc
+}
+
 func (r *runner) createCluster(rc *rayv1.RayCluster) *rayv1.RayCluster {
 	GinkgoHelper()
 	Expect(k8sClient.Create(ctx, rc)).To(Succeed())
@@ -333,7 +354,7 @@ type operation struct {
 }
 
 // operations are the kinds of step. Steps are dealt from a shuffled deck that holds each kind
-// weight times (129 cards, 157 with clusterOperations on the local cluster; a fresh deck when it
+// weight times (129 cards, 162 with clusterOperations on the local cluster; a fresh deck when it
 // runs out), so that each kind runs about weight times every 120 steps: `make test`'s two minutes
 // (40 to 100 steps per gate setting) see most kinds several times, and the kinds' order depends on
 // the seed alone.
@@ -606,6 +627,7 @@ func (r *runner) check(final bool) {
 		r.checkNodeFailures()
 		r.checkSideNamespaces(false)
 		r.checkChosenDomains() // placement_test.go
+		r.checkCapacity()      // capacity_test.go
 	}
 	if final {
 		var last error

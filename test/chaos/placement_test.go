@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
+	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
 	"github.com/ray-tpu/tpu-slice-operator/internal/identity"
 	"github.com/ray-tpu/tpu-slice-operator/internal/lifecycle"
 )
@@ -47,11 +48,13 @@ func (r *runner) checkChosenDomains() {
 		r.errs = append(r.errs, fmt.Errorf("chosen domains: %w", err))
 		return
 	}
-	nodes := make(map[string]*corev1.Node, len(localCluster.Nodes))
-	for _, n := range localCluster.Nodes {
-		nodes[n.Name] = n
+	nodes, err := liveNodes()
+	if err != nil {
+		r.errs = append(r.errs, fmt.Errorf("chosen domains: %w", err))
+		return
 	}
 	type holder struct{ slice, pod string }
+	var placed []placedSlice
 	taken := map[string]holder{} // key=domain -> the first slice seen bound there
 	for i := range list.Items {
 		s := &list.Items[i]
@@ -90,6 +93,7 @@ func (r *runner) checkChosenDomains() {
 				s.Name, s.Status.Domain, len(domains), key, domains)
 		}
 		for d, hosts := range domains {
+			placed = append(placed, placedSlice{name: s.Name, key: key, domain: d, host: hosts[0]})
 			k := key + "=" + d
 			if h, ok := taken[k]; ok {
 				r.violationf("ChosenDomain slices %s and %s both have live Pods bound in %s (%s and %s)", h.slice, s.Name, k, h.pod, hosts[0])
@@ -98,4 +102,55 @@ func (r *runner) checkChosenDomains() {
 			taken[k] = holder{s.Name, hosts[0]}
 		}
 	}
+	r.checkAcrossKeys(placed, nodes)
+}
+
+// placedSlice is a ChosenDomain slice with live Pods bound in a domain of its key.
+type placedSlice struct{ name, key, domain, host string }
+
+// checkAcrossKeys checks that no two ChosenDomain slices of different keys have live Pods bound
+// in domains that share a Node (docs/spec.md §12: the Lease of any key takes every Node of its
+// domain, so a node-pool slice and a sub-block subslice never share a pool's Nodes), and records,
+// per node pool, the keys of the slices seen bound in it: a pool that held slices of both keys
+// over the run (one after the other) is what issue 43's "slices of two keys over one pool" asks
+// the run to show (cross_key_pools).
+func (r *runner) checkAcrossKeys(placed []placedSlice, nodes map[string]*corev1.Node) {
+	in := func(p placedSlice, n *corev1.Node) bool { v, ok := n.Labels[p.key]; return ok && v == p.domain }
+	for _, n := range nodes {
+		var here []placedSlice
+		for _, p := range placed {
+			if in(p, n) {
+				here = append(here, p)
+			}
+		}
+		for _, p := range here {
+			pool := n.Labels[constants.NodePoolTopologyKey]
+			if r.cl.capacity.keysByPool[pool] == nil {
+				r.cl.capacity.keysByPool[pool] = map[string]bool{}
+			}
+			r.cl.capacity.keysByPool[pool][p.key] = true
+		}
+		for i := range here {
+			for j := i + 1; j < len(here); j++ {
+				if a, b := here[i], here[j]; a.key != b.key && !r.cl.capacity.crossReported[a.name+"/"+b.name] {
+					r.cl.capacity.crossReported[a.name+"/"+b.name] = true
+					r.violationf("§12: ChosenDomain slices %s (%s=%s, %s) and %s (%s=%s, %s) both have live Pods bound in domains that share Node %s",
+						a.name, a.key, a.domain, a.host, b.name, b.key, b.domain, b.host, n.Name)
+				}
+			}
+		}
+	}
+}
+
+// liveNodes reads the cluster's Nodes, the stand-in autoscaler's among them, by name.
+func liveNodes() (map[string]*corev1.Node, error) {
+	var list corev1.NodeList
+	if err := k8sClient.List(ctx, &list); err != nil {
+		return nil, err
+	}
+	nodes := make(map[string]*corev1.Node, len(list.Items))
+	for i := range list.Items {
+		nodes[list.Items[i].Name] = &list.Items[i]
+	}
+	return nodes, nil
 }

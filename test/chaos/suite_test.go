@@ -51,7 +51,10 @@ limitations under the License.
 // With -chaos.cluster one or both gate settings run on the local cluster (kube-scheduler,
 // kube-controller-manager, kwok TPU Nodes), where Nodes and Pods also fail through kwok and
 // RayClusters and namespaces are deleted and left to the garbage collector and the namespace
-// controller (cluster_test.go); such a run adds a CHAOS-cluster line.
+// controller (cluster_test.go); such a run adds a CHAOS-cluster line. There a stand-in cluster
+// autoscaler adds pools for the slices' capacity Pods and removes idle ones, Pods of no slice take
+// TPU chips, one RayCluster's workers carry node affinity, and node-pool slices and sub-block
+// subslices share pools (capacity_test.go, issue 43); the run adds a CHAOS-capacity line.
 //
 // `make test` runs it for about two minutes; `make test-chaos SEED=... DURATION=...` runs longer.
 package chaos
@@ -115,6 +118,7 @@ func TestChaos(t *testing.T) {
 var _ = BeforeSuite(func() {
 	env = framework.StartSuite(zap.UseDevMode(false))
 	audit = newAuditor(env.Client)
+	audit.logf = GinkgoWriter.Printf
 	var err error
 	k8sClient, err = client.New(audit.wrap(env.Config, actorRunner), client.Options{Scheme: env.Client.Scheme()})
 	Expect(err).NotTo(HaveOccurred())
