@@ -93,8 +93,8 @@ const (
 // clusterPools are the node pools of a chaos run on the local cluster, and CPU Nodes for the heads.
 // The operator's Leases keep slices apart on cloud.google.com/gke-nodepool, or on the GCE sub-block
 // for subslices, and the pools are fewer than the run's RayClusters may ask for at once (issue 43):
-// the v6e clusters (v6e up to 3 slices, pre 2) share two v6e pools and the two v6e-sub pools
-// with the sub cluster's subslices (slices of two keys over one pool), and the v4 cluster (up to 3
+// the v6e clusters (v6e up to 3 slices, pre 2) share two v6e pools and the v6e-sub pool with
+// the sub cluster's subslices (up to 3; slices of two keys over one pool), and the v4 cluster (up to 3
 // slices, with node affinity that excludes v4-b) has one pool it may use. What is missing the
 // stand-in autoscaler adds for the slices' capacity Pods (capacity_test.go).
 func clusterPools() []localcluster.Pool {
@@ -106,7 +106,7 @@ func clusterPools() []localcluster.Pool {
 		}
 	}
 	add("v6e", "tpu-v6e-slice", "4x4", 2, 0, 0)         // the v6e cluster and pre, and sub's subslices
-	add("v6e-sub", "tpu-v6e-slice", "4x4", 2, 2, 0)     // two 2x4 sub-blocks each: subslices, or one node-pool slice
+	add("v6e-sub", "tpu-v6e-slice", "4x4", 1, 2, 0)     // two 2x4 sub-blocks: subslices, or one node-pool slice
 	add("v4", "tpu-v4-podslice", "2x2x4", 2, 0, 0)      // the v4 cluster, v4-b excluded by its node affinity
 	add("v5e", "tpu-v5-lite-podslice", "2x4", 1, 0, 4)  // the v5e cluster: single-host slices
 	add("v6e-8x8", "tpu-v6e-slice", "8x8", 2, 0, 0)     // burst: 2 slices of 16 hosts
