@@ -306,6 +306,20 @@ func (r *TPUSliceAssignmentReconciler) provisioningRequests(ctx context.Context,
 	return out, nil
 }
 
+// cachedRequests is provisioningRequests from the cache, which holds every ProvisioningRequest
+// when the operator uses them (they are watched).
+func (r *TPUSliceAssignmentReconciler) cachedRequests(ctx context.Context, s provisioning.Slice) ([]provisioning.ProvisioningRequest, error) {
+	var list provisioning.ProvisioningRequestList
+	if err := r.client.List(ctx, &list, client.InNamespace(s.Namespace), client.MatchingLabels{tpuv1alpha1.CapacityForLabel: s.Name}); err != nil {
+		return nil, fmt.Errorf("listing the ProvisioningRequests of slice %s: %w", s.Name, err)
+	}
+	out := slices.DeleteFunc(list.Items, func(pr provisioning.ProvisioningRequest) bool { return !ownedBy(&pr, s) })
+	slices.SortFunc(out, func(a, b provisioning.ProvisioningRequest) int {
+		return cmp.Or(cmp.Compare(provisioning.Attempt(&a), provisioning.Attempt(&b)), cmp.Compare(a.Name, b.Name))
+	})
+	return out, nil
+}
+
 // ownedBy reports whether obj is controlled by the slice (its UID: a slice re-created under the
 // same name does not inherit them; the garbage collector deletes those).
 func ownedBy(obj metav1.Object, s provisioning.Slice) bool {
@@ -526,10 +540,10 @@ func (r *TPUSliceAssignmentReconciler) ownCapacityPods(ctx context.Context, slic
 // consumeAnnotations are the annotations the slice's released Pods carry when it has a
 // Provisioned ProvisioningRequest: the autoscaler stops booking its capacity for them.
 func (r *TPUSliceAssignmentReconciler) consumeAnnotations(ctx context.Context, slice *tpuv1alpha1.TPUSliceAssignment) (map[string]string, error) {
-	if r.capacity.Mode != CapacityProvisioningRequest || !hasCapacity(slice) {
+	if r.capacity.Mode != CapacityProvisioningRequest {
 		return nil, nil
 	}
-	prs, err := r.provisioningRequests(ctx, sliceOf(slice))
+	prs, err := r.cachedRequests(ctx, sliceOf(slice))
 	if err != nil {
 		return nil, err
 	}
@@ -544,14 +558,18 @@ func (r *TPUSliceAssignmentReconciler) consumeAnnotations(ctx context.Context, s
 // withdrawCapacity deletes the slice's capacity objects once its Pods were released onto a
 // domain (or it has none left): the capacity Pods at once, since the released Pods are pinned to
 // the Nodes they hold; the ProvisioningRequests once no Pod of the slice is gated, so that the
-// autoscaler keeps the booking until every Pod consuming it has been released.
+// autoscaler keeps the booking until every Pod consuming it has been released. At a release
+// (requests false) the capacity Pods are listed live whether or not the slice recorded them: a
+// reconcile that created some and failed before recording the condition (a create refused, a
+// crash, a lost status write) must not leak them onto the Nodes the slice's Pods are pinned to.
+// The requests are listed from the cache (they are watched), also without the condition.
 func (r *TPUSliceAssignmentReconciler) withdrawCapacity(ctx context.Context, slice *tpuv1alpha1.TPUSliceAssignment, requests bool) error {
-	if !hasCapacity(slice) {
-		return nil
-	}
 	s := sliceOf(slice)
 	switch r.capacity.Mode {
 	case CapacityPods:
+		if requests && !hasCapacity(slice) {
+			return nil // released before: withdrawn then.
+		}
 		cps, err := r.capacityPods(ctx, s)
 		if err != nil {
 			return err
@@ -566,7 +584,7 @@ func (r *TPUSliceAssignmentReconciler) withdrawCapacity(ctx context.Context, sli
 		if !requests {
 			return nil
 		}
-		prs, err := r.provisioningRequests(ctx, s)
+		prs, err := r.cachedRequests(ctx, s)
 		if err != nil {
 			return err
 		}
@@ -577,6 +595,9 @@ func (r *TPUSliceAssignmentReconciler) withdrawCapacity(ctx context.Context, sli
 		if err := errors.Join(errs...); err != nil {
 			return err
 		}
+	}
+	if !hasCapacity(slice) {
+		return nil
 	}
 	// Withdrawn: the condition goes, so that later reconciles of the slice read no capacity
 	// objects; the Event TPUSliceCapacityRequested and the log keep the path it took.

@@ -502,3 +502,25 @@ func TestCapacityPodsRetry(t *testing.T) {
 		t.Errorf("Capacity reason %q for attempt 2, want %s", got, tpuv1alpha1.ReasonCapacityPodsPending)
 	}
 }
+
+// TestCapacityPodsUnrecorded: capacity Pods a reconcile created without recording the condition
+// (a create refused, a crash, a lost status write) are still deleted when the slice is released:
+// they would hold the Nodes its Pods are pinned to.
+func TestCapacityPodsUnrecorded(t *testing.T) {
+	w := newCapacityWorld(t, CapacityOptions{Mode: CapacityPods, Wait: time.Hour})
+	slice := w.slice()
+	shape := w.workers()[0]
+	for _, p := range provisioning.NewCapacityPods(provisioning.Slice{Namespace: slice.Namespace, Name: slice.Name, UID: slice.UID,
+		Hosts: 4, Key: constants.NodePoolTopologyKey, Pod: &shape}, 1, []string{"pool-a"}, "pause")[:3] {
+		if err := w.store.Create(t.Context(), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.addPool()
+	w.reconcile(0)
+	w.reconcile(DefaultBindSettle)
+	w.expectReleasedOnto("pool-b")
+	if n := len(w.pods(map[string]string{tpuv1alpha1.CapacityForLabel: releaseSlice})); n != 0 {
+		t.Errorf("%d unrecorded capacity Pods left after the release", n)
+	}
+}
