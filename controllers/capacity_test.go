@@ -173,8 +173,11 @@ func (w *capacityWorld) setCondition(pr *provisioning.ProvisioningRequest, typ s
 	}
 }
 
-func (w *capacityWorld) expectReleasedOnto(domain string) {
+// expectReleasedOnto checks that every worker Pod was released onto pool-b, the new pool, pinned
+// to one of its Nodes.
+func (w *capacityWorld) expectReleasedOnto() {
 	w.t.Helper()
+	const domain = "pool-b"
 	for _, p := range w.workers() {
 		if tpuenv := p.Spec.SchedulingGates; len(tpuenv) > 0 || p.Spec.NodeSelector[constants.NodePoolTopologyKey] != domain {
 			w.t.Fatalf("Pod %s: gates %v, selects %q; want released onto %s", p.Name, p.Spec.SchedulingGates,
@@ -233,7 +236,7 @@ func TestCapacityProvisioningRequest(t *testing.T) {
 	w.setCondition(&pr, provisioning.ConditionProvisioned)
 	w.addPool()
 	w.reconcile(2 * time.Minute)
-	w.expectReleasedOnto("pool-b")
+	w.expectReleasedOnto()
 	for _, p := range w.workers() {
 		if p.Annotations[provisioning.ConsumeAnnotation] != pr.Name || p.Annotations[provisioning.ClassAnnotation] != provisioning.ClassBestEffortAtomicScaleUp {
 			t.Errorf("Pod %s annotations %v: it does not consume %s", p.Name, p.Annotations, pr.Name)
@@ -366,7 +369,7 @@ func TestCapacityPods(t *testing.T) {
 		}
 	}
 	w.reconcile(2 * time.Minute)
-	w.expectReleasedOnto("pool-b")
+	w.expectReleasedOnto()
 	if n := len(capacityPods()); n != 0 {
 		t.Errorf("%d capacity Pods left after the release", n)
 	}
@@ -410,7 +413,7 @@ func TestCapacityPodsDeleteConflict(t *testing.T) {
 	if _, err := w.r.Reconcile(t.Context(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: releaseNamespace, Name: releaseSlice}}); err == nil {
 		t.Errorf("Reconcile returned no error with capacity Pod %s's deletion refused", refused)
 	}
-	w.expectReleasedOnto("pool-b")
+	w.expectReleasedOnto()
 	if left := capacityPods(); len(left) != 1 || left[0].Name != refused {
 		t.Fatalf("capacity Pods left %v, want only %s", left, refused)
 	}
@@ -519,7 +522,7 @@ func TestCapacityPodsUnrecorded(t *testing.T) {
 	w.addPool()
 	w.reconcile(0)
 	w.reconcile(DefaultBindSettle)
-	w.expectReleasedOnto("pool-b")
+	w.expectReleasedOnto()
 	if n := len(w.pods(map[string]string{tpuv1alpha1.CapacityForLabel: releaseSlice})); n != 0 {
 		t.Errorf("%d unrecorded capacity Pods left after the release", n)
 	}
