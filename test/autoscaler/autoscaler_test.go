@@ -155,7 +155,7 @@ var _ = Describe("The stand-in autoscaler", Ordered, func() {
 
 	It("gives a slice's Unschedulable capacity Pods exactly one new pool, where all bind", func() {
 		start := time.Now()
-		pods := provisioning.NewCapacityPods(slice(ns, "slice-a"), []string{existingPool}, "registry.k8s.io/pause:3.10")
+		pods := provisioning.NewCapacityPods(slice(ns, "slice-a"), 1, []string{existingPool}, "registry.k8s.io/pause:3.10")
 		for _, p := range pods {
 			p.OwnerReferences = nil
 			Expect(k8sClient.Create(ctx, p)).To(Succeed())

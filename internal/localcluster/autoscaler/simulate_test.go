@@ -63,7 +63,7 @@ func tpuPod(name string) *testutil.PodWrapper {
 // capacityPods are the capacity Pods of a slice of 4 hosts, as the operator makes them.
 func capacityPods(slice string, existing ...string) []*corev1.Pod {
 	gated := tpuPod(slice).Obj()
-	return provisioning.NewCapacityPods(provisioning.Slice{Namespace: "ns", Name: slice, Hosts: 4, Key: PoolKey, Pod: gated}, existing, "pause")
+	return provisioning.NewCapacityPods(provisioning.Slice{Namespace: "ns", Name: slice, Hosts: 4, Key: PoolKey, Pod: gated}, 1, existing, "pause")
 }
 
 func withUIDs(pods []*corev1.Pod) []*corev1.Pod {
@@ -206,11 +206,11 @@ func TestPlan(t *testing.T) {
 		},
 		"5 Pods that must share a pool of 4 hosts get none": {
 			groups:  []NodeGroup{v6e4x4},
-			pending: withUIDs(provisioning.NewCapacityPods(provisioning.Slice{Namespace: "ns", Name: "big", Hosts: 5, Key: PoolKey, Pod: tpuPod("big").Obj()}, nil, "pause")),
+			pending: withUIDs(provisioning.NewCapacityPods(provisioning.Slice{Namespace: "ns", Name: "big", Hosts: 5, Key: PoolKey, Pod: tpuPod("big").Obj()}, 1, nil, "pause")),
 			wantRejected: func() []rejection {
 				out := make([]rejection, 0, 5)
 				for i := range 5 {
-					out = append(out, rejection{Pod: types.UID(provisioning.Name("big", i)), Reason: "node group nap-tpu-v6e-slice-4x4: 5 Pods that must share one pool, a pool holds 4"})
+					out = append(out, rejection{Pod: types.UID(provisioning.PodName("big", 1, i)), Reason: "node group nap-tpu-v6e-slice-4x4: 5 Pods that must share one pool, a pool holds 4"})
 				}
 				return out
 			}(),
