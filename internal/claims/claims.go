@@ -376,20 +376,27 @@ func (p *planner) placeIndexed(req *Request) Outcome {
 }
 
 // newReplicaName handles a request whose KubeRay replica name differs from the one its
-// slice records. KubeRay replaces a replica whole under a new name and never goes back to an old
+// slice records, or the one an earlier request of this plan creates or replaces it under. KubeRay replaces a replica whole under a new name and never goes back to an old
 // one, so a name the slice has already replaced is an older replica (a create still in flight
 // from before the replacement) and is denied. Any other name replaces the slice's replica,
 // but only once every claim of the old one is confirmed gone: a request cannot, by naming a
 // replica, take IDs from live Pods (docs/spec.md §10).
 func (p *planner) newReplicaName(replica int32, name string) (Outcome, bool) {
 	st := p.replica(replica)
-	if !st.usable || name == "" || st.slice == nil {
+	if !st.usable || name == "" {
 		return Outcome{}, false
 	}
-	// The replica name as planned so far: an earlier request of this plan may have replaced it.
-	current, replaced := st.slice.Spec.ReplicaName, st.slice.Spec.ReplacedReplicaNames
-	if st.write.Claims != nil && st.write.Replace {
+	// The replica name as planned so far: an earlier request of this plan may have replaced the
+	// slice, or be creating it under its own replica name (the model-based test found a Pod of an
+	// older replica name and one of the newer one, in one batch, both given IDs of the slice the
+	// first created).
+	var current string
+	var replaced []string
+	switch {
+	case st.write.Claims != nil && (st.write.Replace || st.slice == nil):
 		current, replaced = st.write.ReplicaName, st.write.ReplacedReplicaNames
+	case st.slice != nil:
+		current, replaced = st.slice.Spec.ReplicaName, st.slice.Spec.ReplacedReplicaNames
 	}
 	if current == "" || current == name {
 		return Outcome{}, false

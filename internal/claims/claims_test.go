@@ -483,6 +483,24 @@ func TestPlanWithKubeRayIndexes(t *testing.T) {
 			wantOutcomes:  []claims.Outcome{placed(1, 3), placed(1, 0)},
 			wantTouched:   map[int32][]tpuv1alpha1.WorkerClaim{1: {pending(3, "t1"), pending(0, "t2")}},
 		},
+		"two Pods of two replica names in one call and no slice: the second waits for the first's to go": {
+			group:         group,
+			reqs:          []claims.Request{indexed("t1", 1, 0, "rs-old"), indexed("t2", 1, 1, "rs-new")},
+			reclaimTokens: []string{},
+			wantOutcomes: []claims.Outcome{placed(1, 0), {Reason: claims.ReasonFull,
+				Message: "replica 1 is still held by 1 claims of KubeRay replica rs-old; it is replaced by rs-new once those Pods are gone"}},
+			wantTouched: map[int32][]tpuv1alpha1.WorkerClaim{1: {pending(0, "t1")}},
+		},
+		"a Pod of the replica name a replacement earlier in the call replaced is an older replica": {
+			group: group,
+			current: sliceMap(makeSlice(1, hosts).ReplicaName("rs-old").
+				Claim(0, "a", "pod-a", "uid-a").Obj()),
+			reqs:          []claims.Request{indexed("t1", 1, 1, "rs-new"), indexed("t2", 1, 2, "rs-old")},
+			reclaimTokens: []string{"a"},
+			wantOutcomes: []claims.Outcome{placed(1, 1), {Reason: claims.ReasonOlderReplica,
+				Message: "the Pod belongs to KubeRay replica rs-old, which replica 1 has already replaced with rs-new; a create of the older replica is refused (KubeRay recreates what it still wants)"}},
+			wantTouched: map[int32][]tpuv1alpha1.WorkerClaim{1: {pending(1, "t1")}},
+		},
 		"two Pods with the same indexes in one call: the second is Full": {
 			group:        group,
 			reqs:         []claims.Request{indexed("t1", 0, 1, "rs-a"), indexed("t2", 0, 1, "rs-a")},
