@@ -19,7 +19,9 @@ package controllers
 // The model-based test layer (docs/development.md): a rapid state machine drives the real allocator
 // (the Pod webhook's claims), the real reconciler and the tombstones against the fake API server of
 // model_world_test.go, whose cached views lag, drop events and filter Pods by label, and checks
-// docs/spec.md §9's I1, I2, I3 and I6 after every step. The whole run is inside a synctest bubble:
+// docs/spec.md §9's I1, I2, I3 and I6 after every step. The Pods are those KubeRay makes of two
+// RayClusters, a 4-host and a 16-host group, with or without its multi-host index labels
+// (model_kuberay_test.go), and every answer is checked against what §3, §5 and §10 promise. The whole run is inside a synctest bubble:
 // time.Now is a fake clock that the model advances, so the pending TTL and the bind settle are the
 // operator's defaults and every wait is instant.
 
@@ -43,6 +45,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	"pgregory.net/rapid"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -77,6 +80,8 @@ var (
 		"model test: a user creates, past the webhook, a worker Pod carrying a reserved token copied from a slice's status (issue 44)")
 	modelHeldWrites = flag.Bool("model.held-writes", true,
 		"model test: hold the operator's status writes in flight, unapplied, while admissions go on (a renewal's write with hand-outs beside it, a claim's write answered late)")
+	modelIndexing = flag.Bool("model.indexing", true,
+		"model test: KubeRay labels a RayCluster's Pods with replica index, replica name and host index (RayMultiHostIndexing) in about half the histories, and replaces indexed replicas whole")
 )
 
 // reservationsFired counts, over all histories, the IDs handed out from reservations, the
@@ -87,13 +92,7 @@ var reservationsFired struct{ handed, renewals, whileHeld atomic.Int64 }
 const defaultModelChecks = 150
 
 const (
-	modelNS      = "team-m"
-	modelCluster = "rc"
-	modelGroup   = "tpu"
-	modelUID     = types.UID("rc-uid")
-	modelAccel   = "tpu-v6e-slice"
-	// modelReplicas is the group's desired replica count: 4-host slices rc-tpu-0 and rc-tpu-1.
-	modelReplicas = 2
+	modelNS = "team-m"
 	// createCutoff is how long after its admission a Pod's create can still commit (the API
 	// server's 34 s cut-off, docs/spec.md §8): a parked create older than that has failed.
 	createCutoff = 34 * time.Second
@@ -110,8 +109,8 @@ const (
 	invStored = "an admission was answered with a claim its slice does not store (a hand-out from a deleted slice)"
 )
 
-// modelTopologies maps a Pod's topology to its host count (v6e, 4 chips per host).
-var modelTopologies = map[string]int32{"4x4": 4, "2x4": 2}
+// modelTopologies maps a Pod's topology to its host count (v6e and v5p, 4 chips per host).
+var modelTopologies = map[string]int32{"4x4": 4, "2x4": 2, "4x4x4": 16}
 
 // admittedPod is a Pod the webhook admitted, as the model knows it.
 type admittedPod struct {
@@ -119,15 +118,17 @@ type admittedPod struct {
 	uid      types.UID
 	topology string
 	hosts    int32
-	a        allocator.Assignment
-	at       time.Time
+	// ask is what the admission asked for: the group, and KubeRay's index labels.
+	ask ask
+	a   allocator.Assignment
+	at  time.Time
 	// staleCache: answered from a slice a user had deleted by hand, which the operator's cache
 	// still showed (docs/spec.md §3.5 hands out on the cache's view).
 	staleCache bool
 }
 
 func (p *admittedPod) String() string {
-	return fmt.Sprintf("%s (%s, %s ID %d, token %s)", p.name, p.topology, shortSlice(p.a.SliceName), p.a.WorkerID, short(p.a.Token))
+	return fmt.Sprintf("%s (%s, %s ID %d, token %s)", p.name, p.ask, shortSlice(p.a.SliceName), p.a.WorkerID, short(p.a.Token))
 }
 
 // operatorProcess is one incarnation of the operator: its allocator, reconciler and tombstones.
@@ -142,18 +143,23 @@ type operatorProcess struct {
 }
 
 type model struct {
-	w    *world
-	user client.Client // KubeRay and users: writes to the truth, logged, unchecked
-	op   operatorProcess
+	// groups are the worker groups of the model's RayClusters, as KubeRay makes their Pods.
+	groups []*workerGroup
+	w      *world
+	user   client.Client // KubeRay and users: writes to the truth, logged, unchecked
+	op     operatorProcess
 	// pods are the Pods created, by name; parked the admitted Pods whose create has not committed.
 	pods   map[string]*admittedPod
 	parked []*admittedPod
-	// answered are the admissions of the current step, checked once it is logged.
+	// answered and refused are the admissions of the current step, checked once it is logged.
 	answered []*admittedPod
-	next     int
-	tokens   int
-	history  []string
-	ctx      context.Context
+	refused  []refusal
+	// full16 records that a 16-host slice held all its IDs at an admission.
+	full16  bool
+	next    int
+	tokens  int
+	history []string
+	ctx     context.Context
 	// handDeleted records when a user deleted each slice by hand: the Pods admitted before hold no
 	// claim until the reconciler repairs them (docs/spec.md §8), which quiesce checks.
 	handDeleted map[string]time.Time
@@ -163,12 +169,26 @@ type model struct {
 	handMadeIn map[string]bool
 }
 
-func newModel(ctx context.Context) *model {
-	rc := testutil.MakeRayCluster(modelCluster, modelNS).UID(modelUID).
-		TPUGroup(modelGroup, modelAccel, "4x4", 4, 4, modelReplicas).Obj()
-	w := newWorld(rc)
-	m := &model{w: w, user: w.writer(false), pods: map[string]*admittedPod{}, ctx: ctx,
+// newModel starts a history: the RayClusters applied, KubeRay's indexing of each drawn
+// (-model.indexing), the operator started.
+func newModel(ctx context.Context, t *rapid.T) *model {
+	groups := newModelGroups()
+	clusters := make([]client.Object, 0, len(groups))
+	for _, g := range groups {
+		g.indexed = *modelIndexing && rapid.Bool().Draw(t, "indexing of "+g.cluster)
+		g.names, g.given = map[int32][]string{}, map[string]map[int32]bool{}
+		clusters = append(clusters, g.rayCluster())
+	}
+	w := newWorld(clusters...)
+	m := &model{groups: groups, w: w, user: w.writer(false), pods: map[string]*admittedPod{}, ctx: ctx,
 		handDeleted: map[string]time.Time{}, handMade: map[string]bool{}, handMadeIn: map[string]bool{}}
+	for _, g := range groups {
+		gate := "off"
+		if g.indexed {
+			gate = "on"
+		}
+		m.logf("RayCluster %s: group %s of %d replicas of %s (%d hosts), KubeRay's RayMultiHostIndexing %s", g.cluster, g.name, g.replicas, g.topology, g.hosts, gate)
+	}
 	m.start()
 	return m
 }
@@ -225,14 +245,15 @@ func (m *model) failf(t *rapid.T, invariant, format string, args ...any) {
 	t.Fatal(invariant)
 }
 
-// request is an admission's claim request. Its token is the model's, as a webhook may pass one,
-// so that a replayed history is the same history and prints the same: rapid shrinks a failure only
-// while its message stays the same.
-func (m *model) request(topology string) allocator.Request {
+// request is an admission's claim request, with KubeRay's index labels as the webhook reads them.
+// Its token is the model's, as a webhook may pass one, so that a replayed history is the same
+// history and prints the same: rapid shrinks a failure only while its message stays the same.
+func (m *model) request(a ask) allocator.Request {
 	m.tokens++
 	req := allocator.Request{
-		Namespace: modelNS, ClusterName: modelCluster, ClusterUID: modelUID, GroupName: modelGroup,
-		Hosts: modelTopologies[topology], Topology: topology, Accelerator: modelAccel,
+		Namespace: modelNS, ClusterName: a.g.cluster, ClusterUID: a.g.uid, GroupName: a.g.name,
+		Hosts: modelTopologies[a.topology], Topology: a.topology, Accelerator: a.g.accel,
+		Claim: a.claim,
 	}
 	req.Claim.Token = "t" + strconv.Itoa(m.tokens)
 	return req
@@ -247,19 +268,18 @@ func (m *model) drawReplica(t *rapid.T) (*allocator.Allocator, string) {
 	return m.op.alloc, ""
 }
 
-func (m *model) drawTopology(t *rapid.T) string {
-	if *modelMixedHosts && rapid.IntRange(0, 3).Draw(t, "odd host count") == 0 {
-		return "2x4"
-	}
-	return "4x4"
-}
-
 // admitted turns a committed claim into a Pod: created now, or parked (a create still in flight
 // that commits later, or never).
-func (m *model) admitted(t *rapid.T, topology string, a allocator.Assignment, park bool) string {
+func (m *model) admitted(t *rapid.T, asked ask, a allocator.Assignment, park bool) string {
 	m.next++
-	p := &admittedPod{name: fmt.Sprintf("w%d", m.next), topology: topology, hosts: modelTopologies[topology], a: a, at: time.Now()}
+	p := &admittedPod{name: fmt.Sprintf("w%d", m.next), topology: asked.topology, hosts: modelTopologies[asked.topology], ask: asked, a: a, at: time.Now()}
 	p.uid = types.UID("uid-" + p.name)
+	if claim := asked.claim; claim.ReplicaIndex != nil {
+		if asked.g.given[claim.ReplicaName] == nil {
+			asked.g.given[claim.ReplicaName] = map[int32]bool{}
+		}
+		asked.g.given[claim.ReplicaName][ptr.Deref(claim.HostIndex, 0)] = true
+	}
 	m.answered = append(m.answered, p)
 	if park {
 		m.parked = append(m.parked, p)
@@ -271,10 +291,13 @@ func (m *model) admitted(t *rapid.T, topology string, a allocator.Assignment, pa
 
 // checkAnswered checks the admissions of the step that just ran, once it is in the history.
 func (m *model) checkAnswered(t *rapid.T) {
-	answered := m.answered
-	m.answered = nil
+	answered, refused := m.answered, m.refused
+	m.answered, m.refused = nil, nil
 	for _, p := range answered {
 		m.checkAdmission(t, p)
+	}
+	for _, r := range refused {
+		m.checkRefusal(t, r)
 	}
 }
 
@@ -302,8 +325,8 @@ func (m *model) handDeletedUnder(p *admittedPod) bool {
 	return p.staleCache || (ok && !p.at.After(deleted))
 }
 
-// checkAdmission checks I2 on an answer: an ID in [0, H) of the Pod's own host count, in a slice
-// of that host count.
+// checkAdmission checks I2 on an answer (an ID in [0, H) of the Pod's own host count, in a slice
+// of that host count), and where it went against docs/spec.md §3 (checkPlace).
 func (m *model) checkAdmission(t *rapid.T, p *admittedPod) {
 	if p.a.WorkerID < 0 || p.a.WorkerID >= p.hosts {
 		m.failf(t, invI2, "I2: Pod %s with %d hosts was given worker ID %d", p, p.hosts, p.a.WorkerID)
@@ -313,6 +336,10 @@ func (m *model) checkAdmission(t *rapid.T, p *admittedPod) {
 	if err == nil && slice.Spec.Hosts != p.hosts {
 		m.failf(t, invI2, "I2: Pod %s with %d hosts was given an ID in slice %s of %d hosts", p, p.hosts, shortSlice(p.a.SliceName), slice.Spec.Hosts)
 	}
+	if err != nil {
+		slice = nil
+	}
+	m.checkPlace(t, p, slice)
 	// Every answer is a claim the API server holds (docs/spec.md §3.3, §3.5): written by the
 	// admission, or reserved by an earlier write and still stored, or, while the operator's cache
 	// has not yet seen a user delete the slice, stored as the cache shows it. A hand-out from the
@@ -329,10 +356,10 @@ func (m *model) checkAdmission(t *rapid.T, p *admittedPod) {
 
 // create commits a Pod's create with the env and labels the webhook gave it.
 func (m *model) create(t *rapid.T, p *admittedPod) {
-	replica := strconv.Itoa(int(p.a.Replica))
-	pod := testutil.MakeWorkerPod(modelNS, modelCluster, modelUID, modelGroup).Named(p.name).UID(p.uid).
-		TPU(4).Topology(modelAccel, p.topology).TPUIdentity(modelGroup, p.a.Replica, p.a.WorkerID).
-		Claim(modelGroup+"-"+replica, p.a.SliceName, strconv.Itoa(int(p.a.WorkerID)), p.a.Token).
+	g, replica := p.ask.g, strconv.Itoa(int(p.a.Replica))
+	pod := kubeRayLabels(testutil.MakeWorkerPod(modelNS, g.cluster, g.uid, g.name), p.ask.claim).Named(p.name).UID(p.uid).
+		TPU(4).Topology(g.accel, p.topology).TPUIdentity(g.name, p.a.Replica, p.a.WorkerID).
+		Claim(g.name+"-"+replica, p.a.SliceName, strconv.Itoa(int(p.a.WorkerID)), p.a.Token).
 		Created(time.Now()).Phase(corev1.PodRunning).Obj()
 	if err := m.user.Create(m.ctx, pod); err != nil {
 		m.failf(t, "creating a Pod failed", "creating Pod %s: %v", p, err)
@@ -363,6 +390,8 @@ func (m *model) actions() map[string]func(*rapid.T) {
 		"renewBeside":     m.renewBeside,
 		"deleteSlice":     m.deleteSlice,
 		"copyReserved":    m.copyReserved,
+		"createReplica":   m.createReplica,
+		"replaceReplica":  m.replaceReplica,
 		"restart": func(*rapid.T) {
 			m.start()
 			m.logf("restart: a fresh operator (no tombstones, no memory), caches listed anew")
@@ -371,15 +400,18 @@ func (m *model) actions() map[string]func(*rapid.T) {
 }
 
 func (m *model) admit(t *rapid.T) {
-	topology := m.drawTopology(t)
+	asked := m.drawAsk(t, m.drawGroup(t), map[string]map[int32]bool{})
 	park := rapid.IntRange(0, 4).Draw(t, "park") == 0
 	alloc, at := m.drawReplica(t)
-	a, err := alloc.Claim(m.ctx, m.request(topology))
+	a, err := alloc.Claim(m.ctx, m.request(asked))
 	// What the admission set off in the background (a renewal, a give-back) runs until it waits,
 	// before the next step: a history replays the same.
 	synctest.Wait()
 	if err != nil {
-		m.logf("admit %s%s: denied: %v", topology, at, err)
+		m.logf("admit %s%s: denied: %v", asked, at, err)
+		m.refused = append(m.refused, refusal{asked, err})
+		m.replaceRefused(t, m.refused)
+		m.checkAnswered(t)
 		return
 	}
 	m.w.mu.Lock()
@@ -388,7 +420,7 @@ func (m *model) admit(t *rapid.T) {
 	if held {
 		reservationsFired.whileHeld.Add(1)
 	}
-	m.logf("admit%s %s", at, m.admitted(t, topology, a, park))
+	m.logf("admit%s %s", at, m.admitted(t, asked, a, park))
 	m.checkAnswered(t)
 }
 
@@ -465,17 +497,27 @@ func (m *model) tallyReservations() {
 	reservationsFired.renewals.Add(int64(metrics.Value(m.op.counts.Renewals)))
 }
 
-// burst admits 2-4 Pods at once. Their claims are made deterministic in order: the first one's
+// burst admits 2-4 Pods of one group at once (admitAll).
+func (m *model) burst(t *rapid.T) {
+	g := m.drawGroup(t)
+	n := rapid.IntRange(2, 4).Draw(t, "burst size")
+	busy := map[string]map[int32]bool{}
+	asks := make([]ask, n)
+	for i := range asks {
+		asks[i] = m.drawAsk(t, g, busy)
+	}
+	m.admitAll(t, asks, fmt.Sprintf("burst of %d concurrent admissions", n))
+}
+
+// admitAll admits the asks at once. Their claims are made deterministic in order: the first one's
 // commit is held at its slice read until every other call has queued behind it, so the rest are
 // committed as one batch (group commit), in the order drawn.
-func (m *model) burst(t *rapid.T) {
-	n := rapid.IntRange(2, 4).Draw(t, "burst size")
-	topologies := make([]string, n)
+func (m *model) admitAll(t *rapid.T, asks []ask, what string) {
+	n := len(asks)
 	parks := make([]bool, n)
 	allocs := make([]*allocator.Allocator, n)
 	ats := make([]string, n)
 	for i := range n {
-		topologies[i] = m.drawTopology(t)
 		parks[i] = rapid.IntRange(0, 4).Draw(t, "park") == 0
 		allocs[i], ats[i] = m.drawReplica(t)
 	}
@@ -491,7 +533,7 @@ func (m *model) burst(t *rapid.T) {
 	var wg sync.WaitGroup
 	reqs := make([]allocator.Request, n)
 	for i := range n {
-		reqs[i] = m.request(topologies[i])
+		reqs[i] = m.request(asks[i])
 	}
 	for i := range n {
 		wg.Go(func() {
@@ -508,12 +550,14 @@ func (m *model) burst(t *rapid.T) {
 	lines := make([]string, 0, n)
 	for i, ans := range answers {
 		if ans.err != nil {
-			lines = append(lines, fmt.Sprintf("%s%s denied: %v", topologies[i], ats[i], ans.err))
+			lines = append(lines, fmt.Sprintf("%s%s denied: %v", asks[i], ats[i], ans.err))
+			m.refused = append(m.refused, refusal{asks[i], ans.err})
 			continue
 		}
-		lines = append(lines, m.admitted(t, topologies[i], ans.a, parks[i])+ats[i])
+		lines = append(lines, m.admitted(t, asks[i], ans.a, parks[i])+ats[i])
 	}
-	m.logf("burst of %d concurrent admissions (the first alone, then the rest as one batch):\n       %s", n, strings.Join(lines, "\n       "))
+	m.logf("%s (the first alone, then the rest as one batch):\n       %s", what, strings.Join(lines, "\n       "))
+	m.replaceRefused(t, m.refused)
 	m.checkAnswered(t)
 }
 
@@ -541,8 +585,9 @@ func (m *model) deliver(t *rapid.T, kind string, v *view) {
 }
 
 func (m *model) reconcile(t *rapid.T) {
-	replica := rapid.Int32Range(0, modelReplicas-1).Draw(t, "replica")
-	name := naming.SliceName(modelCluster, modelGroup, replica)
+	g := m.drawGroup(t)
+	replica := rapid.Int32Range(0, g.replicas-1).Draw(t, "replica")
+	name := g.sliceName(replica)
 	res, err := m.op.rec.Reconcile(notHeld(m.ctx), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: modelNS, Name: name}})
 	outcome := "done"
 	switch {
@@ -701,14 +746,10 @@ func (m *model) copyReserved(t *rapid.T) {
 	pick := candidates[rapid.IntRange(0, len(candidates)-1).Draw(t, "reserved claim")]
 	m.next++
 	name := fmt.Sprintf("hand%d", m.next)
-	topology := "4x4"
-	if pick.slice.Spec.Hosts == 2 {
-		topology = "2x4"
-	}
-	replica := pick.slice.Spec.ReplicaIndex
-	pod := testutil.MakeWorkerPod(modelNS, modelCluster, modelUID, modelGroup).Named(name).UID(types.UID("uid-"+name)).
-		TPU(4).Topology(modelAccel, topology).TPUIdentity(modelGroup, replica, pick.claim.WorkerID).
-		Claim(modelGroup+"-"+strconv.Itoa(int(replica)), pick.slice.Name, strconv.Itoa(int(pick.claim.WorkerID)), pick.claim.Token).
+	spec := pick.slice.Spec
+	pod := testutil.MakeWorkerPod(modelNS, spec.RayClusterName, spec.RayClusterUID, spec.GroupName).Named(name).UID(types.UID("uid-"+name)).
+		TPU(4).Topology(spec.Accelerator, spec.Topology).TPUIdentity(spec.GroupName, spec.ReplicaIndex, pick.claim.WorkerID).
+		Claim(spec.GroupName+"-"+strconv.Itoa(int(spec.ReplicaIndex)), pick.slice.Name, strconv.Itoa(int(pick.claim.WorkerID)), pick.claim.Token).
 		Created(time.Now()).Phase(corev1.PodRunning).Obj()
 	if err := m.user.Create(m.ctx, pod); err != nil {
 		t.Fatalf("creating Pod %s: %v", name, err)
@@ -771,10 +812,11 @@ func (m *model) editLabels(t *rapid.T) {
 	}
 	key := rapid.SampledFrom(keys).Draw(t, "label")
 	// A restored label gets a plausible value: KubeRay's own, or another slice's hint.
+	id, _ := identity.FromPod(pod)
 	want := map[string]string{
-		tpuv1alpha1.SliceLabel: naming.SliceName(modelCluster, modelGroup, 1), tpuv1alpha1.WorkerIDLabel: "0",
-		constants.ReplicaIndexLabel: modelGroup + "-0", rayutils.RayNodeLabelKey: "yes",
-		rayutils.RayNodeTypeLabelKey: "worker", rayutils.RayNodeGroupLabelKey: modelGroup,
+		tpuv1alpha1.SliceLabel: naming.SliceName(id.Cluster, id.Group, 1), tpuv1alpha1.WorkerIDLabel: "0",
+		constants.ReplicaIndexLabel: id.Group + "-0", rayutils.RayNodeLabelKey: "yes",
+		rayutils.RayNodeTypeLabelKey: "worker", rayutils.RayNodeGroupLabelKey: id.Group,
 	}[key]
 	what := "removed"
 	if pod.Labels == nil {
@@ -895,9 +937,10 @@ func (m *model) quiesce(t *rapid.T) {
 	for round := range 8 {
 		m.w.deliver(m.w.pods, -1)
 		m.w.deliver(m.w.slices, -1)
-		for replica := range int32(modelReplicas) {
-			name := naming.SliceName(modelCluster, modelGroup, replica)
-			_, _ = m.op.rec.Reconcile(notHeld(m.ctx), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: modelNS, Name: name}})
+		for _, g := range m.groups {
+			for replica := range g.replicas {
+				_, _ = m.op.rec.Reconcile(notHeld(m.ctx), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: modelNS, Name: g.sliceName(replica)}})
+			}
 		}
 		m.check(t)
 		if round%2 == 0 {
@@ -982,9 +1025,11 @@ func (m *model) describe() string {
 		fmt.Fprintf(&b, "  Pod %s: %s ID %d, phase %s, token %s, labels group=%q node-type=%q\n", p.Name, shortSlice(id.SliceName()),
 			id.WorkerID, p.Status.Phase, short(identity.Token(&p)), p.Labels[rayutils.RayNodeGroupLabelKey], p.Labels[rayutils.RayNodeTypeLabelKey])
 	}
-	for replica := range int32(modelReplicas) {
-		name := naming.SliceName(modelCluster, modelGroup, replica)
-		fmt.Fprintf(&b, "  slice %s: %s\n", shortSlice(name), m.claimsOf(name))
+	for _, g := range m.groups {
+		for replica := range g.replicas {
+			name := g.sliceName(replica)
+			fmt.Fprintf(&b, "  slice %s (replica name %q): %s\n", shortSlice(name), m.replicaNameOf(name), m.claimsOf(name))
+		}
 	}
 	podLag, sliceLag := m.w.lag()
 	fmt.Fprintf(&b, "  cache behind by %d Pod and %d slice events", podLag, sliceLag)
@@ -997,14 +1042,34 @@ func (m *model) truePodsNoFail() []corev1.Pod {
 	return pods.Items
 }
 
-// shortSlice names a slice of the model's group by its replica: rc-tpu-<replica>.
-func shortSlice(name string) string {
-	for replica := range int32(modelReplicas) {
-		if naming.SliceName(modelCluster, modelGroup, replica) == name {
-			return fmt.Sprintf("%s-%s-%d", modelCluster, modelGroup, replica)
+// shortSlices are the short names of the slices of the model's groups, up to one replica beyond
+// the desired ones, by slice name.
+var shortSlices = func() map[string]string {
+	out := map[string]string{}
+	for _, g := range newModelGroups() {
+		for replica := range g.replicas + 1 {
+			out[g.sliceName(replica)] = fmt.Sprintf("%s-%s-%d", g.cluster, g.name, replica)
 		}
 	}
+	return out
+}()
+
+// shortSlice names a slice of one of the model's groups by its cluster, group and replica
+// (rc-tpu-<replica>).
+func shortSlice(name string) string {
+	if short, ok := shortSlices[name]; ok {
+		return short
+	}
 	return name
+}
+
+// replicaNameOf is the KubeRay replica name a slice records ("" for none, or no slice).
+func (m *model) replicaNameOf(name string) string {
+	slice := &tpuv1alpha1.TPUSliceAssignment{}
+	if err := m.w.base.Get(m.ctx, types.NamespacedName{Namespace: modelNS, Name: name}, slice); err != nil {
+		return ""
+	}
+	return slice.Spec.ReplicaName
 }
 
 func short(token string) string {
@@ -1024,10 +1089,13 @@ func TestModel(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		rapid.SyncTest(t, func(t *rapid.T) {
 			ctx := ctrl.LoggerInto(context.Background(), logr.Discard())
-			m := newModel(ctx)
+			m := newModel(ctx, t)
 			defer m.settle()
 			t.Repeat(m.actions())
 			m.quiesce(t)
+			if m.full16 {
+				indexingFired.full16.Add(1)
+			}
 		})
 	})
 	// Otherwise the histories held up without reservations, or without hand-outs beside a write in
@@ -1037,6 +1105,15 @@ func TestModel(t *testing.T) {
 		t.Logf("reservations: %d IDs handed out, %d renewals, %d admissions answered while a write was held", handed, renewals, whileHeld)
 		if handed == 0 || renewals == 0 || (*modelHeldWrites && whileHeld == 0) {
 			t.Errorf("the histories handed out %d reserved IDs, renewed %d times and answered %d admissions while a write was held, want some of each", handed, renewals, whileHeld)
+		}
+	}
+	// Otherwise the histories held up without indexed admissions, or without a full 16-host slice,
+	// vacuously.
+	if *modelIndexing && !t.Failed() {
+		admitted, denied, replaced, full := indexingFired.admitted.Load(), indexingFired.denied.Load(), indexingFired.replaced.Load(), indexingFired.full16.Load()
+		t.Logf("KubeRay's indexing: %d indexed Pods admitted, %d denied, %d replicas replaced; %d histories filled a 16-host slice", admitted, denied, replaced, full)
+		if admitted == 0 || denied == 0 || replaced == 0 || full == 0 {
+			t.Errorf("the histories admitted %d indexed Pods, denied %d, replaced %d replicas and filled a 16-host slice in %d, want some of each", admitted, denied, replaced, full)
 		}
 	}
 	// Otherwise the histories held up under failing writes vacuously.
