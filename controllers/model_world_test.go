@@ -79,8 +79,6 @@ type world struct {
 	slices *view
 	// tombstones receive the DELETED events of the Pod view (the current operator's tombstones).
 	tombstones *tombstones.Tombstones
-	// gate, when set, holds every cached List of TPUSliceAssignments until it is closed (bursts).
-	gate chan struct{}
 	// violations are invariant breaches seen inside an API call (I6).
 	violations []string
 	// handMade are the Pods a user created past the webhook with a copied reserved token: the
@@ -103,6 +101,15 @@ type world struct {
 	// unapplied, until it is closed (holdWrites); held counts the writes it holds.
 	hold chan struct{}
 	held int
+}
+
+// gateKey carries, in the context of a burst's claims, a gate that holds their cached Lists of
+// TPUSliceAssignments until it is closed (admitAll): one per webhook replica, so that the
+// replicas' batches run one after the other, in a fixed order, and a history replays the same.
+type gateKey struct{}
+
+func withGate(ctx context.Context, gate chan struct{}) context.Context {
+	return context.WithValue(ctx, gateKey{}, gate)
 }
 
 // notHeldKey marks the context of a call whose writes a hold lets through: the model's reconciles,
@@ -446,11 +453,8 @@ func (w *world) cacheClient() client.WithWatch {
 			if v == nil {
 				return c.List(ctx, list, opts...)
 			}
-			if _, ok := list.(*tpuv1alpha1.TPUSliceAssignmentList); ok {
-				w.mu.Lock()
-				gate := w.gate
-				w.mu.Unlock()
-				if gate != nil {
+			if gate, ok := ctx.Value(gateKey{}).(chan struct{}); ok {
+				if _, ok := list.(*tpuv1alpha1.TPUSliceAssignmentList); ok {
 					<-gate
 				}
 			}
