@@ -216,17 +216,29 @@ func (st *replicaState) claim(id int32) *tpuv1alpha1.WorkerClaim {
 }
 
 // replacedNames are the replica names a slice that replaces this one records as replaced: those of
-// the old slice when it is of the same RayCluster UID.
+// the old slice when it is of the same RayCluster UID, and its own replica name unless no status
+// was ever written to it. KubeRay's replica names say nothing of their order: an older replica's
+// create still in flight may find the slice a newer replica's first create has just made, before
+// that create's claim is stored, and take it over. Recording the newer name then would refuse every
+// Pod of the newer replica as an older one (docs/spec.md §3.1, §5; found by the model-based test).
 func (st *replicaState) replacedNames(clusterUID types.UID, newName string) []string {
 	if st.slice == nil || st.slice.Spec.RayClusterUID != clusterUID {
 		return nil
 	}
 	old := st.slice.Spec
 	names := slices.Clone(old.ReplacedReplicaNames)
-	if old.ReplicaName != "" && old.ReplicaName != newName {
+	if old.ReplicaName != "" && old.ReplicaName != newName && statusWritten(st.slice) {
 		names = append(names, old.ReplicaName)
 	}
 	return names[max(0, len(names)-MaxReplacedReplicaNames):]
+}
+
+// statusWritten reports whether anyone wrote slice's status since it was created: a claim (every
+// claim write stores one) or a condition (every status write of the reconciler, releases included,
+// sets Claimed). A slice without either was created by its replica's first claim, whose status
+// write has not landed.
+func statusWritten(slice *tpuv1alpha1.TPUSliceAssignment) bool {
+	return len(slice.Status.Claims) > 0 || len(slice.Status.Conditions) > 0
 }
 
 type planner struct {

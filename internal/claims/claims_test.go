@@ -25,6 +25,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
@@ -501,6 +502,15 @@ func TestPlanWithKubeRayIndexes(t *testing.T) {
 				Message: "the Pod belongs to KubeRay replica rs-old, which replica 1 has already replaced with rs-new; a create of the older replica is refused (KubeRay recreates what it still wants)"}},
 			wantTouched: map[int32][]tpuv1alpha1.WorkerClaim{1: {pending(1, "t1")}},
 		},
+		"a replica name whose slice's status was never written is not remembered as replaced": {
+			group:         group,
+			current:       sliceMap(makeSlice(1, hosts).ReplicaName("rs-new").Obj()),
+			reqs:          []claims.Request{indexed("t1", 1, 0, "rs-old"), indexed("t2", 1, 1, "rs-new")},
+			reclaimTokens: []string{},
+			wantOutcomes: []claims.Outcome{placed(1, 0), {Reason: claims.ReasonFull,
+				Message: "replica 1 is still held by 1 claims of KubeRay replica rs-old; it is replaced by rs-new once those Pods are gone"}},
+			wantTouched: map[int32][]tpuv1alpha1.WorkerClaim{1: {pending(0, "t1")}},
+		},
 		"two Pods with the same indexes in one call: the second is Full": {
 			group:        group,
 			reqs:         []claims.Request{indexed("t1", 0, 1, "rs-a"), indexed("t2", 0, 1, "rs-a")},
@@ -906,5 +916,39 @@ func TestPlanRecordsReplacedReplicaNames(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, writes, cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("Plan() writes (-want,+got):\n%s", diff)
+	}
+}
+
+// An older KubeRay replica's create that finds the slice a newer replica's first create made, before
+// its claim was stored, takes the slice over without remembering the newer name: the newer
+// replica's Pods then wait for the older one's claims to go (Full) instead of being refused as an
+// older replica for good (docs/spec.md §3.1, §5). A slice whose claims the reconciler released
+// (a replica KubeRay deleted) still records its name.
+func TestPlanRemembersOnlyAWrittenReplicaName(t *testing.T) {
+	g := claims.Group{ClusterUID: clusterUID, Hosts: 2, DesiredReplicas: 2}
+	empty := makeSlice(1, 2).ReplicaName("rs-new").Obj()
+	empty.Spec.ReplacedReplicaNames = []string{"rs-a"}
+	outcomes, writes := claims.Plan(g, sliceMap(empty), []claims.Request{indexed("t1", 1, 0, "rs-old")}, reclaimableTokens(t))
+	if diff := cmp.Diff([]claims.Outcome{placed(1, 0)}, outcomes); diff != "" {
+		t.Errorf("Plan() outcomes (-want,+got):\n%s", diff)
+	}
+	want := map[int32]claims.Write{
+		1: {Claims: []tpuv1alpha1.WorkerClaim{pending(0, "t1")}, Replace: true, ReplicaName: "rs-old", ReplacedReplicaNames: []string{"rs-a"}},
+	}
+	if diff := cmp.Diff(want, writes, cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("Plan() writes (-want,+got):\n%s", diff)
+	}
+	replaced := makeSlice(1, 2).ReplicaName("rs-old").ReplacedReplicaNames("rs-a").Claim(0, "t1", "", "").Obj()
+	outcomes, _ = claims.Plan(g, sliceMap(replaced), []claims.Request{indexed("t2", 1, 1, "rs-new")}, reclaimableTokens(t))
+	wantFull := claims.Outcome{Reason: claims.ReasonFull,
+		Message: "replica 1 is still held by 1 claims of KubeRay replica rs-old; it is replaced by rs-new once those Pods are gone"}
+	if diff := cmp.Diff([]claims.Outcome{wantFull}, outcomes); diff != "" {
+		t.Errorf("Plan() of the newer replica (-want,+got):\n%s", diff)
+	}
+	released := makeSlice(1, 2).ReplicaName("rs-old").Obj()
+	released.Status.Conditions = []metav1.Condition{{Type: tpuv1alpha1.ConditionClaimed, Status: metav1.ConditionFalse, Reason: "HostsMissing"}}
+	_, writes = claims.Plan(g, sliceMap(released), []claims.Request{indexed("t3", 1, 0, "rs-new")}, reclaimableTokens(t))
+	if got := writes[1].ReplacedReplicaNames; !slices.Equal(got, []string{"rs-old"}) {
+		t.Errorf("Plan() over a slice whose claims were released records replaced names %v, want [rs-old]", got)
 	}
 }
