@@ -167,7 +167,11 @@ type model struct {
 	// handMadeIn the slices they name.
 	handMade   map[string]bool
 	handMadeIn map[string]bool
+	// unsealed are the IDs (unsealedKey) of hand-made Pods whose copied token a user then edited.
+	unsealed map[string]bool
 }
+
+func unsealedKey(slice string, id int32) string { return fmt.Sprintf("%s/%d", slice, id) }
 
 // newModel starts a history: the RayClusters applied, KubeRay's indexing of each drawn
 // (-model.indexing), the operator started.
@@ -181,7 +185,7 @@ func newModel(ctx context.Context, t *rapid.T) *model {
 	}
 	w := newWorld(clusters...)
 	m := &model{groups: groups, w: w, user: w.writer(false), pods: map[string]*admittedPod{}, ctx: ctx,
-		handDeleted: map[string]time.Time{}, handMade: map[string]bool{}, handMadeIn: map[string]bool{}}
+		handDeleted: map[string]time.Time{}, handMade: map[string]bool{}, handMadeIn: map[string]bool{}, unsealed: map[string]bool{}}
 	for _, g := range groups {
 		gate := "off"
 		if g.indexed {
@@ -696,6 +700,16 @@ func (m *model) editToken(t *rapid.T) {
 	if err := m.user.Update(m.ctx, pod); err != nil {
 		t.Fatalf("editing Pod %s: %v", pod.Name, err)
 	}
+	if m.handMade[pod.Name] {
+		// The hand-made Pod no longer carries the seal it copied: docs/spec.md §8 promises that
+		// such a Pod is never bound to a pending claim by its spec only while its annotation is the
+		// seal, so from now on the claim of the Pod its ID was handed to may be bound to it.
+		id, _ := identity.FromPod(pod)
+		m.unsealed[unsealedKey(id.SliceName(), id.WorkerID)] = true
+		m.w.mu.Lock()
+		m.w.unsealed[pod.Name] = true
+		m.w.mu.Unlock()
+	}
 	m.logf("Pod %s: claim token %s", pod.Name, what)
 }
 
@@ -876,6 +890,9 @@ func (m *model) check(t *rapid.T) {
 		}
 		if m.handDeletedUnder(ap) {
 			continue // its claim went with the slice a user deleted; quiesce checks the repair
+		}
+		if m.unsealed[unsealedKey(ap.a.SliceName, ap.a.WorkerID)] {
+			continue // binding by spec may have given its claim to a hand-made Pod (editToken)
 		}
 		if !m.holdsClaim(ap) {
 			m.failf(t, invI3Live, "I3: the claim of live Pod %s was released; stored %s", ap, m.claimsOf(ap.a.SliceName))

@@ -84,6 +84,11 @@ type world struct {
 	// handMade are the Pods a user created past the webhook with a copied reserved token: the
 	// operator never deletes an admitted Pod in favor of one (docs/spec.md §8).
 	handMade map[string]bool
+	// unsealed are the hand-made Pods whose copied token a user edited since: removed, fresh,
+	// malformed or another Pod's. The promise above is for a Pod "(its annotation a seal)"
+	// (docs/spec.md §8); one without is a Pod made past the webhook with a token of the user's
+	// choosing, which binding by spec may prefer (a Pod whose annotation was edited is still found).
+	unsealed map[string]bool
 	// handDeleted are the slices a user deleted by hand: with them went the record of which Pod
 	// each ID was handed to, so the check above is not made for their IDs.
 	handDeleted map[string]bool
@@ -240,7 +245,7 @@ func newWorld(objs ...client.Object) *world {
 		pods:     &view{objs: map[types.NamespacedName]client.Object{}, selects: workerPodSelector},
 		slices:   &view{objs: map[types.NamespacedName]client.Object{}, selects: func(client.Object) bool { return true }},
 		corrupt:  map[types.NamespacedName]corruption{},
-		handMade: map[string]bool{}, handDeleted: map[string]bool{},
+		handMade: map[string]bool{}, unsealed: map[string]bool{}, handDeleted: map[string]bool{},
 	}
 	return w
 }
@@ -409,7 +414,7 @@ func (w *world) checkPodDelete(ctx context.Context, pod *corev1.Pod, opts []clie
 		other := &all.Items[i]
 		if oid, ok := identity.FromPod(other); ok && other.UID != victim.UID && lifecycle.PodLive(other) &&
 			oid.SliceName() == id.SliceName() && oid.WorkerID == id.WorkerID {
-			if !w.handMade[other.Name] || w.handMade[victim.Name] {
+			if !w.handMade[other.Name] || w.unsealed[other.Name] || w.handMade[victim.Name] {
 				return nil
 			}
 			handMade = other.Name
