@@ -27,6 +27,7 @@ package controllers
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -151,8 +152,9 @@ func (m *model) drawGroup(t *rapid.T) *workerGroup {
 // drawAsk draws one create of a Pod of g. Of an indexed group it names, mostly, a replica below
 // the desired replicas, its current name, and the lowest host index of that name not yet given
 // to a Pod nor asked for by this burst (busy), the order KubeRay creates a replica's hosts in;
-// sometimes any host index (a retry, or a label written by hand), the name of a replica KubeRay
-// has replaced (a create of it still in flight), or a replica index beyond the desired ones.
+// sometimes any host index (a retry, or a label written by hand), the host index of a Pod of the
+// name that was given one (a copied manifest, labels and all), the name of a replica KubeRay has
+// replaced (a create of it still in flight), or a replica index beyond the desired ones.
 func (m *model) drawAsk(t *rapid.T, g *workerGroup, busy map[string]map[int32]bool) ask {
 	a := ask{g: g, topology: g.topology}
 	if *modelMixedHosts && g.stray != "" && rapid.IntRange(0, 3).Draw(t, "odd host count") == 0 {
@@ -171,8 +173,14 @@ func (m *model) drawAsk(t *rapid.T, g *workerGroup, busy map[string]map[int32]bo
 	if names := g.names[replica]; len(names) > 1 && rapid.IntRange(0, 5).Draw(t, "older replica name") == 0 {
 		name, current = rapid.SampledFrom(names[:len(names)-1]).Draw(t, "older name"), false
 	}
-	host := int32(-1)
-	if rapid.IntRange(0, 4).Draw(t, "any host index") > 0 {
+	host, copied := int32(-1), false
+	switch rapid.IntRange(0, 9).Draw(t, "host index kind") {
+	case 0: // a retry, or a label written by hand
+	case 1: // a copy of a Pod of the replica, labels and all (a copied manifest)
+		if given := slices.Sorted(maps.Keys(g.given[name])); len(given) > 0 {
+			host, copied = rapid.SampledFrom(given).Draw(t, "copied host index"), true
+		}
+	default:
 		for h := range g.hosts {
 			if !g.given[name][h] && !busy[name][h] {
 				host = h
@@ -188,7 +196,7 @@ func (m *model) drawAsk(t *rapid.T, g *workerGroup, busy map[string]map[int32]bo
 	}
 	busy[name][host] = true
 	a.claim = claims.Request{ReplicaIndex: ptr.To(replica), HostIndex: ptr.To(host), ReplicaName: name}
-	a.kubeRay = a.topology == g.topology && !a.beyond && current
+	a.kubeRay = a.topology == g.topology && !a.beyond && current && !copied
 	return a
 }
 
