@@ -167,11 +167,12 @@ type model struct {
 	// handMadeIn the slices they name.
 	handMade   map[string]bool
 	handMadeIn map[string]bool
-	// unsealed are the IDs (unsealedKey) of hand-made Pods whose copied token a user then edited.
+	// unsealed are the IDs (idKey) of hand-made Pods whose copied token a user then edited.
 	unsealed map[string]bool
 }
 
-func unsealedKey(slice string, id int32) string { return fmt.Sprintf("%s/%d", slice, id) }
+// idKey names worker ID id of slice.
+func idKey(slice string, id int32) string { return fmt.Sprintf("%s/%d", slice, id) }
 
 // newModel starts a history: the RayClusters applied, KubeRay's indexing of each drawn
 // (-model.indexing), the operator started.
@@ -705,7 +706,7 @@ func (m *model) editToken(t *rapid.T) {
 		// such a Pod is never bound to a pending claim by its spec only while its annotation is the
 		// seal, so from now on the claim of the Pod its ID was handed to may be bound to it.
 		id, _ := identity.FromPod(pod)
-		m.unsealed[unsealedKey(id.SliceName(), id.WorkerID)] = true
+		m.unsealed[idKey(id.SliceName(), id.WorkerID)] = true
 		m.w.mu.Lock()
 		m.w.unsealed[pod.Name] = true
 		m.w.mu.Unlock()
@@ -882,16 +883,26 @@ func (m *model) check(t *rapid.T) {
 		}
 		holder[key] = p.Name
 	}
+	// The IDs live Pods admitted before a user deleted their slice by hand still hold: with the
+	// slice went the record of them, the ID may have been handed out again, and of two live Pods
+	// on one ID and no claim the repair gives it to the one carrying a token, the older first
+	// (docs/spec.md §8), whichever the operator admitted later.
+	orphaned := map[string]bool{}
+	for i := range pods {
+		if ap := m.pods[pods[i].Name]; ap != nil && lifecycle.PodLive(&pods[i]) && m.handDeletedUnder(ap) {
+			orphaned[idKey(ap.a.SliceName, ap.a.WorkerID)] = true
+		}
+	}
 	for i := range pods {
 		p := &pods[i]
 		ap := m.pods[p.Name]
 		if ap == nil || !lifecycle.PodLive(p) {
 			continue
 		}
-		if m.handDeletedUnder(ap) {
+		if m.handDeletedUnder(ap) || orphaned[idKey(ap.a.SliceName, ap.a.WorkerID)] {
 			continue // its claim went with the slice a user deleted; quiesce checks the repair
 		}
-		if m.unsealed[unsealedKey(ap.a.SliceName, ap.a.WorkerID)] {
+		if m.unsealed[idKey(ap.a.SliceName, ap.a.WorkerID)] {
 			continue // binding by spec may have given its claim to a hand-made Pod (editToken)
 		}
 		if !m.holdsClaim(ap) {
