@@ -295,22 +295,20 @@ func (r *TPUSliceAssignmentReconciler) requestProvisioning(ctx context.Context, 
 // provisioningRequests lists, live, the slice's ProvisioningRequests (owned by its UID), oldest
 // attempt first.
 func (r *TPUSliceAssignmentReconciler) provisioningRequests(ctx context.Context, s provisioning.Slice) ([]provisioning.ProvisioningRequest, error) {
-	var list provisioning.ProvisioningRequestList
-	if err := r.reader.List(ctx, &list, client.InNamespace(s.Namespace), client.MatchingLabels{tpuv1alpha1.CapacityForLabel: s.Name}); err != nil {
-		return nil, fmt.Errorf("listing the ProvisioningRequests of slice %s: %w", s.Name, err)
-	}
-	out := slices.DeleteFunc(list.Items, func(pr provisioning.ProvisioningRequest) bool { return !ownedBy(&pr, s) })
-	slices.SortFunc(out, func(a, b provisioning.ProvisioningRequest) int {
-		return cmp.Or(cmp.Compare(provisioning.Attempt(&a), provisioning.Attempt(&b)), cmp.Compare(a.Name, b.Name))
-	})
-	return out, nil
+	return requestsOf(ctx, r.reader, s)
 }
 
 // cachedRequests is provisioningRequests from the cache, which holds every ProvisioningRequest
 // when the operator uses them (they are watched).
 func (r *TPUSliceAssignmentReconciler) cachedRequests(ctx context.Context, s provisioning.Slice) ([]provisioning.ProvisioningRequest, error) {
+	return requestsOf(ctx, r.client, s)
+}
+
+// requestsOf lists from reader the slice's ProvisioningRequests (owned by its UID), oldest
+// attempt first.
+func requestsOf(ctx context.Context, reader client.Reader, s provisioning.Slice) ([]provisioning.ProvisioningRequest, error) {
 	var list provisioning.ProvisioningRequestList
-	if err := r.client.List(ctx, &list, client.InNamespace(s.Namespace), client.MatchingLabels{tpuv1alpha1.CapacityForLabel: s.Name}); err != nil {
+	if err := reader.List(ctx, &list, client.InNamespace(s.Namespace), client.MatchingLabels{tpuv1alpha1.CapacityForLabel: s.Name}); err != nil {
 		return nil, fmt.Errorf("listing the ProvisioningRequests of slice %s: %w", s.Name, err)
 	}
 	out := slices.DeleteFunc(list.Items, func(pr provisioning.ProvisioningRequest) bool { return !ownedBy(&pr, s) })
