@@ -172,7 +172,7 @@ fuzz: ## Run every fuzz target of the repository (func Fuzz... in a _test.go fil
 	go test ./controllers -run '^TestModel$$' -count=1 -timeout $(TEST_TIMEOUT) -rapid.checks=$(MODEL_CHECKS)
 
 .PHONY: bench
-bench: envtest cluster-tools ## Benchmark Pod admission against a same-run no-webhook baseline (S1-S5), placement by the real scheduler against nodeSelector-only Pods (S6), KubeRay creating a replica (S7), and the failover bound at the defaults (S8); plot and CSV in bin/bench; BENCH_ARGS=-scenarios=S1,S6, -s6-hosts=64,256, -probe-representations; see docs/performance.md.
+bench: envtest cluster-tools ## Benchmark Pod admission against a same-run no-webhook baseline (S1-S5), placement by the real scheduler against nodeSelector-only Pods (S6), KubeRay creating a replica (S7), the failover bound at the defaults (S8), and the reconcile CPU of one Node event with 300 slices waiting for a domain against waking them all (S9); plot and CSVs in bin/bench; BENCH_ARGS=-scenarios=S1,S6, -s6-hosts=64,256, -probe-representations; see docs/performance.md.
 	KUBEBUILDER_ASSETS="$(KUBEBUILDER_ASSETS)" CLUSTER_ASSETS="$(CLUSTER_ASSETS)" go run ./test/bench $(BENCH_ARGS)
 
 ##@ Build

@@ -25,7 +25,9 @@ limitations under the License.
 // and kwok TPU node pools (internal/localcluster) and measures how the scheduler places slices of
 // the operator's Pods against the same Pods with only their nodeSelectors. S7 runs KubeRay's own
 // RayCluster controller in-process and times how long it takes to create one multi-host replica's
-// Pods through the operator's webhook, against the same replica with no Pod webhook.
+// Pods through the operator's webhook, against the same replica with no Pod webhook. S9 counts the
+// reconciles and the CPU one Node event costs with 5,000 TPU Nodes and 300 slices waiting for a
+// domain, against the same event with every waiting slice woken, as before issue 43.
 //
 // Run it with `make bench`; each scenario ends with one machine-readable BENCH line.
 package main
@@ -80,7 +82,7 @@ var (
 )
 
 func main() {
-	only := flag.String("scenarios", "S1,S2,S3,S4,S5,S6,S7,S8", "Comma-separated scenarios to run (S6 needs CLUSTER_ASSETS: `make cluster-tools`).")
+	only := flag.String("scenarios", "S1,S2,S3,S4,S5,S6,S7,S8,S9", "Comma-separated scenarios to run (S6 needs CLUSTER_ASSETS: `make cluster-tools`).")
 	s7 := flag.String("s7-hosts", "1024", "Comma-separated sizes (4-chip v5p hosts) of the one replica KubeRay creates in S7.")
 	flag.IntVar(&s7Rounds, "s7-rounds", s7Rounds, "Rounds of S7 per size, each its baseline, payload floor and webhook run in turn; the BENCH line gives the round of the median ratio and every round's ratios.")
 	s6 := flag.String("s6-hosts", "64,1024,2240", "Comma-separated slice sizes (4-chip v5p hosts) S6 places, each on a cluster of 3 pools of that many Nodes.")
@@ -88,6 +90,9 @@ func main() {
 	s6QPS := flag.Int("s6-scheduler-qps", 0, "kube-scheduler's client QPS in S6 (burst twice that); 0 for the local cluster's default, 1000 (the scheduler's own default, 50, caps binds at about 50 per second).")
 	s5 := flag.String("s5-topologies", "16x16x16,16x20x28", "Comma-separated v5p topologies of S5's slices, 4 chips per Pod (1,024 and 2,240 hosts).")
 	flag.IntVar(&s5Rounds, "s5-rounds", s5Rounds, "Rounds of S5 per size, each its baseline, floors and webhook run in turn; the BENCH lines give the round of the median ratio and every round's ratio and flatness.")
+	s9 := nodeEventOptions{rounds: 3, scale: 1}
+	flag.IntVar(&s9.rounds, "s9-rounds", s9.rounds, "Rounds of S9: each measures every Node event after and before; the BENCH lines give the round of the median CPU ratio and every round's ratio.")
+	flag.Float64Var(&s9.scale, "s9-scale", s9.scale, "Scales S9's node pools and waiting slices (1: 5,000 TPU Nodes, 300 slices); smaller while you develop.")
 	s4TPU := flag.Int("s4-tpu-pods", 2000, "TPU worker Pods in S4.")
 	s4Other := flag.Int("s4-other-pods", 10000, "Non-TPU Pods in S4.")
 	s4Nodes := flag.Int("s4-tpu-nodes", 5000, "TPU Nodes in S4 (GKE's labels and a status as large as GKE's), next to a fifth as many Nodes without TPUs.")
@@ -146,8 +151,12 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench: -s7-hosts:", err)
 		os.Exit(2)
 	}
-	if s7Rounds < 1 || s5Rounds < 1 {
-		fmt.Fprintln(os.Stderr, "bench: -s5-rounds and -s7-rounds: at least 1")
+	if s7Rounds < 1 || s5Rounds < 1 || s9.rounds < 1 {
+		fmt.Fprintln(os.Stderr, "bench: -s5-rounds, -s7-rounds and -s9-rounds: at least 1")
+		os.Exit(2)
+	}
+	if s9.scale <= 0 || s9.scale > 1 {
+		fmt.Fprintln(os.Stderr, "bench: -s9-scale: more than 0, at most 1")
 		os.Exit(2)
 	}
 	placement := tpuv1alpha1.SlicePlacement(*s6Placement)
@@ -156,7 +165,7 @@ func main() {
 		os.Exit(2)
 	}
 	if err := run(strings.Split(*only, ","), strings.Split(*s5, ","), memoryLoad{tpuPods: *s4TPU, otherPods: *s4Other, tpuNodes: *s4Nodes},
-		placementOptions{hosts: s6Hosts, schedulerQPS: *s6QPS, placement: placement}, s7Hosts); err != nil {
+		placementOptions{hosts: s6Hosts, schedulerQPS: *s6QPS, placement: placement}, s7Hosts, s9); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
@@ -170,7 +179,7 @@ type placementOptions struct {
 	placement tpuv1alpha1.SlicePlacement
 }
 
-func run(only, s5Topologies []string, s4 memoryLoad, s6 placementOptions, s7Hosts []int32) error {
+func run(only, s5Topologies []string, s4 memoryLoad, s6 placementOptions, s7Hosts []int32, s9 nodeEventOptions) error {
 	// Interrupted, the run stops what it started: the control plane, instances and S6's cluster.
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
@@ -191,6 +200,15 @@ func run(only, s5Topologies []string, s4 memoryLoad, s6 placementOptions, s7Host
 		more, err := b.kubeRayReplicas(ctx, s7Hosts)
 		if err != nil {
 			return err
+		}
+		lines = append(lines, more...)
+	}
+	// S9 runs next, and removes its Nodes, Pods and slices when it ends: its 5,000 TPU Nodes would
+	// otherwise be S4's and S5's, and its reconciler has only S9's slices to wake.
+	if slices.Contains(only, "S9") {
+		more, err := b.nodeEvents(ctx, s9)
+		if err != nil {
+			return fmt.Errorf("S9: %w", err)
 		}
 		lines = append(lines, more...)
 	}
