@@ -512,9 +512,9 @@ func (w *s9World) sync(ctx context.Context) (s9Wave, error) {
 // event measures one round of ev: a sync, then at once the wave after (the change alone, on one
 // Node of the shape's pool), then at once the wave before (the same change on another Node of the
 // pool, and every waiting slice woken with it when the old handler did), each profiled when
-// profile is set; then it undoes the changes, whatever happened. A measured wave must end before the rechecks of the
-// last wave that woke every slice are due (a slice woken while it waits for its recheck is
-// reconciled once); overlaps counts the waves that did not.
+// profile is set; then it undoes the changes, whatever happened. A measured wave must end before
+// the rechecks of the last wave that woke every slice are due (a slice woken while it waits for
+// its recheck is reconciled once); overlaps counts the waves that did not.
 func (w *s9World) event(ctx context.Context, ev nodeEvent, scale float64, seq *int, profile bool) (_ s9Round, err error) {
 	var r s9Round
 	if ev.revert != nil {
