@@ -30,6 +30,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -413,9 +414,10 @@ func (r *TPUSliceAssignmentReconciler) createCapacityPods(ctx context.Context, s
 		return capacityAsk{}, err
 	}
 	existing := map[string]bool{}
+	shape := labels.SelectorFromSet(s.Pod.Spec.NodeSelector)
 	for i := range nodes {
 		l := nodes[i].Labels
-		if v, ok := l[s.Key]; ok && selects(s.Pod.Spec.NodeSelector, l) {
+		if v, ok := l[s.Key]; ok && shape.Matches(labels.Set(l)) {
 			existing[v] = true
 		}
 	}
@@ -466,16 +468,6 @@ func (r *TPUSliceAssignmentReconciler) withFullPod(ctx context.Context, s provis
 	}
 	s.Pod = full
 	return s, nil
-}
-
-// selects reports whether labels hold every pair of selector.
-func selects(selector, labels map[string]string) bool {
-	for k, v := range selector {
-		if got, ok := labels[k]; !ok || got != v {
-			return false
-		}
-	}
-	return true
 }
 
 // capacityPods lists, live, the slice's capacity Pods (controlled by its UID) that are not being
