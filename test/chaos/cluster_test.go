@@ -986,7 +986,10 @@ func (r *runner) replaceNode(name string) {
 	}
 	node := template.DeepCopy()
 	node.ResourceVersion, node.UID, node.CreationTimestamp = "", "", metav1.Time{}
-	node.Status = corev1.NodeStatus{}
+	// As a kubelet registers its Node: with its capacity and allocatable (a Node created without
+	// them would have no TPU chips for good, and a 16-host slice on its pool no domain), and no
+	// conditions (kwok reports them).
+	node.Status = corev1.NodeStatus{Capacity: template.Status.Capacity, Allocatable: template.Status.Allocatable}
 	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		err := k8sClient.Create(ctx, node.DeepCopy())
 		return err == nil, client.IgnoreAlreadyExists(err)
