@@ -130,8 +130,9 @@ type capacityStats struct {
 
 	jobsCreated, jobsBound, maxAlive, requestedEvents int
 	// landed counts the complete slices checkLanded found bound and Running, incomplete those it
-	// left out (a worker ID not held), budgetWaits the slices excused by a spent budget.
-	landed, incomplete, budgetWaits int
+	// left out (a worker ID not held), budgetWaits the slices excused by a spent budget,
+	// unplacedWaiting the complete slices the operator does not place still waiting.
+	landed, incomplete, budgetWaits, unplacedWaiting int
 }
 
 type tpuJob struct {
@@ -301,7 +302,11 @@ func (r *runner) checkStrandEvents() {
 // live Pods has every one of them bound and Running within landBound. A slice still waiting then
 // is a violation, unless the stand-in's pools are at its budget (the slice may wait for one to go;
 // counted as budget_waits). A slice missing an ID waits for its assembly (docs/spec.md §12): it is
-// counted (incomplete) and not judged.
+// counted (incomplete) and not judged. So is a slice the operator does not place (docs/spec.md
+// §12 is for ChosenDomain slices): one adoption created for Pods made past the webhook keeps the
+// inter-pod terms, and where the scheduler put those Pods ("Pods that bypass admission") may leave
+// no room for a sibling that must join them, which no new pool can fix (counted as
+// unplaced_waiting, and described in the history).
 func (r *runner) checkLanded() {
 	deadline := time.Now().Add(landBound)
 	start := time.Now()
@@ -342,7 +347,7 @@ func (r *runner) unlanded(count bool) []string {
 		return []string{"listing Pods: " + err.Error()}
 	}
 	var waiting []string
-	landed, incomplete := 0, 0
+	landed, incomplete, unplaced := 0, 0, 0
 	for i := range list.Items {
 		s := &list.Items[i]
 		var mine []*corev1.Pod
@@ -378,14 +383,39 @@ func (r *runner) unlanded(count bool) []string {
 			}
 			continue
 		}
+		if s.Spec.Placement != tpuv1alpha1.PlacementChosenDomain {
+			unplaced++
+			if count {
+				GinkgoWriter.Printf("unplaced slice %s (placement %q) waits, not judged: %s; its Pods' Nodes: %s\n", s.Name, s.Spec.Placement,
+					strings.Join(stuck, ", "), podNodes(mine))
+			}
+			continue
+		}
 		waiting = append(waiting, fmt.Sprintf("slice %s (%s, %s=%q; %s): %s; in its domain: %s", s.Name, s.Spec.Placement, s.Spec.AffinityTopologyKey, s.Status.Domain,
 			conditionNotes(s.Status.Conditions, tpuv1alpha1.ConditionDomainChosen, tpuv1alpha1.ConditionCapacity), strings.Join(stuck, ", "),
 			domainOccupants(s.Spec.AffinityTopologyKey, s.Status.Domain)))
 	}
 	if count {
-		r.cl.capacity.landed, r.cl.capacity.incomplete = landed, incomplete
+		r.cl.capacity.landed, r.cl.capacity.incomplete, r.cl.capacity.unplacedWaiting = landed, incomplete, unplaced
 	}
 	return waiting
+}
+
+// podNodes names the Nodes pods are bound to, with their node pools.
+func podNodes(pods []*corev1.Pod) string {
+	var out []string
+	for _, p := range pods {
+		if p.Spec.NodeName == "" {
+			continue
+		}
+		var n corev1.Node
+		pool := "gone"
+		if k8sClient.Get(ctx, client.ObjectKey{Name: p.Spec.NodeName}, &n) == nil {
+			pool = n.Labels[constants.NodePoolTopologyKey]
+		}
+		out = append(out, fmt.Sprintf("%s on %s (pool %s)", p.Name, p.Spec.NodeName, pool))
+	}
+	return strings.Join(out, ", ")
 }
 
 // describeWaiting says where a Pod that is not bound and Running stands.
@@ -461,7 +491,7 @@ func (r *runner) poolSummary() string {
 
 // reportCapacity prints what the capacity side of a cluster run did and saw:
 //
-//	CHAOS-capacity gate=<on|off> pools_added=<n> pools_removed=<n> max_pools_alive=<n> max_pools=<n> capacity_pods=<n> capacity_pods_bound=<n> capacity_pods_deleted=<n> capacity_requested_events=<n> tpu_jobs=<n> tpu_jobs_bound=<n> affinity_slices=<n> cross_key_pools=<n> landed_slices=<n> incomplete_slices=<n> budget_waits=<n> strand_events=<n>
+//	CHAOS-capacity gate=<on|off> pools_added=<n> pools_removed=<n> max_pools_alive=<n> max_pools=<n> capacity_pods=<n> capacity_pods_bound=<n> capacity_pods_deleted=<n> capacity_requested_events=<n> tpu_jobs=<n> tpu_jobs_bound=<n> affinity_slices=<n> cross_key_pools=<n> landed_slices=<n> incomplete_slices=<n> budget_waits=<n> unplaced_waiting=<n> strand_events=<n>
 //
 // pools_added and pools_removed are the stand-in's pools created and scaled down, max_pools_alive
 // the most seen alive at a step against its budget max_pools; capacity_pods the operator's
@@ -470,9 +500,10 @@ func (r *runner) poolSummary() string {
 // Pods of no slice created (tpu_jobs_bound of them seen bound when deleted); affinity_slices the
 // slices with the v4 cluster's node affinity found bound and Running at quiescence;
 // cross_key_pools the node pools that held slices of both keys in the run; landed_slices the
-// complete slices checkLanded found bound and Running, incomplete_slices those it left out, and
+// complete slices checkLanded found bound and Running, incomplete_slices those it left out,
 // budget_waits those excused by the spent budget (each excuse prints a CHAOS-budget line with
-// the stand-in's pools and the waiting slices); strand_events the TPUPodStranded Events
+// the stand-in's pools and the waiting slices), and unplaced_waiting the complete slices the
+// operator does not place that still waited (not judged); strand_events the TPUPodStranded Events
 // checked against the audit's judgements.
 func (r *runner) reportCapacity(gateName string, capacityDeleted int) {
 	c := &r.cl.capacity
@@ -492,9 +523,9 @@ func (r *runner) reportCapacity(gateName string, capacityDeleted int) {
 		}
 	}
 	GinkgoWriter.Printf("stand-in pools: %s\n", r.poolSummary())
-	fmt.Fprintf(os.Stdout, "CHAOS-capacity gate=%s pools_added=%d pools_removed=%d max_pools_alive=%d max_pools=%d capacity_pods=%d capacity_pods_bound=%d capacity_pods_deleted=%d capacity_requested_events=%d tpu_jobs=%d tpu_jobs_bound=%d affinity_slices=%d cross_key_pools=%d landed_slices=%d incomplete_slices=%d budget_waits=%d strand_events=%d\n",
+	fmt.Fprintf(os.Stdout, "CHAOS-capacity gate=%s pools_added=%d pools_removed=%d max_pools_alive=%d max_pools=%d capacity_pods=%d capacity_pods_bound=%d capacity_pods_deleted=%d capacity_requested_events=%d tpu_jobs=%d tpu_jobs_bound=%d affinity_slices=%d cross_key_pools=%d landed_slices=%d incomplete_slices=%d budget_waits=%d unplaced_waiting=%d strand_events=%d\n",
 		gateName, added, removed, c.maxAlive, standInMaxPools, len(c.capacityPods), len(c.boundCapacity), capacityDeleted, c.requestedEvents,
-		c.jobsCreated, c.jobsBound, len(c.affinitySlices), crossKey, c.landed, c.incomplete, c.budgetWaits, len(c.strandEvents))
+		c.jobsCreated, c.jobsBound, len(c.affinitySlices), crossKey, c.landed, c.incomplete, c.budgetWaits, c.unplacedWaiting, len(c.strandEvents))
 	for _, pool := range slices.Sorted(maps.Keys(c.keysByPool)) {
 		GinkgoWriter.Printf("pool %s held slices of %v\n", pool, slices.Sorted(maps.Keys(c.keysByPool[pool])))
 	}
