@@ -17,13 +17,19 @@ limitations under the License.
 package testutil
 
 import (
+	"context"
+	"slices"
+
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	rayutils "github.com/ray-project/kuberay/ray-operator/controllers/ray/utils"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/identity"
@@ -60,4 +66,35 @@ func NewClientBuilder() *fake.ClientBuilder {
 			}
 			return nil
 		})
+}
+
+// WorkerPodCache is the operator's cache as it shows the store c: only the Pods KubeRay's worker
+// labels select (internal/operator.CacheOptions). A Pod whose ray.io/group label was removed is
+// seen only by the live reads.
+func WorkerPodCache(c client.WithWatch) client.WithWatch {
+	selected := func(pod *corev1.Pod) bool {
+		_, cluster := pod.Labels[rayutils.RayClusterLabelKey]
+		_, group := pod.Labels[rayutils.RayNodeGroupLabelKey]
+		return pod.Labels[rayutils.RayNodeTypeLabelKey] == string(rayv1.WorkerNode) && cluster && group
+	}
+	return interceptor.NewClient(c, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if err := c.Get(ctx, key, obj, opts...); err != nil {
+				return err
+			}
+			if pod, ok := obj.(*corev1.Pod); ok && !selected(pod) {
+				return apierrors.NewNotFound(corev1.Resource("pods"), key.Name)
+			}
+			return nil
+		},
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if err := c.List(ctx, list, opts...); err != nil {
+				return err
+			}
+			if pods, ok := list.(*corev1.PodList); ok {
+				pods.Items = slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool { return !selected(&p) })
+			}
+			return nil
+		},
+	})
 }
