@@ -20,7 +20,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -29,10 +28,11 @@ import (
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/health"
 	"github.com/ray-tpu/tpu-slice-operator/internal/lifecycle"
+	"github.com/ray-tpu/tpu-slice-operator/internal/slicectrl"
 )
 
-// The notes of the operator's Events, next to their reasons (api/v1alpha1/events.go). Every Event
-// the operator emits has its note here.
+// The notes of the claim reconciler's Events, next to their reasons (api/v1alpha1/events.go);
+// placement's are in controllers/placement/events.go.
 const (
 	noteTPUWorkerIDAssigned = "TPU worker ID %d of slice %s (replica %d) is bound to this Pod"
 
@@ -58,19 +58,6 @@ const (
 	noteTPUSliceDegraded    = "Slice %s (replica %d) is degraded: %s"
 	noteTPUSliceRecovered   = "Slice %s (replica %d) is no longer degraded: %s"
 
-	// The notes of the placement step (placement.go).
-	noteTPUSliceDomainChosen     = "Released %d gated Pods of slice %s with nodeSelector %s=%s, %d of them pinned to a free Node each: %s"
-	noteTPUPodStranded           = "Deleting this Pod of slice %s: it was released onto %s=%s pinned to Node %s, and can never bind there: %s; its owner re-creates it and it is released onto a free Node of the domain"
-	noteTPUSliceNoDomain         = "The Pods of slice %s stay gated: %s"
-	noteTPUSliceCapacity         = "No domain fits slice %s: %s"
-	noteTPUSliceGated            = "The Pods of slice %s wait behind the scheduling gate: %s"
-	noteTPUSliceInterPodAffinity = "Slice %s is kept in one %s domain by inter-pod affinity, not a chosen domain: no TPU Node matching its Pods' nodeSelector had that label when it was created"
-
-	// msgWaitingForPods is DomainChosen's message while a slice's Pods assemble: the gated Pods, the
-	// missing worker IDs and when the assembly timeout ends (a time, so that the message, and the
-	// status, stay the same from one reconcile to the next).
-	msgWaitingForPods = "%d Pods gated, waiting for %s until %s at the latest (--slice-assembly-timeout)"
-
 	// The notes of the host lists ConfigMaps (hostlists.go).
 	noteTPUSliceHostListsRecreated = "Re-created ConfigMap %s, which live Pods of slice %s take their host lists from"
 	noteTPUSliceHostListsForeign   = "ConfigMap %s, which live Pods of slice %s take their host lists from, is not the slice's (%s): delete it, and the operator writes the slice's own"
@@ -78,18 +65,6 @@ const (
 
 	noteTPUIdentityConflict = "This Pod carries TPU worker ID %d of slice %s, which the slice cannot record: %s; the operator leaves it running, delete the Pod that should go"
 )
-
-// maxNoteBytes is the longest note an events.k8s.io Event may carry (the API server refuses more
-// than 1 kB).
-const maxNoteBytes = 1024
-
-// boundedNote cuts a note that may be longer than an Event allows (it quotes stored lines).
-func boundedNote(note string) string {
-	if len(note) <= maxNoteBytes {
-		return note
-	}
-	return strings.ToValidUTF8(note[:maxNoteBytes-3], "") + "..."
-}
 
 // maxClaimEvents is the most Events on single claims of one kind (bound, adopted, repaired, released
 // for one reason) one reconcile records; above it, one Event on the RayCluster names their worker
@@ -125,7 +100,7 @@ func claimEvents(rc *rayv1.RayCluster, slice *tpuv1alpha1.TPUSliceAssignment, d 
 	}
 	var out []claimEvent
 	add := func(regarding runtime.Object, eventType, reason, action, note string) {
-		out = append(out, claimEvent{regarding: regarding, eventType: eventType, reason: reason, action: action, note: boundedNote(note)})
+		out = append(out, claimEvent{regarding: regarding, eventType: eventType, reason: reason, action: action, note: slicectrl.BoundedNote(note)})
 	}
 	onPod := func(c tpuv1alpha1.WorkerClaim) runtime.Object { return podOf(c) }
 	onCluster := func(tpuv1alpha1.WorkerClaim) runtime.Object { return rc }

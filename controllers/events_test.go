@@ -18,9 +18,7 @@ package controllers
 
 import (
 	"fmt"
-	"strings"
 	"testing"
-	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -32,26 +30,6 @@ import (
 	"github.com/ray-tpu/tpu-slice-operator/internal/lifecycle"
 	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
 )
-
-func TestBoundedNote(t *testing.T) {
-	cases := map[string]struct {
-		note    string
-		wantLen int
-	}{
-		"a short note is kept":                      {note: "Slice s held stored lines", wantLen: 25},
-		"a note of 1 kB is kept":                    {note: strings.Repeat("x", 1024), wantLen: 1024},
-		"a longer note is cut to 1 kB":              {note: strings.Repeat("x", 5000), wantLen: 1024},
-		"a cut through a character drops its bytes": {note: strings.Repeat("x", 1020) + "ééé", wantLen: 1023},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			got := boundedNote(tc.note)
-			if len(got) != tc.wantLen || !utf8.ValidString(got) {
-				t.Errorf("boundedNote() is %d bytes (valid UTF-8: %t), want %d", len(got), utf8.ValidString(got), tc.wantLen)
-			}
-		})
-	}
-}
 
 // TestClaimEvents checks the Events of the claims a reconcile changed (docs/spec.md §8): one per Pod
 // (per claim, on the RayCluster, for releases) up to maxClaimEvents of a kind, one on the

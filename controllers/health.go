@@ -24,7 +24,6 @@ import (
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -38,36 +37,13 @@ import (
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
-	"github.com/ray-tpu/tpu-slice-operator/internal/gate"
 	"github.com/ray-tpu/tpu-slice-operator/internal/health"
+	"github.com/ray-tpu/tpu-slice-operator/internal/slicectrl"
 )
 
 // Slice health (docs/spec.md §11): the reconciler observes where each host's Pod runs and whether
 // it is Ready, and writes it, with the Scheduled, Placed, Ready and Degraded conditions, in the same
 // status update as the claims. It never deletes, evicts or cordons anything for it.
-
-// NodeNameIndex indexes the cached Pods by spec.nodeName (or their pinned Node), so that a Node
-// event finds the slices with a host on that Node. An index rather than a map kept from Pod events: the informer updates
-// it under its own lock with the same event that updates the Pod, so it cannot drift from the
-// cache, and a Pod deleted or re-bound leaves it with no bookkeeping of ours.
-const NodeNameIndex = "spec.nodeName"
-
-// NodeNameIndexValue is NodeNameIndex's indexer: the node a Pod is bound to, or, while it is
-// unbound, the Node it is pinned to (gate.PinnedNode: a Node that goes strands it, docs/spec.md
-// §12), none otherwise.
-func NodeNameIndexValue(obj client.Object) []string {
-	pod, ok := obj.(*corev1.Pod)
-	if !ok {
-		return nil
-	}
-	if pod.Spec.NodeName != "" {
-		return []string{pod.Spec.NodeName}
-	}
-	if n := gate.PinnedNode(pod); n != "" {
-		return []string{n}
-	}
-	return nil
-}
 
 // nodeHandler enqueues, for a TPU Node that appeared, went or changed in what health reads, the
 // slices of the Pods bound to it, a bind settle later (coalesced with the other events of that
@@ -76,19 +52,14 @@ func (r *TPUSliceAssignmentReconciler) nodeHandler() handler.EventHandler {
 	return handler.Funcs{
 		CreateFunc: func(ctx context.Context, e event.CreateEvent, q queue) {
 			r.add(q, r.nodeToSlices(ctx, e.Object), false)
-			r.add(q, r.waitingSlicesFor(ctx, e.Object), false)
 		},
 		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q queue) {
 			if nodeChanged(e.ObjectOld, e.ObjectNew) {
 				r.add(q, r.nodeToSlices(ctx, e.ObjectNew), false)
 			}
-			if placementChanged(e.ObjectOld, e.ObjectNew) {
-				r.add(q, r.waitingSlicesFor(ctx, e.ObjectOld, e.ObjectNew), false)
-			}
 		},
 		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q queue) {
 			r.add(q, r.nodeToSlices(ctx, e.Object), false)
-			r.add(q, r.waitingSlicesFor(ctx, e.Object), false)
 		},
 		GenericFunc: func(ctx context.Context, e event.GenericEvent, q queue) {
 			r.add(q, r.nodeToSlices(ctx, e.Object), false)
@@ -96,8 +67,7 @@ func (r *TPUSliceAssignmentReconciler) nodeHandler() handler.EventHandler {
 	}
 }
 
-// nodeChanged reports whether a Node update changed what slice health or the placement step
-// reads: its labels, taints, unschedulable flag, deletion, its Ready condition's status (not its
+// nodeChanged reports whether a Node update changed what slice health reads: its labels, taints, unschedulable flag, deletion, its Ready condition's status (not its
 // heartbeat), or its allocatable TPU chips.
 func nodeChanged(oldObj, newObj client.Object) bool {
 	before, ok1 := oldObj.(*corev1.Node)
@@ -108,63 +78,21 @@ func nodeChanged(oldObj, newObj client.Object) bool {
 	return !maps.Equal(before.Labels, after.Labels) || before.Spec.Unschedulable != after.Spec.Unschedulable ||
 		(before.DeletionTimestamp == nil) != (after.DeletionTimestamp == nil) ||
 		!slices.EqualFunc(before.Spec.Taints, after.Spec.Taints, func(a, b corev1.Taint) bool { return a.Key == b.Key && a.Effect == b.Effect && a.Value == b.Value }) ||
-		nodeReadyStatus(before) != nodeReadyStatus(after) ||
+		slicectrl.NodeReadyStatus(before) != slicectrl.NodeReadyStatus(after) ||
 		!before.Status.Allocatable.Name(constants.TPUResourceName, resource.DecimalSI).Equal(*after.Status.Allocatable.Name(constants.TPUResourceName, resource.DecimalSI))
-}
-
-// placementChanged reports whether a Node update changed what the domain chooser reads of it
-// (placement.CandidateFromNode): its labels, its NoSchedule and NoExecute taints (not a
-// PreferNoSchedule one, which the cluster autoscaler sets on scale-down candidates), unschedulable
-// flag, deletion, Ready status or allocatable resources.
-func placementChanged(oldObj, newObj client.Object) bool {
-	before, ok1 := oldObj.(*corev1.Node)
-	after, ok2 := newObj.(*corev1.Node)
-	if !ok1 || !ok2 {
-		return true
-	}
-	hard := func(n *corev1.Node) []corev1.Taint {
-		return slices.DeleteFunc(slices.Clone(n.Spec.Taints), func(t corev1.Taint) bool {
-			return t.Effect != corev1.TaintEffectNoSchedule && t.Effect != corev1.TaintEffectNoExecute
-		})
-	}
-	return !maps.Equal(before.Labels, after.Labels) || before.Spec.Unschedulable != after.Spec.Unschedulable ||
-		(before.DeletionTimestamp == nil) != (after.DeletionTimestamp == nil) ||
-		!slices.EqualFunc(hard(before), hard(after), func(a, b corev1.Taint) bool { return a.Key == b.Key && a.Effect == b.Effect && a.Value == b.Value }) ||
-		nodeReadyStatus(before) != nodeReadyStatus(after) ||
-		!equality.Semantic.DeepEqual(before.Status.Allocatable, after.Status.Allocatable)
-}
-
-// nodeCouldChange reports whether Node n can change the choice of waiting slice s: n has a value
-// of the slice's key (a Node without one is in no domain of it) and, when the slice names its
-// accelerator, carries that accelerator.
-func nodeCouldChange(s *tpuv1alpha1.TPUSliceAssignment, n client.Object) bool {
-	labels := n.GetLabels()
-	if labels[s.Spec.AffinityTopologyKey] == "" {
-		return false
-	}
-	return s.Spec.Accelerator == "" || labels[constants.AcceleratorNodeSelectorKey] == s.Spec.Accelerator
-}
-
-func nodeReadyStatus(node *corev1.Node) corev1.ConditionStatus {
-	for _, c := range node.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status
-		}
-	}
-	return ""
 }
 
 // nodeToSlices maps a Node to the slices its Pods name.
 func (r *TPUSliceAssignmentReconciler) nodeToSlices(ctx context.Context, obj client.Object) []reconcile.Request {
 	var pods corev1.PodList
-	if err := r.client.List(ctx, &pods, client.MatchingFields{NodeNameIndex: obj.GetName()}); err != nil {
+	if err := r.client.List(ctx, &pods, client.MatchingFields{slicectrl.NodeNameIndex: obj.GetName()}); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Listing Pods of Node", "node", obj.GetName())
 		return nil
 	}
 	seen := map[reconcile.Request]bool{}
 	var reqs []reconcile.Request
 	for i := range pods.Items {
-		for _, req := range podToSlices(ctx, &pods.Items[i]) {
+		for _, req := range slicectrl.PodToSlices(&pods.Items[i]) {
 			if !seen[req] {
 				seen[req] = true
 				reqs = append(reqs, req)

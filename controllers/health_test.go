@@ -33,6 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
+	"github.com/ray-tpu/tpu-slice-operator/internal/slicectrl"
 	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
 )
 
@@ -127,10 +128,11 @@ func TestNodeChanged(t *testing.T) {
 	}
 }
 
-// TestHandlersEnqueueOnHealthChanges: a Pod bound to a node or turned Ready enqueues its slice, and
-// a Pod that binds (or is created bound) to a Node enqueues the slices of the unbound Pods pinned
-// to it (docs/spec.md §12, "Stranded Pods"); a Node event enqueues the slices of the Pods bound to
-// that Node (the spec.nodeName index), and a Node heartbeat enqueues nothing.
+// TestHandlersEnqueueOnHealthChanges: a Pod bound to a node or turned Ready enqueues its slice; a
+// Pod that binds (or is created bound) to a Node enqueues its own slice only (the slices of the
+// unbound Pods pinned to it are placement's to wake: controllers/placement, TestPodHandler); a
+// Node event enqueues the slices of the Pods bound to that Node (the spec.nodeName index), and a
+// Node heartbeat enqueues nothing.
 func TestHandlersEnqueueOnHealthChanges(t *testing.T) {
 	pod := func(name, slice, node string, ready bool) *corev1.Pod {
 		return testutil.MakePod(name, "ns").Label(tpuv1alpha1.SliceLabel, slice).NodeName(node).Ready(ready).Obj()
@@ -139,7 +141,7 @@ func TestHandlersEnqueueOnHealthChanges(t *testing.T) {
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
-	c := fake.NewClientBuilder().WithScheme(scheme).WithIndex(&corev1.Pod{}, NodeNameIndex, NodeNameIndexValue).
+	c := fake.NewClientBuilder().WithScheme(scheme).WithIndex(&corev1.Pod{}, slicectrl.NodeNameIndex, slicectrl.NodeNameIndexValue).
 		WithObjects(pod("a-0", "a", "n1", true), pod("a-1", "a", "n1", true), pod("b-0", "b", "n1", true), pod("c-0", "c", "n2", true),
 			testutil.MakePod("d-0", "ns").Label(tpuv1alpha1.SliceLabel, "d").PinnedTo("n3").Obj()).Build()
 	r := &TPUSliceAssignmentReconciler{client: c, bindSettleTime: -1, clock: clock.RealClock{}, seen: newObservations(0)}
@@ -163,15 +165,11 @@ func TestHandlersEnqueueOnHealthChanges(t *testing.T) {
 		"a Pod bound to a node": {want: []string{"a"}, fire: func(q queue) {
 			r.podHandler().Update(t.Context(), event.UpdateEvent{ObjectOld: pod("a-0", "a", "", false), ObjectNew: pod("a-0", "a", "n1", false)}, q)
 		}},
-		// docs/spec.md §12, "Stranded Pods": d-0 is pinned to n3 and waits for its chips.
-		"a Pod bound to a Node another slice's Pod is pinned to": {want: []string{"d", "e"}, fire: func(q queue) {
+		"a Pod bound to a Node another slice's Pod is pinned to: only its own slice": {want: []string{"e"}, fire: func(q queue) {
 			r.podHandler().Update(t.Context(), event.UpdateEvent{ObjectOld: pod("e-0", "e", "", false), ObjectNew: pod("e-0", "e", "n3", false)}, q)
 		}},
-		"a Pod created bound to a Node another slice's Pod is pinned to": {want: []string{"d", "e"}, fire: func(q queue) {
+		"a Pod created bound to a Node another slice's Pod is pinned to: only its own slice": {want: []string{"e"}, fire: func(q queue) {
 			r.podHandler().Create(t.Context(), event.CreateEvent{Object: pod("e-0", "e", "n3", false)}, q)
-		}},
-		"a Pod that stays bound enqueues no pinned Pod's slice": {want: []string{"e"}, fire: func(q queue) {
-			r.podHandler().Update(t.Context(), event.UpdateEvent{ObjectOld: pod("e-0", "e", "n3", false), ObjectNew: pod("e-0", "e", "n3", true)}, q)
 		}},
 		"a Pod turned Ready": {want: []string{"a"}, fire: func(q queue) {
 			r.podHandler().Update(t.Context(), event.UpdateEvent{ObjectOld: pod("a-0", "a", "n1", false), ObjectNew: pod("a-0", "a", "n1", true)}, q)

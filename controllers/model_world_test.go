@@ -51,6 +51,7 @@ import (
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/identity"
 	"github.com/ray-tpu/tpu-slice-operator/internal/lifecycle"
+	"github.com/ray-tpu/tpu-slice-operator/internal/slicectrl"
 	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
 	"github.com/ray-tpu/tpu-slice-operator/internal/tombstones"
 )
@@ -506,9 +507,9 @@ func copyInto(from, to client.Object) error {
 
 // cacheIndexes are the field indexes the operator registers on its Pod cache.
 var cacheIndexes = map[string]client.IndexerFunc{
-	identity.SliceIndex: identity.SliceIndexValue,
-	identity.TokenIndex: identity.TokenIndexValue,
-	NodeNameIndex:       NodeNameIndexValue,
+	identity.SliceIndex:     identity.SliceIndexValue,
+	identity.TokenIndex:     identity.TokenIndexValue,
+	slicectrl.NodeNameIndex: slicectrl.NodeNameIndexValue,
 }
 
 func listMatches(lo *client.ListOptions, obj client.Object) bool {

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
+	"github.com/ray-tpu/tpu-slice-operator/internal/slicectrl"
 )
 
 // observations is what the reconciler's process has seen of each slice, timed by its own clock:
@@ -47,10 +48,10 @@ type observations struct {
 
 type observed struct {
 	fingerprint uint64
-	// changed is when the slice's claims last changed or a Pod of it was last created; burstStart
-	// when the burst of such changes that changed belongs to began (see settleWait).
-	changed, burstStart time.Time
-	firstSeen           map[string]time.Time
+	// burst times the changes of the slice's claims and the creations of its Pods (see
+	// settleWait).
+	burst     slicectrl.Burst
+	firstSeen map[string]time.Time
 	// malformedSince is when the slice was first seen holding stored lines that do not parse,
 	// zero while it holds none.
 	malformedSince time.Time
@@ -61,14 +62,6 @@ func newObservations(settle time.Duration) *observations {
 	return &observations{slices: map[types.NamespacedName]*observed{}, settle: settle}
 }
 
-// markChanged records a change of s at now; o.mu is held.
-func (o *observations) markChanged(s *observed, now time.Time) {
-	if s.burstStart.IsZero() || (o.settle > 0 && now.Sub(s.changed) >= o.settle) {
-		s.burstStart = now
-	}
-	s.changed = now
-}
-
 // podCreated records that a Pod of a slice already seen was created at now: with reservations a
 // burst of admissions adds claims only once per block, so its Pods, not its claims, tell that the
 // burst goes on (docs/spec.md §8, "Bookkeeping waits for bursts").
@@ -76,40 +69,22 @@ func (o *observations) podCreated(key types.NamespacedName, now time.Time) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if s := o.slices[key]; s != nil {
-		o.markChanged(s, now)
+		s.burst.Mark(now, o.settle)
 	}
 }
 
-// settleCapFactor bounds the bookkeeping's wait during a burst that does not end: at most this many
-// bind settles from the burst's start (or from the last time it ran), so that a slice whose Pods
-// keep coming (a slow creator of a large replica) still gets its claims bound and its health
-// written, once per that long.
-const settleCapFactor = 5
-
 // settleWait returns how long the slice's bookkeeping must still wait at now: until it has gone a
-// bind settle without a change, but never more than settleCapFactor settles after its burst began.
-// When the cap is what ends the wait, the next wait counts from now.
+// bind settle without a change, but never more than slicectrl.SettleCapFactor settles after its
+// burst began (a slice whose Pods keep coming still gets its claims bound and its health written,
+// once per that long). When the cap is what ends the wait, the next wait counts from now.
 func (o *observations) settleWait(key types.NamespacedName, now time.Time) time.Duration {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	s := o.slices[key]
-	if s == nil || o.settle <= 0 {
+	if s == nil {
 		return 0
 	}
-	settle := o.settle
-	quiet := s.changed.Add(settle)
-	if !now.Before(quiet) {
-		return 0
-	}
-	capped := s.burstStart.Add(settleCapFactor * settle)
-	if !now.Before(capped) {
-		s.burstStart = now
-		return 0
-	}
-	if capped.Before(quiet) {
-		return capped.Sub(now)
-	}
-	return quiet.Sub(now)
+	return s.burst.Wait(now, o.settle)
 }
 
 // observe records the slice as seen at now and returns how long each of its pending claims has
@@ -120,11 +95,11 @@ func (o *observations) observe(key types.NamespacedName, slice *tpuv1alpha1.TPUS
 	defer o.mu.Unlock()
 	s := o.slices[key]
 	if s == nil {
-		s = &observed{fingerprint: fp, changed: now, burstStart: now, firstSeen: map[string]time.Time{}}
+		s = &observed{fingerprint: fp, burst: slicectrl.NewBurst(now), firstSeen: map[string]time.Time{}}
 		o.slices[key] = s
 	} else if s.fingerprint != fp {
 		s.fingerprint = fp
-		o.markChanged(s, now)
+		s.burst.Mark(now, o.settle)
 	}
 	pending := make(map[string]time.Time, len(s.firstSeen))
 	for _, c := range slice.Status.Claims {
@@ -155,7 +130,7 @@ func (o *observations) malformedFor(key types.NamespacedName, malformed bool, no
 	defer o.mu.Unlock()
 	s := o.slices[key]
 	if s == nil {
-		s = &observed{changed: now, burstStart: now, firstSeen: map[string]time.Time{}}
+		s = &observed{burst: slicectrl.NewBurst(now), firstSeen: map[string]time.Time{}}
 		o.slices[key] = s
 	}
 	if !malformed {

@@ -20,7 +20,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync"
 
 	rayutils "github.com/ray-project/kuberay/ray-operator/controllers/ray/utils"
 	corev1 "k8s.io/api/core/v1"
@@ -37,104 +36,9 @@ import (
 	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
 	"github.com/ray-tpu/tpu-slice-operator/internal/nodes"
 	"github.com/ray-tpu/tpu-slice-operator/internal/placement"
-	"github.com/ray-tpu/tpu-slice-operator/internal/tombstones"
 	"github.com/ray-tpu/tpu-slice-operator/internal/topology"
 	"github.com/ray-tpu/tpu-slice-operator/internal/tpuenv"
 )
-
-// liveGetConcurrency bounds the live Pod reads one reconcile makes at once.
-const liveGetConcurrency = 16
-
-// cachedPods returns, from the cache, the Pods whose spec identity names the slice. Labels play no
-// part: a Pod whose tpu.ray.io labels were removed is still found.
-//
-// The Pods are the cache's own, not copies: their maps, slices and pointers are shared with the
-// informer, so nothing may write to them (a copy is made before any change, as for a patch). The
-// reconciler lists a slice's Pods on every reconcile, and during a burst of creates it reconciles
-// the slice about once a second, so deep copies cost O(hosts) a reconcile: at 2,240 hosts they were
-// 0.51 s of the bench process's 8.04 s of CPU in S5, as much as the Pod webhook's handling of all
-// the Pods (docs/performance.md). The integration and end-to-end suites run with client-go's cache
-// mutation detector on (KUBE_CACHE_MUTATION_DETECTOR, the Makefile), which fails the suite when a
-// cached object is changed.
-func (r *TPUSliceAssignmentReconciler) cachedPods(ctx context.Context, slice *tpuv1alpha1.TPUSliceAssignment) ([]corev1.Pod, error) {
-	var pods corev1.PodList
-	if err := r.client.List(ctx, &pods, client.InNamespace(slice.Namespace), client.MatchingFields{identity.SliceIndex: slice.Name},
-		client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("listing Pods of slice %s: %w", slice.Name, err)
-	}
-	return pods.Items, nil
-}
-
-// liveView is what the API server shows of the Pods that may hold a slice's worker IDs.
-type liveView struct {
-	pods []corev1.Pod
-	// gone holds the tokens of pending claims whose Pod, as its tombstone names it, the API server
-	// reports gone by name: NotFound, or that name now belongs to a Pod of another UID.
-	gone map[string]bool
-	// outside counts the live Pods read by name that the List by KubeRay's labels missed: their fate
-	// reaches no informer, so the slice is looked at again after a while.
-	outside int
-}
-
-// livePods reads from the API server the Pods that may hold the slice's worker IDs: the worker
-// group's Pods (by KubeRay's labels), and, by name, every Pod a bound claim names and every Pod a
-// pending claim's tombstone names that this List did not return. A Pod missing from the List may
-// only have left the label selector (docs/spec.md §8): its claim is released only when the read by
-// name shows it gone, terminating or finished. These reads are made only on the live pass, which
-// runs only before a release, a repair or a deletion.
-func (r *TPUSliceAssignmentReconciler) livePods(ctx context.Context, slice *tpuv1alpha1.TPUSliceAssignment) (liveView, error) {
-	var list corev1.PodList
-	if err := r.reader.List(ctx, &list, client.InNamespace(slice.Namespace), client.MatchingLabels{
-		rayutils.RayClusterLabelKey:   slice.Spec.RayClusterName,
-		rayutils.RayNodeGroupLabelKey: slice.Spec.GroupName,
-	}); err != nil {
-		return liveView{}, fmt.Errorf("listing Pods of slice %s: %w", slice.Name, err)
-	}
-	listed := make(map[types.UID]bool, len(list.Items))
-	for i := range list.Items {
-		listed[list.Items[i].UID] = true
-	}
-	var missing []string
-	deletedPods := map[string]tombstones.Pod{} // by the pending claim's token
-	for _, c := range slice.Status.Claims {
-		switch {
-		case c.PodUID != "":
-			if !listed[c.PodUID] {
-				missing = append(missing, c.PodName)
-			}
-		default:
-			// A tombstone stands for the claim only when its Pod's spec named the claim's place: a
-			// copy of the token annotation on another Pod says nothing of the claim's own Pod.
-			t, ok := r.tombstones.Lookup(slice.Namespace, c.Token)
-			if !ok || listed[t.UID] || t.Slice != slice.Name || t.WorkerID != c.WorkerID {
-				continue
-			}
-			deletedPods[c.Token] = t
-			missing = append(missing, t.Name)
-		}
-	}
-	found, err := r.getPods(ctx, slice.Namespace, slices.Compact(slices.Sorted(slices.Values(missing))))
-	if err != nil {
-		return liveView{}, err
-	}
-	v := liveView{pods: list.Items, gone: map[string]bool{}}
-	present := map[types.UID]bool{}
-	for i := range found {
-		if !listed[found[i].UID] {
-			present[found[i].UID] = true
-			v.pods = append(v.pods, found[i])
-			if lifecycle.PodLive(&found[i]) {
-				v.outside++
-			}
-		}
-	}
-	for token, t := range deletedPods {
-		if !present[t.UID] {
-			v.gone[token] = true
-		}
-	}
-	return v, nil
-}
 
 // scanPageSize bounds the Pods one page of a namespace scan holds in memory (TPU Pods can be large).
 const scanPageSize = 100
@@ -166,38 +70,6 @@ func (r *TPUSliceAssignmentReconciler) unlistedPods(ctx context.Context, slice *
 		}
 		opts = []client.ListOption{client.InNamespace(slice.Namespace), client.Limit(scanPageSize), client.Continue(page.Continue)}
 	}
-}
-
-// getPods reads the named Pods from the API server, a few at a time; missing ones are left out.
-func (r *TPUSliceAssignmentReconciler) getPods(ctx context.Context, namespace string, names []string) ([]corev1.Pod, error) {
-	var (
-		mu    sync.Mutex
-		found []corev1.Pod
-		errs  []error
-		wg    sync.WaitGroup
-		slots = make(chan struct{}, liveGetConcurrency)
-	)
-	for _, name := range names {
-		slots <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-slots }()
-			pod := &corev1.Pod{} // fresh: decoding into a reused object keeps omitted fields.
-			err := r.reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, pod)
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case err == nil:
-				found = append(found, *pod)
-			case !apierrors.IsNotFound(err):
-				errs = append(errs, err)
-			}
-		})
-	}
-	wg.Wait()
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("reading Pods of claims by name: %w", errs[0])
-	}
-	return found, nil
 }
 
 // recreate creates the slice key names when live Pods still carry an identity of it although it

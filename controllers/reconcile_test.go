@@ -40,6 +40,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
+	placementctrl "github.com/ray-tpu/tpu-slice-operator/controllers/placement"
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
 	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
 	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
@@ -49,7 +50,7 @@ import (
 
 // The Reconcile tests run the reconciler on the fake client: one store stands for the API server
 // (the reconciler's live reads and every write), seen by the reconciler's cached reads through
-// the operator's label-selected Pod cache (workerPodCache). The clock is the test's.
+// the operator's label-selected Pod cache (testutil.WorkerPodCache). The clock is the test's.
 
 // newReconcileTestReconciler is the reconciler under test: reads through cache, live reads through
 // live, the defaults' pending TTL and bind settle, the test's clock.
@@ -59,37 +60,6 @@ func newReconcileTestReconciler(cache client.Client, live client.Reader, events 
 		client: cache, reader: live, recorder: events, tombstones: deleted,
 		pendingTTL: DefaultPendingTTL, bindSettleTime: DefaultBindSettle, clock: clock, metrics: metrics.New(), seen: newObservations(DefaultBindSettle),
 	}
-}
-
-// workerPodCache is the operator's cache as it shows the store c: only the Pods KubeRay's worker
-// labels select (internal/operator.CacheOptions). A Pod whose ray.io/group label was removed is
-// seen only by the live reads.
-func workerPodCache(c client.WithWatch) client.WithWatch {
-	selected := func(pod *corev1.Pod) bool {
-		_, cluster := pod.Labels[rayutils.RayClusterLabelKey]
-		_, group := pod.Labels[rayutils.RayNodeGroupLabelKey]
-		return pod.Labels[rayutils.RayNodeTypeLabelKey] == string(rayv1.WorkerNode) && cluster && group
-	}
-	return interceptor.NewClient(c, interceptor.Funcs{
-		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-			if err := c.Get(ctx, key, obj, opts...); err != nil {
-				return err
-			}
-			if pod, ok := obj.(*corev1.Pod); ok && !selected(pod) {
-				return apierrors.NewNotFound(corev1.Resource("pods"), key.Name)
-			}
-			return nil
-		},
-		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
-			if err := c.List(ctx, list, opts...); err != nil {
-				return err
-			}
-			if pods, ok := list.(*corev1.PodList); ok {
-				pods.Items = slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool { return !selected(&p) })
-			}
-			return nil
-		},
-	})
 }
 
 // storedMalformed makes the slices of c read as if their stored status held lines that do not
@@ -188,9 +158,14 @@ func gated(pods []*testutil.PodWrapper) []*testutil.PodWrapper {
 	return out
 }
 
+// noFitRecheck is how often placement (controllers/placement) looks again at a slice no domain
+// fits without any event.
+const noFitRecheck = 30 * time.Second
+
 // TestReconcile runs Reconcile on one slice per path of docs/spec.md §8 and checks what it leaves in
 // the API server: the slice's claims and conditions, the Pods deleted, the Events recorded, and
-// what each pass asks of the queue.
+// what each pass asks of the queue. Where a path leads to placement (§12), the placement
+// reconciler then runs on the slice as its watch of the slice would run it.
 func TestReconcile(t *testing.T) {
 	conflict := apierrors.NewConflict(tpuv1alpha1.GroupVersion.WithResource("tpusliceassignments").GroupResource(),
 		naming.SliceName("rc", "tpu", 0),
@@ -228,8 +203,11 @@ func TestReconcile(t *testing.T) {
 		// faults act on the reconciler's cached reads and its writes; liveFaults on its live reads.
 		faults, liveFaults interceptor.Funcs
 		rounds             []reconcileRound
-		wantGone           bool
-		wantClaims         []tpuv1alpha1.WorkerClaim
+		// place are the rounds of the placement reconciler (controllers/placement) on the slice,
+		// after rounds: the placement Events are recorded after the claim reconciler's.
+		place      []reconcileRound
+		wantGone   bool
+		wantClaims []tpuv1alpha1.WorkerClaim
 		// wantConditions are compared by type, status and reason; other types are not checked.
 		wantConditions []metav1.Condition
 		wantDeleted    []string
@@ -251,7 +229,9 @@ func TestReconcile(t *testing.T) {
 		},
 		"§8, §12 slice gone, a live Pod of it waits behind the operator's gate: re-created ChosenDomain on the node-pool key, or it would wait for good": {
 			rc: reconcileCluster("uid-rc"), pods: []*testutil.PodWrapper{releasePod("p", "t-p", 2).SchedulingGate(tpuv1alpha1.PlacementSchedulingGate)},
-			rounds:        reconcileOnce(ctrl.Result{RequeueAfter: noFitRecheck}),
+			rounds: reconcileOnce(ctrl.Result{}),
+			// No Node in the store: no domain fits the re-created slice, which placement says.
+			place:         reconcileOnce(ctrl.Result{RequeueAfter: noFitRecheck}),
 			wantClaims:    []tpuv1alpha1.WorkerClaim{{WorkerID: 2, Token: "t-p", PodName: "p", PodUID: "uid-p"}},
 			wantEvents:    []testutil.Event{event("p", warning, tpuv1alpha1.ReasonTPUClaimRepaired), event("rc", warning, tpuv1alpha1.ReasonTPUSliceNoDomain)},
 			wantPlacement: tpuv1alpha1.PlacementChosenDomain, wantKey: constants.NodePoolTopologyKey,
@@ -262,7 +242,9 @@ func TestReconcile(t *testing.T) {
 				Claim(0, "t-p", "p", "uid-p"),
 			pods: []*testutil.PodWrapper{releasePod("p", "t-p", 0).NodeSelector(constants.NodePoolTopologyKey, "pool-a").
 				NodeName("pool-a-0").WithoutLabel(rayutils.RayNodeGroupLabelKey)},
-			rounds:     reconcileSettled(ctrl.Result{RequeueAfter: DefaultPendingTTL}),
+			rounds: reconcileSettled(ctrl.Result{RequeueAfter: DefaultPendingTTL}),
+			// Placement's cache shows no Pod of the slice either: a live read finds it running.
+			place:      []reconcileRound{{at: DefaultBindSettle}},
 			wantClaims: []tpuv1alpha1.WorkerClaim{claimP},
 			// Its Node is not in the store: health says so, which is not what this case checks.
 			wantEvents:    []testutil.Event{event("rc", warning, tpuv1alpha1.ReasonTPUSliceNotPlaced), event("rc", warning, tpuv1alpha1.ReasonTPUSliceDegraded)},
@@ -313,8 +295,9 @@ func TestReconcile(t *testing.T) {
 		},
 		"§8, §12 a ChosenDomain slice whose every ID a live gated Pod holds: bound and placed at once, no bind settle": {
 			rc: reconcileCluster("uid-rc"), slice: chosenDomain(allPending), pods: gated(workers),
+			rounds: reconcileOnce(ctrl.Result{}),
 			// No Node in the store: no domain fits, which is not what this case checks.
-			rounds:     reconcileOnce(ctrl.Result{RequeueAfter: noFitRecheck}),
+			place:      reconcileOnce(ctrl.Result{RequeueAfter: noFitRecheck}),
 			wantClaims: testutil.Bound(4, "w"),
 			wantEvents: []testutil.Event{
 				event("w-0", normal, tpuv1alpha1.ReasonTPUWorkerIDAssigned), event("w-1", normal, tpuv1alpha1.ReasonTPUWorkerIDAssigned),
@@ -327,7 +310,8 @@ func TestReconcile(t *testing.T) {
 			rc:            reconcileCluster("uid-rc"),
 			slice:         reconcileSlice(0).Placement(tpuv1alpha1.PlacementInterPodAffinity, constants.NodePoolTopologyKey).Claim(0, "t-p", "", ""),
 			pods:          []*testutil.PodWrapper{p},
-			rounds:        append(reconcileSettled(ctrl.Result{}), reconcileRound{at: 2 * DefaultBindSettle}),
+			rounds:        reconcileSettled(ctrl.Result{}),
+			place:         []reconcileRound{{at: DefaultBindSettle}, {at: 2 * DefaultBindSettle}},
 			wantClaims:    []tpuv1alpha1.WorkerClaim{claimP},
 			wantEvents:    []testutil.Event{event("p", normal, tpuv1alpha1.ReasonTPUWorkerIDAssigned), event("rc", warning, tpuv1alpha1.ReasonTPUSliceInterPodAffinity)},
 			wantPlacement: tpuv1alpha1.PlacementInterPodAffinity, wantKey: constants.NodePoolTopologyKey,
@@ -530,7 +514,7 @@ func TestReconcile(t *testing.T) {
 			}
 			events := &testutil.EventRecorder{}
 			clock := clocktesting.NewFakePassiveClock(t0)
-			r := newReconcileTestReconciler(interceptor.NewClient(workerPodCache(stored), tc.faults),
+			r := newReconcileTestReconciler(interceptor.NewClient(testutil.WorkerPodCache(stored), tc.faults),
 				interceptor.NewClient(stored, tc.liveFaults), events, deleted, clock)
 
 			for i, rd := range tc.rounds {
@@ -553,6 +537,19 @@ func TestReconcile(t *testing.T) {
 				}
 				if got != rd.want {
 					t.Errorf("Reconcile() #%d at t0+%v = %+v, want %+v", i+1, rd.at, got, rd.want)
+				}
+			}
+			placer := placementctrl.New(interceptor.NewClient(testutil.WorkerPodCache(stored), tc.faults), interceptor.NewClient(stored, tc.liveFaults),
+				events, placementctrl.Options{Tombstones: deleted, BindSettle: DefaultBindSettle, LeaseNamespace: "tpu-system",
+					Clock: clock, Metrics: metrics.New()})
+			for i, rd := range tc.place {
+				clock.SetTime(t0.Add(rd.at))
+				got, err := placer.Reconcile(t.Context(), ctrl.Request{NamespacedName: key})
+				if gotErr := err != nil; gotErr != rd.wantErr {
+					t.Fatalf("placement Reconcile() #%d at t0+%v error = %v, want error %v", i+1, rd.at, err, rd.wantErr)
+				}
+				if got != rd.want {
+					t.Errorf("placement Reconcile() #%d at t0+%v = %+v, want %+v", i+1, rd.at, got, rd.want)
 				}
 			}
 

@@ -14,8 +14,10 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package controllers holds the TPUSliceAssignment reconciler: it binds claims to their Pods and
-// releases claims and slices that no live Pod or RayCluster backs any more (docs/spec.md §8).
+// Package controllers holds the TPUSliceAssignment reconciler, the claim reconciler: it binds
+// claims to their Pods, releases claims and slices that no live Pod or RayCluster backs any more
+// (docs/spec.md §8) and writes each slice's health (§11). Setup also starts the placement
+// reconciler (controllers/placement, §12) on the same manager.
 package controllers
 
 import (
@@ -31,14 +33,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
+	placementctrl "github.com/ray-tpu/tpu-slice-operator/controllers/placement"
 	"github.com/ray-tpu/tpu-slice-operator/internal/allocator"
-	"github.com/ray-tpu/tpu-slice-operator/internal/boundpods"
 	"github.com/ray-tpu/tpu-slice-operator/internal/gate"
 	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
+	"github.com/ray-tpu/tpu-slice-operator/internal/slicectrl"
 	"github.com/ray-tpu/tpu-slice-operator/internal/tombstones"
 )
 
@@ -87,7 +88,7 @@ type Options struct {
 	SlicePlacement tpuv1alpha1.SlicePlacement
 	// Capacity is how a ChosenDomain slice no domain fits asks the cluster for capacity
 	// (docs/spec.md §12, "Capacity").
-	Capacity CapacityOptions
+	Capacity placementctrl.CapacityOptions
 }
 
 // The Pod's namespace, as leader election and the webhook certificates find it.
@@ -128,7 +129,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"Namespace of the Leases that lock the domains chosen for ChosenDomain slices, one per domain (default: the operator's namespace, from $"+podNamespaceEnv+" or the ServiceAccount, as leader election).")
 }
 
-// Setup registers the reconcilers with the manager.
+// Setup registers the claim reconciler ("tpusliceassignment") and the placement reconciler
+// ("placement") with the manager.
 func Setup(mgr ctrl.Manager, opts Options) error {
 	if opts.PendingTTL <= 0 {
 		opts.PendingTTL = DefaultPendingTTL
@@ -143,51 +145,24 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		opts.AssemblyTimeout = gate.DefaultAssemblyTimeout
 	}
 	opts.PlacementNamespace = opts.PlacementNamespaceOrDefault()
-	capacity, err := opts.Capacity.resolve(mgr.GetRESTMapper())
-	if err != nil {
-		return err
-	}
-	opts.Capacity = capacity
 	if err := metrics.RegisterSliceCollector(mgr.GetClient(), mgr.Elected()); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
 		return err
 	}
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Pod{}, NodeNameIndex, NodeNameIndexValue); err != nil {
-		return fmt.Errorf("indexing Pods by %s: %w", NodeNameIndex, err)
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Pod{}, slicectrl.NodeNameIndex, slicectrl.NodeNameIndexValue); err != nil {
+		return fmt.Errorf("indexing Pods by %s: %w", slicectrl.NodeNameIndex, err)
 	}
-	r := NewTPUSliceAssignmentReconciler(mgr, opts)
-	ctrl.Log.WithName("setup").Info("Capacity for slices no domain fits", "mode", capacity.Mode, "class", capacity.Class,
-		"wait", capacity.Wait, "timeout", capacity.Timeout)
-	bound, boundCache, err := watchBoundPods(mgr)
-	if err != nil {
+	if err := NewTPUSliceAssignmentReconciler(mgr, opts).SetupWithManager(mgr, opts.MaxConcurrentReconciles); err != nil {
 		return err
 	}
-	r.bound, r.boundCache = bound, boundCache
-	return r.SetupWithManager(mgr, opts.MaxConcurrentReconciles)
-}
-
-// watchBoundPods starts, with the manager, a cache of the live Pods bound to a Node, whatever
-// created them (boundpods.CacheOptions: a field selector, each Pod trimmed to its Node, requests
-// and anti-affinity), and returns the Tracker its informer keeps. The manager's own Pod cache
-// holds KubeRay worker Pods only; the placement step must count every Pod on a Node, as
-// kube-scheduler does (docs/spec.md §12, "The choice").
-func watchBoundPods(mgr ctrl.Manager) (*boundpods.Tracker, cache.Cache, error) {
-	c, err := cache.New(mgr.GetConfig(), cache.Options{
-		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), HTTPClient: mgr.GetHTTPClient(),
-		ByObject: map[client.Object]cache.ByObject{&corev1.Pod{}: boundpods.CacheOptions()},
+	return placementctrl.Setup(mgr, placementctrl.Options{
+		Tombstones:              opts.Tombstones,
+		BindSettle:              opts.BindSettle,
+		AssemblyTimeout:         opts.AssemblyTimeout,
+		LeaseNamespace:          opts.PlacementNamespace,
+		SlicePlacement:          opts.SlicePlacement,
+		Capacity:                opts.Capacity,
+		Metrics:                 opts.Metrics,
+		Clock:                   opts.Clock,
+		MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
 	})
-	if err != nil {
-		return nil, nil, fmt.Errorf("creating the bound Pods' cache: %w", err)
-	}
-	informer, err := c.GetInformer(context.Background(), &corev1.Pod{}, cache.BlockUntilSynced(false))
-	if err != nil {
-		return nil, nil, fmt.Errorf("starting the bound Pods' informer: %w", err)
-	}
-	t := boundpods.NewTracker()
-	if _, err := informer.AddEventHandler(t.Handler()); err != nil {
-		return nil, nil, fmt.Errorf("watching bound Pods: %w", err)
-	}
-	if err := mgr.Add(c); err != nil {
-		return nil, nil, fmt.Errorf("adding the bound Pods' cache: %w", err)
-	}
-	return t, c, nil
 }

@@ -18,39 +18,32 @@ package controllers
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	rayutils "github.com/ray-project/kuberay/ray-operator/controllers/ray/utils"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
-	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
-	"github.com/ray-tpu/tpu-slice-operator/internal/boundpods"
 	"github.com/ray-tpu/tpu-slice-operator/internal/claims"
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
 	"github.com/ray-tpu/tpu-slice-operator/internal/gate"
 	"github.com/ray-tpu/tpu-slice-operator/internal/lifecycle"
 	"github.com/ray-tpu/tpu-slice-operator/internal/metrics"
 	"github.com/ray-tpu/tpu-slice-operator/internal/naming"
-	"github.com/ray-tpu/tpu-slice-operator/internal/provisioning"
-	"github.com/ray-tpu/tpu-slice-operator/internal/reads"
+	"github.com/ray-tpu/tpu-slice-operator/internal/slicectrl"
 	"github.com/ray-tpu/tpu-slice-operator/internal/tombstones"
 )
 
@@ -77,22 +70,11 @@ type TPUSliceAssignmentReconciler struct {
 	metrics        *metrics.Metrics
 	// seen is what this reconciler observed of each slice, on its own clock.
 	seen *observations
-	// assemblyTimeout, leaseNamespace and slicePlacement configure the placement step
-	// (placement.go); warned holds the UIDs of the slices warned of inter-pod affinity.
+	// assemblyTimeout is how long the gated Pods of a ChosenDomain slice wait for the rest of its
+	// Pods (assembled: the bookkeeping of a slice all of whose Pods are there need not wait).
 	assemblyTimeout time.Duration
-	leaseNamespace  string
-	slicePlacement  tpuv1alpha1.SlicePlacement
-	// capacity is how a slice no domain fits asks for capacity (capacity.go).
-	capacity CapacityOptions
-	warned   sync.Map
 	// verifiedHostLists are the host lists ConfigMaps found to be their slice's (hostlists.go).
 	verifiedHostLists verifiedConfigMaps
-	// bound sums what the Pods bound to each Node take of it, whatever created them (nil: only
-	// the worker Pods in the cache count, as in tests that build the reconciler by hand).
-	bound *boundpods.Tracker
-	// boundCache is the bound Pods' cache, watched so that a Pod leaving a Node wakes the slices
-	// waiting for a domain (nil with bound).
-	boundCache cache.Cache
 }
 
 // NewTPUSliceAssignmentReconciler returns a reconciler reading through mgr's cache and, to confirm
@@ -116,14 +98,12 @@ func NewTPUSliceAssignmentReconciler(mgr ctrl.Manager, opts Options) *TPUSliceAs
 		seen:           newObservations(opts.BindSettle),
 
 		assemblyTimeout: opts.AssemblyTimeout,
-		leaseNamespace:  opts.PlacementNamespace,
-		slicePlacement:  opts.SlicePlacement,
-		capacity:        opts.Capacity.withDefaults(),
 	}
 }
 
-// SetupWithManager watches slices, the TPU worker Pods, the TPU Nodes they run on (health.go),
-// RayClusters and the domain Leases of the placement step (handlers.go).
+// SetupWithManager watches slices, the TPU worker Pods (handlers.go), the TPU Nodes they run on
+// (health.go), RayClusters and the host lists ConfigMaps (hostlists.go). Placement watches its own
+// (controllers/placement).
 func (r *TPUSliceAssignmentReconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	// Every replica watches the slices from its start, leader or not, so a replica that becomes the
 	// leader times the pending TTL from when it first saw each claim, not from its election.
@@ -134,24 +114,15 @@ func (r *TPUSliceAssignmentReconciler) SetupWithManager(mgr ctrl.Manager, worker
 	if _, err := informer.AddEventHandler(r.observer()); err != nil {
 		return fmt.Errorf("watching slices: %w", err)
 	}
-	b := ctrl.NewControllerManagedBy(mgr).
+	return ctrl.NewControllerManagedBy(mgr).
 		Named("tpusliceassignment").
 		Watches(&tpuv1alpha1.TPUSliceAssignment{}, r.sliceHandler()).
 		Watches(&corev1.Pod{}, r.podHandler()).
 		Watches(&corev1.Node{}, r.nodeHandler()).
-		Watches(&coordinationv1.Lease{}, r.leaseHandler()).
 		Watches(&rayv1.RayCluster{}, handler.EnqueueRequestsFromMapFunc(r.rayClusterToSlices)).
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(configMapToSlice)).
-		WithOptions(controller.Options{MaxConcurrentReconciles: workers})
-	if r.boundCache != nil {
-		b = b.WatchesRawSource(source.Kind(r.boundCache, client.Object(&corev1.Pod{}), r.boundPodHandler()))
-	}
-	if r.capacity.Mode == CapacityProvisioningRequest {
-		// A request's conditions (Provisioned, Failed) wake its slice.
-		b = b.Watches(&provisioning.ProvisioningRequest{}, handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(),
-			&tpuv1alpha1.TPUSliceAssignment{}, handler.OnlyControllerOwner()))
-	}
-	return b.Complete(r)
+		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
+		Complete(r)
 }
 
 func (r *TPUSliceAssignmentReconciler) rayClusterToSlices(ctx context.Context, obj client.Object) []reconcile.Request {
@@ -168,9 +139,10 @@ func (r *TPUSliceAssignmentReconciler) rayClusterToSlices(ctx context.Context, o
 	return reqs
 }
 
-// Reconcile brings one slice's claims in line with the Pods that hold its worker IDs, re-creates a
-// slice that live Pods still hold IDs of, and removes the slice when its RayCluster UID is
-// gone or it is an empty replica above the group's count.
+// Reconcile brings one slice's claims in line with the Pods that hold its worker IDs, writes its
+// health, re-creates a slice that live Pods still hold IDs of, and removes the slice when its
+// RayCluster UID is gone or it is an empty replica above the group's count. Placing a ChosenDomain
+// slice is the placement reconciler's (controllers/placement).
 func (r *TPUSliceAssignmentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	slice := &tpuv1alpha1.TPUSliceAssignment{}
 	if err := r.client.Get(ctx, req.NamespacedName, slice); err != nil {
@@ -179,9 +151,6 @@ func (r *TPUSliceAssignmentReconciler) Reconcile(ctx context.Context, req ctrl.R
 		}
 		r.seen.forget(req.NamespacedName)
 		if slice, err = r.recreate(ctx, req.NamespacedName); slice == nil || err != nil {
-			if err == nil {
-				err = r.releaseGone(ctx, req.NamespacedName)
-			}
 			return ctrl.Result{}, err
 		}
 	}
@@ -239,14 +208,7 @@ func (r *TPUSliceAssignmentReconciler) Reconcile(ctx context.Context, req ctrl.R
 	if len(updated.Status.Claims) == 0 && slice.Spec.ReplicaIndex >= replicas(rc, slice.Spec.GroupName) {
 		return ctrl.Result{}, r.deleteSlice(ctx, updated, rc, "it is empty and above the worker group's replica count")
 	}
-	placeAfter, err := r.place(ctx, rc, updated, pods)
-	switch {
-	case errors.Is(err, errStatusConflict):
-		return ctrl.Result{RequeueAfter: conflictRequeueDelay}, nil
-	case err != nil:
-		return ctrl.Result{}, err
-	}
-	return ctrl.Result{RequeueAfter: soonest(d.RequeueAfter, placeAfter)}, nil
+	return ctrl.Result{RequeueAfter: d.RequeueAfter}, nil
 }
 
 // decide makes the slice's decision on the cache and, when it would release, add or delete
@@ -254,7 +216,7 @@ func (r *TPUSliceAssignmentReconciler) Reconcile(ctx context.Context, req ctrl.R
 // made since cannot be removed. It returns the slice the decision was made on (nil when it is
 // gone) and the Pods it was made on.
 func (r *TPUSliceAssignmentReconciler) decide(ctx context.Context, slice *tpuv1alpha1.TPUSliceAssignment) (*tpuv1alpha1.TPUSliceAssignment, []corev1.Pod, lifecycle.Decision, error) {
-	pods, err := r.cachedPods(ctx, slice)
+	pods, err := slicectrl.CachedPods(ctx, r.client, slice)
 	if err != nil {
 		return nil, nil, lifecycle.Decision{}, err
 	}
@@ -266,13 +228,13 @@ func (r *TPUSliceAssignmentReconciler) decide(ctx context.Context, slice *tpuv1a
 	if err := r.reader.Get(ctx, client.ObjectKeyFromObject(slice), live); err != nil {
 		return nil, nil, lifecycle.Decision{}, client.IgnoreNotFound(err)
 	}
-	lv, err := r.livePods(ctx, live)
+	lv, err := slicectrl.LivePods(ctx, r.reader, r.tombstones, live)
 	if err != nil {
 		return nil, nil, lifecycle.Decision{}, err
 	}
-	gone := func(token string) bool { return lv.gone[token] }
-	d = lifecycle.Decide(r.view(live, lv.pods, gone), r.pendingTTL)
-	outside := lv.outside
+	gone := func(token string) bool { return lv.Gone[token] }
+	d = lifecycle.Decide(r.view(live, lv.Pods, gone), r.pendingTTL)
+	outside := lv.Outside
 	if expires(d) || len(live.Status.MalformedLines) > 0 {
 		// A pending claim whose Pod was never seen is about to expire, or the repair of malformed
 		// lines is about to rebuild the claims from the live Pods: a Pod may be running outside
@@ -280,25 +242,25 @@ func (r *TPUSliceAssignmentReconciler) decide(ctx context.Context, slice *tpuv1a
 		// tombstone), holding an ID named only by a lost or malformed line. Only a scan of the
 		// namespace by spec identity can tell; it is made only here. Found by the model test: an
 		// isolated Pod whose claim line was overwritten lost its ID in the repair.
-		unlisted, err := r.unlistedPods(ctx, live, lv.pods)
+		unlisted, err := r.unlistedPods(ctx, live, lv.Pods)
 		if err != nil {
 			return nil, nil, lifecycle.Decision{}, err
 		}
 		if len(unlisted) > 0 {
-			lv.pods = append(lv.pods, unlisted...)
+			lv.Pods = append(lv.Pods, unlisted...)
 			for i := range unlisted {
 				if lifecycle.PodLive(&unlisted[i]) {
 					outside++
 				}
 			}
-			d = lifecycle.Decide(r.view(live, lv.pods, gone), r.pendingTTL)
+			d = lifecycle.Decide(r.view(live, lv.Pods, gone), r.pendingTTL)
 		}
 	}
 	if outside > 0 && (d.RequeueAfter == 0 || d.RequeueAfter > r.pendingTTL) {
 		// No informer event tells of the fate of a Pod outside the label selector: look again.
 		d.RequeueAfter = r.pendingTTL
 	}
-	return live, lv.pods, d, nil
+	return live, lv.Pods, d, nil
 }
 
 // expires reports whether the decision releases a pending claim for its TTL.
@@ -308,7 +270,7 @@ func expires(d lifecycle.Decision) bool {
 
 // tombstoned reports whether the Pod informer saw the Pod carrying token leave: deleted, or only
 // out of the label selector. On the cached pass that is enough to look again live; the live pass
-// releases only what a read by name confirms (livePods).
+// releases only what a read by name confirms (slicectrl.LivePods).
 func (r *TPUSliceAssignmentReconciler) tombstoned(namespace string) func(token string) bool {
 	return func(token string) bool {
 		_, ok := r.tombstones.Lookup(namespace, token)
@@ -406,21 +368,21 @@ func (r *TPUSliceAssignmentReconciler) bindSettle(key types.NamespacedName, d li
 
 // assembled reports whether slice is a ChosenDomain slice not yet released whose every worker ID
 // a live gated Pod of it holds (gate.Assemble without the timeout): no claim of it is still to
-// come, so its bookkeeping need not wait for the bind settle, and its Pods go to the placement
-// step at once (docs/spec.md §8, §12). Its cost is O(Pods), only while the slice has all its claims.
+// come, so its bookkeeping need not wait for the bind settle while its Pods go to the placement
+// reconciler (docs/spec.md §8, §12). Its cost is O(Pods), only while the slice has all its claims.
 func (r *TPUSliceAssignmentReconciler) assembled(slice *tpuv1alpha1.TPUSliceAssignment, pods []corev1.Pod) bool {
 	if slice.Spec.Placement != tpuv1alpha1.PlacementChosenDomain || slice.Status.Domain != "" ||
 		int32(len(slice.Status.Claims)) != slice.Spec.Hosts { //nolint:gosec // claims <= hosts <= 2,400.
 		return false
 	}
-	asm := gate.Assemble(slice.Spec.Hosts, slicePods(slice, pods), r.clock.Now(), r.assemblyTimeout)
+	asm := gate.Assemble(slice.Spec.Hosts, slicectrl.Of(slice, pods), r.clock.Now(), r.assemblyTimeout)
 	return asm.Ready && !asm.TimedOut
 }
 
 func (r *TPUSliceAssignmentReconciler) recordChanges(rc *rayv1.RayCluster, slice *tpuv1alpha1.TPUSliceAssignment, d lifecycle.Decision) {
 	if len(d.MalformedLines) > 0 {
 		r.recorder.Eventf(rc, slice, corev1.EventTypeWarning, tpuv1alpha1.ReasonTPUSliceMalformed, "Repair",
-			"%s", boundedNote(fmt.Sprintf(noteTPUSliceMalformed, slice.Name, d.Malformed.Message)))
+			"%s", slicectrl.BoundedNote(fmt.Sprintf(noteTPUSliceMalformed, slice.Name, d.Malformed.Message)))
 	}
 	if len(d.Adopted) > 0 {
 		r.metrics.ClaimsAdopted.WithLabelValues(metrics.AdoptedByReconciler).Add(float64(len(d.Adopted)))
@@ -453,8 +415,7 @@ func conflictChanged(slice *tpuv1alpha1.TPUSliceAssignment, d lifecycle.Decision
 // rayCluster returns the RayCluster name, or nil when it does not exist. A missing answer, or one
 // of another UID than uid, from the cache is confirmed by a live read before anything is deleted.
 func (r *TPUSliceAssignmentReconciler) rayCluster(ctx context.Context, namespace, name string, uid types.UID) (*rayv1.RayCluster, error) {
-	return reads.CacheThenLive(ctx, r.client, r.reader, types.NamespacedName{Namespace: namespace, Name: name},
-		func(rc *rayv1.RayCluster) bool { return uid == "" || rc.UID == uid })
+	return slicectrl.RayCluster(ctx, r.client, r.reader, namespace, name, uid)
 }
 
 // deleteSlice deletes the slice conditional on the resourceVersion the decision was made on.
@@ -472,18 +433,6 @@ func (r *TPUSliceAssignmentReconciler) deleteSlice(ctx context.Context, slice *t
 		r.recorder.Eventf(rc, slice, corev1.EventTypeNormal, tpuv1alpha1.ReasonTPUSliceRemoved, "Delete", noteTPUSliceRemoved, slice.Name, why)
 	}
 	return nil
-}
-
-// soonest returns the shorter of two requeue delays, zero meaning none.
-func soonest(a, b time.Duration) time.Duration {
-	switch {
-	case a == 0:
-		return b
-	case b == 0:
-		return a
-	default:
-		return min(a, b)
-	}
 }
 
 func replicas(rc *rayv1.RayCluster, group string) int32 {

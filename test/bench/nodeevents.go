@@ -56,20 +56,23 @@ import (
 	"github.com/ray-tpu/tpu-slice-operator/test/integration/framework"
 )
 
-// S9 measures what one Node event costs the reconciler while slices wait for a domain (issue 43,
+// S9 measures what one Node event costs the reconcilers while slices wait for a domain (issue 43,
 // docs/spec.md §12 "No fit"): 5,000 TPU Nodes in GKE node pools of six shapes, every Node busy
 // with another workload's Pod, and 300 ChosenDomain slices of those shapes whose gated Pods no
 // pool has room for (DomainChosen False, NoDomainFits). For each kind of Node event it counts the
-// reconciles the event triggers and the process CPU they take until the reconciler is idle again,
-// through the production reconciler (one operator instance, controllers.Setup via
-// operator.Setup, the manager's caches), twice in the same run:
+// reconciles the event triggers and the process CPU they take until the reconcilers are idle
+// again, through the production reconcilers (one operator instance, controllers.Setup via
+// operator.Setup, the manager's caches): the placement reconciler (controllers/placement), which
+// the Node event wakes, and the claim reconciler, which a slice write of placement's wakes
+// (s9Controllers), twice in the same run:
 //
-//   - after: the Node change alone, woken as the Node handler wakes slices now (placementChanged,
-//     then waitingSlicesFor: the waiting slices of the Node's key and accelerator);
+//   - after: the Node change alone, woken as the placement Node handler wakes slices now
+//     (placementChanged, then waitingSlicesFor: the waiting slices of the Node's key and
+//     accelerator);
 //   - before (the baseline): the same change, and every waiting slice woken with it, as the Node
 //     handler did before c1998b9 for every change its nodeChanged saw (labels, any taint, cordon,
 //     deletion, Ready status, allocatable chips; never a heartbeat). The bench wakes them through
-//     the production reconciler's own queue: it deletes a placeholder domain Lease, whose handler
+//     the placement reconciler's own queue: it deletes a placeholder domain Lease, whose handler
 //     wakes every waiting slice (waitingSlices, the call the old Node handler made).
 //
 // It also reads the 5,000 cached Nodes as a choice reads them (client.UnsafeDisableDeepCopy),
@@ -79,7 +82,7 @@ const (
 	s9ChipsPerHost = 4
 	// s9Replicas is the most slices (replicas of its one worker group) one RayCluster of S9 has.
 	s9Replicas = 10
-	// s9Quiet is how long the reconciler must be idle (no reconcile finished, running or queued)
+	// s9Quiet is how long the reconcilers must be idle (no reconcile finished, running or queued)
 	// for a wave of reconciles to be over: longer than the bind settle, by which a woken slice, and
 	// a slice whose status a reconcile wrote, is reconciled later.
 	s9Quiet = controllers.DefaultBindSettle + 500*time.Millisecond
@@ -87,14 +90,12 @@ const (
 	// settle) and a little more: every wave is measured at least this long.
 	s9Due = controllers.DefaultBindSettle + 200*time.Millisecond
 	// s9Recheck is how often a slice no domain fits is reconciled without any event (the
-	// reconciler's noFitRecheck).
+	// placement reconciler's noFitRecheck).
 	s9Recheck = 30 * time.Second
-	// s9Poll is how often a wave reads the reconciler's metrics.
+	// s9Poll is how often a wave reads the reconcilers' metrics.
 	s9Poll = 100 * time.Millisecond
 	// s9Timeout bounds each wait of S9: for its slices to wait, and for a wave to end.
 	s9Timeout = 15 * time.Minute
-	// s9Controller is the reconciler's controller name, the label of its metrics.
-	s9Controller = "tpusliceassignment"
 	// s9Label is the label the label event changes.
 	s9Label = "example.com/maintenance-window"
 	// s9Attempts is how many times S9 measures a round of one event at most, until none of its
@@ -170,6 +171,11 @@ type nodeEvent struct {
 	apply  func(ctx context.Context, c client.Client, node string, seq int) error
 	revert func(ctx context.Context, c client.Client, node string) error
 }
+
+// s9Controllers are the controller names of the reconcilers S9 measures, the label of their
+// metrics: placement, which the Node events and the Lease wake, and the claim reconciler, which a
+// slice write of placement's wakes.
+var s9Controllers = []string{"placement", "tpusliceassignment"}
 
 // errSaturated is a wave that never ends: the waiting slices' rechecks alone keep the reconciler
 // busy, because the process gets too little CPU.
@@ -472,9 +478,10 @@ func (w *s9World) waitAllWaiting(ctx context.Context, want int) ([]tpuv1alpha1.T
 	}
 }
 
-// wakeAll wakes every waiting slice through the reconciler's own queue: the deletion of a domain
-// Lease wakes every waiting slice (waitingSlices, what the Node handler called before c1998b9).
-// The placeholder holds nothing (no holder) and is created again at once, which wakes nothing.
+// wakeAll wakes every waiting slice through the placement reconciler's own queue: the deletion of
+// a domain Lease wakes every waiting slice (waitingSlices, what the Node handler called before
+// c1998b9). The placeholder holds nothing (no holder) and is created again at once, which wakes
+// nothing.
 func (w *s9World) wakeAll(ctx context.Context) error {
 	if err := w.c.Delete(ctx, w.lease.DeepCopy()); err != nil {
 		return fmt.Errorf("deleting the placeholder Lease: %w", err)
@@ -588,8 +595,8 @@ func (w *s9World) sample() (s9Sample, error) {
 	return s, nil
 }
 
-// reconcilerState reads the slice reconciler's finished reconciles, running workers and queue
-// depth from controller-runtime's metrics.
+// reconcilerState reads the slice reconcilers' (s9Controllers) finished reconciles, running
+// workers and queue depths from controller-runtime's metrics, summed.
 func reconcilerState(families []*dto.MetricFamily) s9Sample {
 	var s s9Sample
 	for _, f := range families {
@@ -603,7 +610,9 @@ func reconcilerState(families []*dto.MetricFamily) s9Sample {
 			continue
 		}
 		for _, m := range f.GetMetric() {
-			if !slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool { return l.GetName() == label && l.GetValue() == s9Controller }) {
+			if !slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool {
+				return l.GetName() == label && slices.Contains(s9Controllers, l.GetValue())
+			}) {
 				continue
 			}
 			switch f.GetName() {

@@ -109,35 +109,43 @@ func TestReconcilerState(t *testing.T) {
 	gauge := func(v float64, labels ...*dto.LabelPair) *dto.Metric {
 		return &dto.Metric{Label: labels, Gauge: &dto.Gauge{Value: ptr.To(v)}}
 	}
-	families := func(active, depth float64) []*dto.MetricFamily {
+	// Both measured reconcilers count: placement, which the Node events wake, and the claim
+	// reconciler, which placement's slice writes wake.
+	placement, claims := s9Controllers[0], s9Controllers[1]
+	families := func(active, depth map[string]float64) []*dto.MetricFamily {
 		return []*dto.MetricFamily{
 			{Name: ptr.To("controller_runtime_reconcile_total"), Metric: []*dto.Metric{
-				counter(7, label("controller", s9Controller), label("result", "success")),
-				counter(3, label("controller", s9Controller), label("result", "requeue_after")),
+				counter(7, label("controller", placement), label("result", "success")),
+				counter(3, label("controller", placement), label("result", "requeue_after")),
+				counter(2, label("controller", claims), label("result", "success")),
 				counter(100, label("controller", "other"), label("result", "success")),
 			}},
 			{Name: ptr.To("controller_runtime_active_workers"), Metric: []*dto.Metric{
-				gauge(active, label("controller", s9Controller)), gauge(2, label("controller", "other")),
+				gauge(active[placement], label("controller", placement)), gauge(active[claims], label("controller", claims)),
+				gauge(2, label("controller", "other")),
 			}},
 			{Name: ptr.To("workqueue_depth"), Metric: []*dto.Metric{
-				gauge(depth, label("controller", s9Controller), label("name", s9Controller)),
+				gauge(depth[placement], label("controller", placement), label("name", placement)),
+				gauge(depth[claims], label("controller", claims), label("name", claims)),
 				gauge(5, label("controller", "other"), label("name", "other")),
 			}},
 		}
 	}
 	testCases := map[string]struct {
-		active, depth float64
+		active, depth map[string]float64
 		wantBusy      bool
 	}{
 		"idle: another controller's work does not count": {},
-		"a reconcile running":                            {active: 1, wantBusy: true},
-		"a slice queued":                                 {depth: 1, wantBusy: true},
+		"a placement reconcile running":                  {active: map[string]float64{placement: 1}, wantBusy: true},
+		"a slice queued for placement":                   {depth: map[string]float64{placement: 1}, wantBusy: true},
+		"a claim reconcile running":                      {active: map[string]float64{claims: 1}, wantBusy: true},
+		"a slice queued for its claims":                  {depth: map[string]float64{claims: 1}, wantBusy: true},
 	}
 	for name, tc := range testCases {
 		t.Run(name, func(t *testing.T) {
 			s := reconcilerState(families(tc.active, tc.depth))
-			if s.reconciles != 10 || s.busy != tc.wantBusy {
-				t.Errorf("reconcilerState = %v reconciles, busy %t; want 10, %t", s.reconciles, s.busy, tc.wantBusy)
+			if s.reconciles != 12 || s.busy != tc.wantBusy {
+				t.Errorf("reconcilerState = %v reconciles, busy %t; want 12, %t", s.reconciles, s.busy, tc.wantBusy)
 			}
 		})
 	}

@@ -41,6 +41,7 @@ import (
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/controllers"
+	"github.com/ray-tpu/tpu-slice-operator/controllers/placement"
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
 	"github.com/ray-tpu/tpu-slice-operator/internal/localcluster"
 	"github.com/ray-tpu/tpu-slice-operator/internal/localcluster/autoscaler"
@@ -75,7 +76,7 @@ func TestCapacity(t *testing.T) {
 			{Name: existingPool, Accelerator: "tpu-v6e-slice", Topology: "4x4"},
 			localcluster.CPUPool(1),
 		}})
-		start(controllers.CapacityOptions{Mode: controllers.CapacityPods, Wait: capacityWait, Timeout: 2 * time.Minute})
+		start(placement.CapacityOptions{Mode: placement.CapacityPods, Wait: capacityWait, Timeout: 2 * time.Minute})
 		stopKubeRay, err := suite.StartKubeRay(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(stopKubeRay)
@@ -93,7 +94,7 @@ func TestCapacity(t *testing.T) {
 }
 
 // start (re)starts the operator's replicas with capacity.
-func start(capacity controllers.CapacityOptions) {
+func start(capacity placement.CapacityOptions) {
 	GinkgoHelper()
 	for _, inst := range suite.Instances {
 		Expect(inst.Stop()).To(Succeed())
@@ -142,7 +143,7 @@ var _ = Describe("A ChosenDomain slice no domain fits", Ordered, func() {
 
 	It("gets one new pool through a ProvisioningRequest where the API is served", func() {
 		Expect(autoscaler.InstallCRD(suite.Config)).To(Succeed())
-		start(controllers.CapacityOptions{Mode: controllers.CapacityAuto, Wait: capacityWait, Timeout: 2 * time.Minute})
+		start(placement.CapacityOptions{Mode: placement.CapacityAuto, Wait: capacityWait, Timeout: 2 * time.Minute})
 		before := standIn.PoolsCreated()
 		created := time.Now()
 		rc := create(cluster("third", ns, "tpu-v6e-slice", "4x4"))

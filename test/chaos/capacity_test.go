@@ -35,7 +35,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
-	"github.com/ray-tpu/tpu-slice-operator/controllers"
+	"github.com/ray-tpu/tpu-slice-operator/controllers/placement"
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
 	"github.com/ray-tpu/tpu-slice-operator/internal/gate"
 	"github.com/ray-tpu/tpu-slice-operator/internal/identity"
@@ -147,11 +147,11 @@ func newCapacityStats() capacityStats {
 
 // capacityOptions are the operator's capacity settings: capacity Pods on the local cluster, where
 // the stand-in serves them; none on the bare API server, where nothing would.
-func (r *runner) capacityOptions() controllers.CapacityOptions {
+func (r *runner) capacityOptions() placement.CapacityOptions {
 	if !r.cluster {
-		return controllers.CapacityOptions{Mode: controllers.CapacityNone}
+		return placement.CapacityOptions{Mode: placement.CapacityNone}
 	}
-	return controllers.CapacityOptions{Mode: controllers.CapacityPods, Wait: capacityWait}
+	return placement.CapacityOptions{Mode: placement.CapacityPods, Wait: capacityWait}
 }
 
 // startStandIn starts the stand-in autoscaler for the run; it stops when the run ends, and the

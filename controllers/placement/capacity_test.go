@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package controllers
+package placement
 
 import (
 	"context"
@@ -43,7 +43,6 @@ import (
 	"github.com/ray-tpu/tpu-slice-operator/internal/gate"
 	"github.com/ray-tpu/tpu-slice-operator/internal/provisioning"
 	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
-	"github.com/ray-tpu/tpu-slice-operator/internal/tombstones"
 )
 
 // capacityWorld is a ChosenDomain slice of 4 hosts whose 4 gated Pods no domain fits: pool-a's 4
@@ -53,7 +52,7 @@ type capacityWorld struct {
 	store  client.WithWatch
 	clock  *clocktesting.FakePassiveClock
 	events *testutil.EventRecorder
-	r      *TPUSliceAssignmentReconciler
+	r      *Reconciler
 	// deleteErr, when set, answers a Delete in place of the store (nil: the store's answer).
 	deleteErr func(obj client.Object) error
 }
@@ -62,7 +61,7 @@ func newCapacityWorld(t *testing.T, opts CapacityOptions) *capacityWorld {
 	t.Helper()
 	w := &capacityWorld{t: t, clock: clocktesting.NewFakePassiveClock(t0), events: &testutil.EventRecorder{}}
 	objs := make([]client.Object, 0, 14)
-	objs = append(objs, reconcileCluster("uid-rc").Obj().DeepCopy(), chosenDomain(reconcileSlice(0).Claims(testutil.Bound(4, "w")...)).Obj().DeepCopy())
+	objs = append(objs, reconcileCluster().Obj().DeepCopy(), chosenDomain(reconcileSlice(0).Claims(testutil.Bound(4, "w")...)).Obj().DeepCopy())
 	for id := range int32(4) {
 		objs = append(objs, releasePod("w-"+strconv.Itoa(int(id)), "t-w-"+strconv.Itoa(int(id)), id).
 			SchedulingGate(tpuv1alpha1.PlacementSchedulingGate).Phase(corev1.PodPending).Obj())
@@ -91,8 +90,7 @@ func newCapacityWorld(t *testing.T, opts CapacityOptions) *capacityWorld {
 			return c.Delete(ctx, obj, opts...)
 		},
 	})
-	w.r = newReconcileTestReconciler(workerPodCache(w.store), w.store, w.events, tombstones.New(0), w.clock)
-	w.r.leaseNamespace = "tpu-system"
+	w.r = newTestReconciler(testutil.WorkerPodCache(w.store), w.store, w.events, w.clock)
 	w.r.capacity = opts.withDefaults()
 	return w
 }
@@ -101,7 +99,7 @@ func poolNode(pool, name string) *corev1.Node {
 	return testutil.MakeNode(name).TPU("tpu-v4-podslice", "2x2x4", pool).TPUCapacity(4).Ready(true).Obj()
 }
 
-// reconcile runs Reconcile at t0+at, with the bound Pods' tracker as the store shows them.
+// reconcile runs the placement Reconcile at t0+at, with the bound Pods' tracker as the store shows them.
 func (w *capacityWorld) reconcile(at time.Duration) ctrl.Result {
 	w.t.Helper()
 	w.clock.SetTime(t0.Add(at))
@@ -195,7 +193,7 @@ func (w *capacityWorld) expectReleasedOnto() {
 func TestCapacityProvisioningRequest(t *testing.T) {
 	w := newCapacityWorld(t, CapacityOptions{Mode: CapacityProvisioningRequest, Timeout: 15 * time.Minute})
 	w.reconcile(0)
-	w.reconcile(DefaultBindSettle)
+	w.reconcile(bindSettle)
 	prs := w.requests()
 	if len(prs) != 1 {
 		t.Fatalf("ProvisioningRequests: %d, want 1", len(prs))
@@ -271,7 +269,7 @@ func TestCapacityProvisioningRetry(t *testing.T) {
 	t.Run("failed", func(t *testing.T) {
 		w := newCapacityWorld(t, CapacityOptions{Mode: CapacityProvisioningRequest, Timeout: 15 * time.Minute})
 		w.reconcile(0)
-		w.reconcile(DefaultBindSettle)
+		w.reconcile(bindSettle)
 		w.clock.SetTime(t0.Add(time.Minute))
 		pr := w.requests()[0]
 		w.setCondition(&pr, provisioning.ConditionFailed)
@@ -301,7 +299,7 @@ func TestCapacityProvisioningRetry(t *testing.T) {
 	t.Run("not provisioned within the timeout", func(t *testing.T) {
 		w := newCapacityWorld(t, CapacityOptions{Mode: CapacityProvisioningRequest, Timeout: 15 * time.Minute})
 		w.reconcile(0)
-		w.reconcile(DefaultBindSettle)
+		w.reconcile(bindSettle)
 		w.reconcile(14 * time.Minute)
 		if got := w.capacity(); got != tpuv1alpha1.ReasonProvisioningRequested {
 			t.Errorf("Capacity reason %q before the timeout, want %s", got, tpuv1alpha1.ReasonProvisioningRequested)
@@ -331,7 +329,7 @@ func TestCapacityPods(t *testing.T) {
 	}
 	// The gated Pods were created at t0-1m: the wait ends at t0+1m.
 	w.reconcile(0)
-	w.reconcile(DefaultBindSettle)
+	w.reconcile(bindSettle)
 	if n := len(capacityPods()); n != 0 {
 		t.Fatalf("%d capacity Pods before the wait ended", n)
 	}
@@ -434,7 +432,7 @@ func TestCapacityPodsDeleteConflict(t *testing.T) {
 // waits gated, as before.
 func TestCapacityNone(t *testing.T) {
 	w := newCapacityWorld(t, CapacityOptions{Mode: CapacityNone})
-	for _, at := range []time.Duration{0, DefaultBindSettle, time.Hour} {
+	for _, at := range []time.Duration{0, bindSettle, time.Hour} {
 		w.reconcile(at)
 	}
 	if n, m := len(w.requests()), len(w.pods(map[string]string{tpuv1alpha1.CapacityForLabel: releaseSlice})); n+m != 0 {
@@ -485,7 +483,7 @@ func TestCapacityPodsRetry(t *testing.T) {
 		return out
 	}
 	w.reconcile(0)
-	w.reconcile(DefaultBindSettle)
+	w.reconcile(bindSettle)
 	if diff := cmp.Diff(attempt(1), names()); diff != "" {
 		t.Fatalf("attempt 1 (-want +got):\n%s", diff)
 	}
@@ -521,7 +519,7 @@ func TestCapacityPodsUnrecorded(t *testing.T) {
 	}
 	w.addPool()
 	w.reconcile(0)
-	w.reconcile(DefaultBindSettle)
+	w.reconcile(bindSettle)
 	w.expectReleasedOnto()
 	if n := len(w.pods(map[string]string{tpuv1alpha1.CapacityForLabel: releaseSlice})); n != 0 {
 		t.Errorf("%d unrecorded capacity Pods left after the release", n)

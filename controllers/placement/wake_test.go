@@ -14,22 +14,27 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package controllers
+package placement
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
+	"github.com/ray-tpu/tpu-slice-operator/internal/slicectrl"
 	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
 )
 
@@ -102,7 +107,7 @@ func TestWaitingSlicesFor(t *testing.T) {
 		placed("in-pool-a-scheduled", "pool-a", true),
 		placed("in-pool-b", "pool-b", false),
 	).Build()
-	r := &TPUSliceAssignmentReconciler{client: c}
+	r := &Reconciler{client: c}
 	node := testutil.MakeNode("n").TPU("tpu-v6e-slice", "4x4", "pool-a").Obj()
 	woken := r.waitingSlicesFor(t.Context(), node)
 	got := make([]string, 0, len(woken))
@@ -125,7 +130,7 @@ func TestBoundPodHandler(t *testing.T) {
 	s.Status.Conditions = []metav1.Condition{{Type: tpuv1alpha1.ConditionDomainChosen, Status: metav1.ConditionFalse,
 		Reason: tpuv1alpha1.ReasonNoDomainFits, LastTransitionTime: metav1.Now()}}
 	c := testutil.NewClientBuilder().WithObjects(s, testutil.MakeNode("tpu-1").TPU("tpu-v6e-slice", "4x4", "pool-a").Obj()).Build()
-	r := &TPUSliceAssignmentReconciler{client: c, bindSettleTime: -1}
+	r := &Reconciler{client: c, settle: -1}
 	job := func(node string) *corev1.Pod {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "job", Namespace: "batch"}, Spec: corev1.PodSpec{NodeName: node},
 			Status: corev1.PodStatus{Phase: corev1.PodRunning}}
@@ -140,5 +145,72 @@ func TestBoundPodHandler(t *testing.T) {
 			t.Errorf("a Pod leaving Node %s woke %d slices, want %d", node, q.Len(), want)
 		}
 		q.ShutDown()
+	}
+}
+
+// TestPodHandler: a Pod that binds (or is created bound) to a Node enqueues, besides its own
+// slice, the slices of the unbound Pods pinned to that Node, which its chips may strand
+// (docs/spec.md §12, "Stranded Pods"); a Pod that stays bound enqueues no pinned Pod's slice. A
+// Node that changes what placement reads, or goes, enqueues the slices of the Pods pinned to it;
+// a heartbeat enqueues nothing.
+func TestPodHandler(t *testing.T) {
+	pod := func(name, slice, node string, ready bool) *corev1.Pod {
+		return testutil.MakePod(name, "ns").Label(tpuv1alpha1.SliceLabel, slice).NodeName(node).Ready(ready).Obj()
+	}
+	// The operator's cache indexes Pods by their Node, bound or pinned (the API server's field
+	// selector, which testutil.NewClientBuilder indexes, knows only bound ones).
+	c := fake.NewClientBuilder().WithScheme(testutil.Scheme()).WithIndex(&corev1.Pod{}, slicectrl.NodeNameIndex, slicectrl.NodeNameIndexValue).
+		WithObjects(pod("a-0", "a", "n1", true), testutil.MakePod("d-0", "ns").Label(tpuv1alpha1.SliceLabel, "d").PinnedTo("n3").Obj()).Build()
+	r := &Reconciler{client: c, settle: -1, clock: clock.RealClock{}, bursts: newBursts(0)}
+	drain := func(q queue) []string {
+		var got []string
+		for q.Len() > 0 {
+			req, _ := q.Get()
+			got = append(got, req.Name)
+			q.Done(req)
+		}
+		slices.Sort(got)
+		return got
+	}
+	cases := map[string]struct {
+		fire func(q queue)
+		want []string
+	}{
+		// d-0 is pinned to n3 and waits for its chips.
+		"a Pod bound to a Node another slice's Pod is pinned to": {want: []string{"d", "e"}, fire: func(q queue) {
+			r.podHandler().Update(t.Context(), event.UpdateEvent{ObjectOld: pod("e-0", "e", "", false), ObjectNew: pod("e-0", "e", "n3", false)}, q)
+		}},
+		"a Pod created bound to a Node another slice's Pod is pinned to": {want: []string{"d", "e"}, fire: func(q queue) {
+			r.podHandler().Create(t.Context(), event.CreateEvent{Object: pod("e-0", "e", "n3", false)}, q)
+		}},
+		"a Pod that stays bound enqueues no pinned Pod's slice": {want: []string{"e"}, fire: func(q queue) {
+			r.podHandler().Update(t.Context(), event.UpdateEvent{ObjectOld: pod("e-0", "e", "n3", false), ObjectNew: pod("e-0", "e", "n3", true)}, q)
+		}},
+		"the Node a Pod is pinned to deleted": {want: []string{"d"}, fire: func(q queue) {
+			r.nodeHandler().Delete(t.Context(), event.DeleteEvent{Object: testutil.MakeNode("n3").Obj()}, q)
+		}},
+		"the Node a Pod is pinned to cordoned": {want: []string{"d"}, fire: func(q queue) {
+			cordoned := testutil.MakeNode("n3").Ready(true).Obj()
+			cordoned.Spec.Unschedulable = true
+			r.nodeHandler().Update(t.Context(), event.UpdateEvent{ObjectOld: testutil.MakeNode("n3").Ready(true).Obj(), ObjectNew: cordoned}, q)
+		}},
+		"a Node a Pod is bound to, not pinned, deleted": {fire: func(q queue) {
+			r.nodeHandler().Delete(t.Context(), event.DeleteEvent{Object: testutil.MakeNode("n1").Obj()}, q)
+		}},
+		"a Node's heartbeat": {fire: func(q queue) {
+			beat := testutil.MakeNode("n3").Ready(true).Obj()
+			beat.Status.Conditions[0].LastHeartbeatTime = metav1.Now()
+			r.nodeHandler().Update(t.Context(), event.UpdateEvent{ObjectOld: testutil.MakeNode("n3").Ready(true).Obj(), ObjectNew: beat}, q)
+		}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+			defer q.ShutDown()
+			tc.fire(q)
+			if diff := cmp.Diff(tc.want, drain(q), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("enqueued slices (-want,+got):\n%s", diff)
+			}
+		})
 	}
 }

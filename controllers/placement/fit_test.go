@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package controllers
+package placement
 
 import (
 	"strconv"
@@ -32,37 +32,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
-	"github.com/ray-tpu/tpu-slice-operator/internal/boundpods"
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
 	"github.com/ray-tpu/tpu-slice-operator/internal/gate"
 	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
-	"github.com/ray-tpu/tpu-slice-operator/internal/tombstones"
 )
 
-// trackerOf is the bound Pods' tracker as its informer fills it from the store: every Pod bound
-// to a Node, whatever created it, trimmed as the cache trims it.
-func trackerOf(t *testing.T, store client.Client) *boundpods.Tracker {
-	t.Helper()
-	var pods corev1.PodList
-	if err := store.List(t.Context(), &pods); err != nil {
-		t.Fatal(err)
-	}
-	tr := boundpods.NewTracker()
-	h := tr.Handler()
-	for i := range pods.Items {
-		if pods.Items[i].Spec.NodeName == "" {
-			continue
-		}
-		trimmed, err := boundpods.Trim(&pods.Items[i])
-		if err != nil {
-			t.Fatal(err)
-		}
-		h.OnAdd(trimmed, true)
-	}
-	return tr
-}
-
-// TestPlacementFitsAsTheSchedulerDoes runs Reconcile on a gated ChosenDomain slice of 4 hosts
+// TestPlacementFitsAsTheSchedulerDoes runs the placement Reconcile on a gated ChosenDomain slice of 4 hosts
 // with two pools of 4 Nodes, pool-a (the one chosen when both fit: the smaller name) and pool-b,
 // and checks where its Pods are released (docs/spec.md §12, "The choice"): a domain fits only if
 // kube-scheduler would bind every Pod there, counting every Pod bound to its Nodes whatever
@@ -113,7 +88,7 @@ func TestPlacementFitsAsTheSchedulerDoes(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			objs := make([]client.Object, 0, 14+len(tc.others))
-			objs = append(objs, reconcileCluster("uid-rc").Obj().DeepCopy(),
+			objs = append(objs, reconcileCluster().Obj().DeepCopy(),
 				chosenDomain(reconcileSlice(0).Claims(testutil.Bound(4, "w")...)).Obj().DeepCopy())
 			for _, pool := range []string{"a", "b"} {
 				for i := range 4 {
@@ -136,7 +111,7 @@ func TestPlacementFitsAsTheSchedulerDoes(t *testing.T) {
 				objs = append(objs, p.DeepCopy())
 			}
 			store := testutil.NewClientBuilder().WithObjects(objs...).Build()
-			pods := reconcileReleaseSliceWith(t, workerPodCache(store), store, &testutil.EventRecorder{}, trackerOf(t, store))
+			pods := reconcileReleaseSliceWith(t, testutil.WorkerPodCache(store), store, &testutil.EventRecorder{}, trackerOf(t, store))
 			for i := range pods.Items {
 				p := &pods.Items[i]
 				if p.Namespace != releaseNamespace {
@@ -202,7 +177,7 @@ func TestPlacementPriority(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			low, high := reconcileSlice(0), reconcileSlice(1)
 			objs := make([]client.Object, 0, 15)
-			objs = append(objs, reconcileCluster("uid-rc").Obj().DeepCopy(),
+			objs = append(objs, reconcileCluster().Obj().DeepCopy(),
 				waitingSince(chosenDomain(low.Claims(testutil.Bound(4, "low")...))),
 				waitingSince(chosenDomain(high.Claims(testutil.Bound(4, "high")...))))
 			for i := range 4 {
@@ -215,11 +190,11 @@ func TestPlacementPriority(t *testing.T) {
 			}
 			store := testutil.NewClientBuilder().WithObjects(objs...).Build()
 			clock := clocktesting.NewFakePassiveClock(t0)
-			r := newReconcileTestReconciler(workerPodCache(store), store, &testutil.EventRecorder{}, tombstones.New(0), clock)
-			r.leaseNamespace, r.bound = "tpu-system", trackerOf(t, store)
+			r := newTestReconciler(testutil.WorkerPodCache(store), store, &testutil.EventRecorder{}, clock)
+			r.bound = trackerOf(t, store)
 			reconcile := func(name string) {
 				t.Helper()
-				for _, at := range []time.Duration{0, DefaultBindSettle} {
+				for _, at := range []time.Duration{0, bindSettle} {
 					clock.SetTime(t0.Add(at))
 					if _, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: releaseNamespace, Name: name}}); err != nil {
 						t.Fatalf("Reconcile %s: %v", name, err)

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package controllers
+package placement
 
 import (
 	"context"
@@ -37,7 +37,6 @@ import (
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
 	"github.com/ray-tpu/tpu-slice-operator/internal/gate"
 	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
-	"github.com/ray-tpu/tpu-slice-operator/internal/tombstones"
 )
 
 // notYetCached hides the Pods named from c's reads, as an informer that has not seen their
@@ -65,9 +64,10 @@ func notYetCached(c client.WithWatch, names ...string) client.WithWatch {
 	})
 }
 
-// reconcileReleaseSlice reconciles the release tests' slice with cache as the reconciler's cache and
-// store as the API server, at t0 and a bind settle later (the first pass writes the slice's
-// bookkeeping a bind settle later, docs/spec.md §8), and returns the Pods the store then holds.
+// reconcileReleaseSlice places the release tests' slice with cache as the reconciler's cache and
+// store as the API server, at t0 and a bind settle later (as the claim reconciler's write of the
+// slice's bookkeeping a bind settle later wakes it again), and returns the Pods the store then
+// holds.
 func reconcileReleaseSlice(t *testing.T, cache, store client.WithWatch, events *testutil.EventRecorder) corev1.PodList {
 	t.Helper()
 	return reconcileReleaseSliceWith(t, cache, store, events, nil)
@@ -78,11 +78,10 @@ func reconcileReleaseSlice(t *testing.T, cache, store client.WithWatch, events *
 func reconcileReleaseSliceWith(t *testing.T, cache, store client.WithWatch, events *testutil.EventRecorder, bound *boundpods.Tracker) corev1.PodList {
 	t.Helper()
 	clock := clocktesting.NewFakePassiveClock(t0)
-	r := newReconcileTestReconciler(cache, store, events, tombstones.New(0), clock)
-	r.leaseNamespace = "tpu-system"
+	r := newTestReconciler(cache, store, events, clock)
 	r.bound = bound
 	key := types.NamespacedName{Namespace: releaseNamespace, Name: releaseSlice}
-	for _, at := range []time.Duration{0, DefaultBindSettle} {
+	for _, at := range []time.Duration{0, bindSettle} {
 		clock.SetTime(t0.Add(at))
 		if _, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: key}); err != nil {
 			t.Fatalf("Reconcile at t0+%v: %v", at, err)
@@ -95,7 +94,7 @@ func reconcileReleaseSliceWith(t *testing.T, cache, store client.WithWatch, even
 	return pods
 }
 
-// TestPinning runs Reconcile on a ChosenDomain slice of 4 hosts in pool-a (Nodes n-0..n-4)
+// TestPinning runs the placement Reconcile on a ChosenDomain slice of 4 hosts in pool-a (Nodes n-0..n-4)
 // whose Pod w-0 is bound, and checks the pins and deletions it leaves (docs/spec.md §12,
 // "Pinning" and "Stranded Pods").
 func TestPinning(t *testing.T) {
@@ -183,7 +182,7 @@ func TestPinning(t *testing.T) {
 				}
 			}
 			objs := make([]client.Object, 0, 2+len(tc.nodes)+len(tc.pods))
-			objs = append(objs, reconcileCluster("uid-rc").Obj().DeepCopy(),
+			objs = append(objs, reconcileCluster().Obj().DeepCopy(),
 				chosenDomain(reconcileSlice(0).Claims(claims...)).Domain(pool).Obj().DeepCopy())
 			for _, i := range tc.nodes {
 				objs = append(objs, testutil.MakeNode("n-"+strconv.Itoa(i)).TPU("tpu-v4-podslice", "2x2x4", pool).TPUCapacity(4).
@@ -194,7 +193,7 @@ func TestPinning(t *testing.T) {
 			}
 			store := testutil.NewClientBuilder().WithObjects(objs...).Build()
 			events := &testutil.EventRecorder{}
-			pods := reconcileReleaseSlice(t, notYetCached(workerPodCache(store), tc.hidden...), store, events)
+			pods := reconcileReleaseSlice(t, notYetCached(testutil.WorkerPodCache(store), tc.hidden...), store, events)
 			gotPins := map[string]string{}
 			for i := range pods.Items {
 				p := &pods.Items[i]
@@ -293,7 +292,7 @@ func testPlacementOnAStaleCache(t *testing.T, otherPool bool) {
 	}
 	objs := make([]client.Object, 0, 13)
 	objs = append(objs,
-		reconcileCluster("uid-rc").Obj().DeepCopy(),
+		reconcileCluster().Obj().DeepCopy(),
 		chosenDomain(reconcileSlice(0).Claims(testutil.Bound(4, "w")...)).Domain(poolA).Obj().DeepCopy(),
 		released(0, "a-0").Obj(), released(1, "a-1").Obj(), released(2, "a-2").Obj(), gated(3).Obj())
 	for i := range 3 { // pool-a lost a-3: 3 Nodes for 4 hosts
@@ -305,7 +304,7 @@ func testPlacementOnAStaleCache(t *testing.T, otherPool bool) {
 		}
 	}
 	store := testutil.NewClientBuilder().WithObjects(objs...).Build()
-	cache := cachedAsBefore(workerPodCache(store), gated(0).Obj(), gated(1).Obj(), gated(2).Obj())
+	cache := cachedAsBefore(testutil.WorkerPodCache(store), gated(0).Obj(), gated(1).Obj(), gated(2).Obj())
 	pods := reconcileReleaseSlice(t, cache, store, &testutil.EventRecorder{})
 	key := types.NamespacedName{Namespace: releaseNamespace, Name: releaseSlice}
 	for i := range pods.Items {

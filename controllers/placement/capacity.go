@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package controllers
+package placement
 
 import (
 	"cmp"
@@ -40,6 +40,7 @@ import (
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
 	"github.com/ray-tpu/tpu-slice-operator/internal/lifecycle"
 	"github.com/ray-tpu/tpu-slice-operator/internal/provisioning"
+	"github.com/ray-tpu/tpu-slice-operator/internal/slicectrl"
 	"github.com/ray-tpu/tpu-slice-operator/internal/tpuenv"
 )
 
@@ -183,7 +184,7 @@ type capacityAsk struct {
 
 // askCapacity makes sure the slice, which no domain fits, has asked for capacity as the operator
 // is configured to, and says where that stands.
-func (r *TPUSliceAssignmentReconciler) askCapacity(ctx context.Context, slice *tpuv1alpha1.TPUSliceAssignment, pods []corev1.Pod,
+func (r *Reconciler) askCapacity(ctx context.Context, slice *tpuv1alpha1.TPUSliceAssignment, pods []corev1.Pod,
 	nodes []corev1.Node) (capacityAsk, error) {
 	var shape *corev1.Pod
 	for i := range pods {
@@ -209,7 +210,7 @@ func (r *TPUSliceAssignmentReconciler) askCapacity(ctx context.Context, slice *t
 // askProvisioning keeps one ProvisioningRequest for the slice: it creates the first, reads where
 // the newest stands, and replaces one that ended without capacity (failed, lost its booking or
 // capacity, or brought no domain within the timeout) once its backoff has passed.
-func (r *TPUSliceAssignmentReconciler) askProvisioning(ctx context.Context, s provisioning.Slice) (capacityAsk, error) {
+func (r *Reconciler) askProvisioning(ctx context.Context, s provisioning.Slice) (capacityAsk, error) {
 	prs, err := r.provisioningRequests(ctx, s)
 	if err != nil {
 		return capacityAsk{}, err
@@ -268,12 +269,12 @@ func untilOrRecheck(now, deadline time.Time, timeout time.Duration) time.Duratio
 }
 
 func capacityCondition(status metav1.ConditionStatus, reason, msg string) *metav1.Condition {
-	return &metav1.Condition{Type: tpuv1alpha1.ConditionCapacity, Status: status, Reason: reason, Message: boundedMessage(msg)}
+	return &metav1.Condition{Type: tpuv1alpha1.ConditionCapacity, Status: status, Reason: reason, Message: slicectrl.BoundedMessage(msg)}
 }
 
 // requestProvisioning creates attempt n of the slice's PodTemplate and ProvisioningRequest (one
 // left by an interrupted reconcile is kept).
-func (r *TPUSliceAssignmentReconciler) requestProvisioning(ctx context.Context, s provisioning.Slice, n int) (capacityAsk, error) {
+func (r *Reconciler) requestProvisioning(ctx context.Context, s provisioning.Slice, n int) (capacityAsk, error) {
 	s, err := r.withFullPod(ctx, s)
 	if err != nil {
 		return capacityAsk{}, err
@@ -295,13 +296,13 @@ func (r *TPUSliceAssignmentReconciler) requestProvisioning(ctx context.Context, 
 
 // provisioningRequests lists, live, the slice's ProvisioningRequests (owned by its UID), oldest
 // attempt first.
-func (r *TPUSliceAssignmentReconciler) provisioningRequests(ctx context.Context, s provisioning.Slice) ([]provisioning.ProvisioningRequest, error) {
+func (r *Reconciler) provisioningRequests(ctx context.Context, s provisioning.Slice) ([]provisioning.ProvisioningRequest, error) {
 	return requestsOf(ctx, r.reader, s)
 }
 
 // cachedRequests is provisioningRequests from the cache, which holds every ProvisioningRequest
 // when the operator uses them (they are watched).
-func (r *TPUSliceAssignmentReconciler) cachedRequests(ctx context.Context, s provisioning.Slice) ([]provisioning.ProvisioningRequest, error) {
+func (r *Reconciler) cachedRequests(ctx context.Context, s provisioning.Slice) ([]provisioning.ProvisioningRequest, error) {
 	return requestsOf(ctx, r.client, s)
 }
 
@@ -327,7 +328,7 @@ func ownedBy(obj metav1.Object, s provisioning.Slice) bool {
 }
 
 // deleteProvisioning deletes a ProvisioningRequest and its PodTemplate.
-func (r *TPUSliceAssignmentReconciler) deleteProvisioning(ctx context.Context, pr *provisioning.ProvisioningRequest) error {
+func (r *Reconciler) deleteProvisioning(ctx context.Context, pr *provisioning.ProvisioningRequest) error {
 	var errs []error
 	if err := r.client.Delete(ctx, pr); err != nil && !apierrors.IsNotFound(err) {
 		errs = append(errs, fmt.Errorf("deleting ProvisioningRequest %s: %w", pr.Name, err))
@@ -344,7 +345,7 @@ func (r *TPUSliceAssignmentReconciler) deleteProvisioning(ctx context.Context, p
 // askCapacityPods keeps the slice's capacity Pods: none before its oldest gated Pod is
 // CapacityOptions.Wait old; then one per host; replaced, after the backoff, when they brought no
 // domain within the timeout.
-func (r *TPUSliceAssignmentReconciler) askCapacityPods(ctx context.Context, s provisioning.Slice, pods []corev1.Pod,
+func (r *Reconciler) askCapacityPods(ctx context.Context, s provisioning.Slice, pods []corev1.Pod,
 	nodes []corev1.Node) (capacityAsk, error) {
 	now := r.clock.Now()
 	cps, err := r.capacityPods(ctx, s)
@@ -408,7 +409,7 @@ func oldestGated(pods []corev1.Pod) time.Time {
 
 // createCapacityPods creates attempt n of the slice's capacity Pods, out of every domain of the
 // key that the Nodes matching its Pods' nodeSelector have now: none of them fits the slice.
-func (r *TPUSliceAssignmentReconciler) createCapacityPods(ctx context.Context, s provisioning.Slice, nodes []corev1.Node, n int) (capacityAsk, error) {
+func (r *Reconciler) createCapacityPods(ctx context.Context, s provisioning.Slice, nodes []corev1.Node, n int) (capacityAsk, error) {
 	s, err := r.withFullPod(ctx, s)
 	if err != nil {
 		return capacityAsk{}, err
@@ -458,7 +459,7 @@ func (r *TPUSliceAssignmentReconciler) createCapacityPods(ctx context.Context, s
 // withFullPod reads the slice's shape Pod live: the cache keeps of a Pod only what the claim and
 // placement rules read (no image, priority class or volumes), and the capacity objects copy its
 // whole shape.
-func (r *TPUSliceAssignmentReconciler) withFullPod(ctx context.Context, s provisioning.Slice) (provisioning.Slice, error) {
+func (r *Reconciler) withFullPod(ctx context.Context, s provisioning.Slice) (provisioning.Slice, error) {
 	full := &corev1.Pod{}
 	if err := r.reader.Get(ctx, client.ObjectKeyFromObject(s.Pod), full); err != nil {
 		return s, fmt.Errorf("reading Pod %s, the shape of slice %s's capacity: %w", s.Pod.Name, s.Name, err)
@@ -472,7 +473,7 @@ func (r *TPUSliceAssignmentReconciler) withFullPod(ctx context.Context, s provis
 
 // capacityPods lists, live, the slice's capacity Pods (controlled by its UID) that are not being
 // deleted.
-func (r *TPUSliceAssignmentReconciler) capacityPods(ctx context.Context, s provisioning.Slice) ([]corev1.Pod, error) {
+func (r *Reconciler) capacityPods(ctx context.Context, s provisioning.Slice) ([]corev1.Pod, error) {
 	var list corev1.PodList
 	if err := r.reader.List(ctx, &list, client.InNamespace(s.Namespace), client.MatchingLabels{tpuv1alpha1.CapacityForLabel: s.Name}); err != nil {
 		return nil, fmt.Errorf("listing the capacity Pods of slice %s: %w", s.Name, err)
@@ -484,7 +485,7 @@ func (r *TPUSliceAssignmentReconciler) capacityPods(ctx context.Context, s provi
 // other: the caller removes the Capacity condition, the slice's only memory of its capacity Pods,
 // once this returns nil, so a Pod whose deletion was refused would hold its Node for good; the
 // retry lists the capacity Pods live again (a Pod of that name with another UID is deleted then).
-func (r *TPUSliceAssignmentReconciler) deleteCapacityPods(ctx context.Context, pods []corev1.Pod) error {
+func (r *Reconciler) deleteCapacityPods(ctx context.Context, pods []corev1.Pod) error {
 	var (
 		mu   sync.Mutex
 		errs []error
@@ -520,7 +521,7 @@ func hasCapacity(slice *tpuv1alpha1.TPUSliceAssignment) bool {
 
 // ownCapacityPods are the slice's live capacity Pods when it has asked for them: the choice takes
 // them off the Nodes they hold, since they are deleted once the slice's Pods are released there.
-func (r *TPUSliceAssignmentReconciler) ownCapacityPods(ctx context.Context, slice *tpuv1alpha1.TPUSliceAssignment) ([]corev1.Pod, error) {
+func (r *Reconciler) ownCapacityPods(ctx context.Context, slice *tpuv1alpha1.TPUSliceAssignment) ([]corev1.Pod, error) {
 	if r.capacity.Mode != CapacityPods || !hasCapacity(slice) {
 		return nil, nil
 	}
@@ -529,7 +530,7 @@ func (r *TPUSliceAssignmentReconciler) ownCapacityPods(ctx context.Context, slic
 
 // consumeAnnotations are the annotations the slice's released Pods carry when it has a
 // Provisioned ProvisioningRequest: the autoscaler stops booking its capacity for them.
-func (r *TPUSliceAssignmentReconciler) consumeAnnotations(ctx context.Context, slice *tpuv1alpha1.TPUSliceAssignment) (map[string]string, error) {
+func (r *Reconciler) consumeAnnotations(ctx context.Context, slice *tpuv1alpha1.TPUSliceAssignment) (map[string]string, error) {
 	if r.capacity.Mode != CapacityProvisioningRequest {
 		return nil, nil
 	}
@@ -553,7 +554,7 @@ func (r *TPUSliceAssignmentReconciler) consumeAnnotations(ctx context.Context, s
 // reconcile that created some and failed before recording the condition (a create refused, a
 // crash, a lost status write) must not leak them onto the Nodes the slice's Pods are pinned to.
 // The requests are listed from the cache (they are watched), also without the condition.
-func (r *TPUSliceAssignmentReconciler) withdrawCapacity(ctx context.Context, slice *tpuv1alpha1.TPUSliceAssignment, requests bool) error {
+func (r *Reconciler) withdrawCapacity(ctx context.Context, slice *tpuv1alpha1.TPUSliceAssignment, requests bool) error {
 	s := sliceOf(slice)
 	switch r.capacity.Mode {
 	case CapacityPods:

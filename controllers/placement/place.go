@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package controllers
+package placement
 
 import (
 	"cmp"
@@ -45,15 +45,16 @@ import (
 	"github.com/ray-tpu/tpu-slice-operator/internal/health"
 	"github.com/ray-tpu/tpu-slice-operator/internal/identity"
 	"github.com/ray-tpu/tpu-slice-operator/internal/lifecycle"
-	"github.com/ray-tpu/tpu-slice-operator/internal/placement"
+	rules "github.com/ray-tpu/tpu-slice-operator/internal/placement"
 	"github.com/ray-tpu/tpu-slice-operator/internal/reads"
+	"github.com/ray-tpu/tpu-slice-operator/internal/slicectrl"
 	"github.com/ray-tpu/tpu-slice-operator/internal/tpuenv"
 )
 
-// The placement step of a ChosenDomain slice (docs/spec.md §4): the webhook admits its Pods with
+// The placement step of a ChosenDomain slice (docs/spec.md §12): the webhook admits its Pods with
 // the scheduling gate tpu.ray.io/slice-placement and no inter-pod terms; here the reconciler
 // chooses one domain of spec.affinityTopologyKey with room for the whole slice
-// (placement.Choose), takes it by creating the domain's Lease, records it in status.domain with
+// (rules.Choose), takes it by creating the domain's Lease, records it in status.domain with
 // condition DomainChosen, and releases every gated Pod with a nodeSelector on it.
 
 // +kubebuilder:rbac:groups="",resources=pods,verbs=patch;delete
@@ -82,14 +83,14 @@ var (
 	errStatusConflict = errors.New("slice changed since it was read")
 )
 
-// place runs the placement step for slice, whose claims and health were just written, and returns
-// how soon to look at the slice again.
-func (r *TPUSliceAssignmentReconciler) place(ctx context.Context, rc *rayv1.RayCluster, slice *tpuv1alpha1.TPUSliceAssignment,
+// place runs the placement step for slice, whose cached Pods are pods, and returns how soon to
+// look at the slice again.
+func (r *Reconciler) place(ctx context.Context, rc *rayv1.RayCluster, slice *tpuv1alpha1.TPUSliceAssignment,
 	pods []corev1.Pod) (time.Duration, error) {
 	switch slice.Spec.Placement {
 	case tpuv1alpha1.PlacementInterPodAffinity:
-		// Unset is the default, as the webhook reads it (placement.DecideMode).
-		if cmp.Or(r.slicePlacement, placement.DefaultMode) == tpuv1alpha1.PlacementChosenDomain {
+		// Unset is the default, as the webhook reads it (rules.DecideMode).
+		if cmp.Or(r.slicePlacement, rules.DefaultMode) == tpuv1alpha1.PlacementChosenDomain {
 			r.warnInterPodAffinity(rc, slice)
 		}
 		return 0, nil
@@ -101,14 +102,18 @@ func (r *TPUSliceAssignmentReconciler) place(ctx context.Context, rc *rayv1.RayC
 	if key == "" {
 		return 0, nil
 	}
-	pods = slicePods(slice, pods)
-	live := 0
-	for i := range pods {
-		if lifecycle.PodLive(&pods[i]) {
-			live++
+	pods = slicectrl.Of(slice, pods)
+	if !slices.ContainsFunc(pods, func(p corev1.Pod) bool { return lifecycle.PodLive(&p) }) && len(slice.Status.Claims) > 0 {
+		// The cache shows no live Pod, but a claim names one: it may only have left the
+		// label-selected cache (docs/spec.md §8), and giving its domain back would let another
+		// slice take the Node it runs on. A live read decides.
+		lv, err := slicectrl.LivePods(ctx, r.reader, r.tombstones, slice)
+		if err != nil {
+			return 0, err
 		}
+		pods = slicectrl.Of(slice, lv.Pods)
 	}
-	if live == 0 {
+	if !slices.ContainsFunc(pods, func(p corev1.Pod) bool { return lifecycle.PodLive(&p) }) {
 		// No Pod left: the slice gives its domain back; its next Pods choose again.
 		return 0, r.forgetDomain(ctx, slice)
 	}
@@ -126,25 +131,18 @@ func (r *TPUSliceAssignmentReconciler) place(ctx context.Context, rc *rayv1.RayC
 	// rest would only keep the Pod from the domain the slice is in.
 	committed := slice.Status.Domain != "" && gate.Committed(pods, key)
 	if !asm.Ready && !committed {
-		return asm.Wait, r.waitForPods(ctx, rc, slice, pods, asm)
+		if wait := r.bursts.wait(client.ObjectKeyFromObject(slice), r.clock.Now()); wait > 0 {
+			// Pods of the slice are still being created: each would change the message, and each
+			// write would make the next claim's write conflict (docs/spec.md §8).
+			return min(wait, asm.Wait), nil
+		}
+		return asm.Wait, r.waitForPods(ctx, rc, slice, asm)
 	}
 	return r.choose(ctx, rc, slice, pods, asm)
 }
 
-// slicePods returns the Pods whose spec identity names the slice: the reconciler's live pass
-// lists the whole worker group's.
-func slicePods(slice *tpuv1alpha1.TPUSliceAssignment, pods []corev1.Pod) []corev1.Pod {
-	out := make([]corev1.Pod, 0, slice.Spec.Hosts)
-	for i := range pods {
-		if id, ok := identity.FromPod(&pods[i]); ok && id.SliceName() == slice.Name {
-			out = append(out, pods[i])
-		}
-	}
-	return out
-}
-
-// choose asks placement.Choose for a domain and acts on the answer.
-func (r *TPUSliceAssignmentReconciler) choose(ctx context.Context, rc *rayv1.RayCluster, slice *tpuv1alpha1.TPUSliceAssignment,
+// choose asks rules.Choose for a domain and acts on the answer.
+func (r *Reconciler) choose(ctx context.Context, rc *rayv1.RayCluster, slice *tpuv1alpha1.TPUSliceAssignment,
 	pods []corev1.Pod, asm gate.Assembly) (time.Duration, error) {
 	log := ctrl.LoggerFrom(ctx).WithValues("slice", klog.KObj(slice))
 	// The cached Nodes are read, never written: a choice does not copy every TPU Node of the
@@ -165,13 +163,13 @@ func (r *TPUSliceAssignmentReconciler) choose(ctx context.Context, rc *rayv1.Ray
 	for range chooseAttempts {
 		req := gate.NewRequest(slice, pods, nodes.Items, usage, excluded, holds)
 		req.OtherHolds = otherHolds
-		choice, err := placement.Choose(req)
+		choice, err := rules.Choose(req)
 		if err != nil {
 			// The slice's Pods request no TPU: nothing to choose for; they stay gated.
 			log.Error(err, "Cannot choose a domain for slice")
 			return 0, nil
 		}
-		leaves := choice.Outcome == placement.OutcomeChosen || req.Previous != ""
+		leaves := choice.Outcome == rules.OutcomeChosen || req.Previous != ""
 		if !choice.Kept && leaves && !req.PodsBound && !confirmed {
 			// A domain other than the recorded one, or none (the recorded one given back), because
 			// no cached Pod of the slice is bound or selects a domain yet. The cache may not show
@@ -180,19 +178,19 @@ func (r *TPUSliceAssignmentReconciler) choose(ctx context.Context, rc *rayv1.Ray
 			// slice take it (docs/spec.md §12). Found by the chaos run: a late host's reconcile,
 			// its Pod cache behind the release of three Pods onto a pool that then lost a Node,
 			// released the fourth onto another pool. A live read decides.
-			lv, err := r.livePods(ctx, slice)
+			lv, err := slicectrl.LivePods(ctx, r.reader, r.tombstones, slice)
 			if err != nil {
 				return 0, err
 			}
 			confirmed = true
-			if live := slicePods(slice, lv.pods); gate.Committed(live, slice.Spec.AffinityTopologyKey) {
+			if live := slicectrl.Of(slice, lv.Pods); gate.Committed(live, slice.Spec.AffinityTopologyKey) {
 				log.V(1).Info("Pods of the slice the cache shows gated were released; choosing on the live Pods")
 				pods = live
 				continue
 			}
 		}
 		switch choice.Outcome {
-		case placement.OutcomeNoFit, placement.OutcomeFallback:
+		case rules.OutcomeNoFit, rules.OutcomeFallback:
 			// With no Node of the key's label (any more, the fallback outcome), releasing the Pods
 			// with no selector could split the slice over domains, and they carry no inter-pod
 			// terms. Either way they stay gated, and the slice asks for capacity (capacity.go).
@@ -200,7 +198,7 @@ func (r *TPUSliceAssignmentReconciler) choose(ctx context.Context, rc *rayv1.Ray
 			if err != nil {
 				return 0, err
 			}
-			return ask.requeue, r.noFit(ctx, rc, slice, pods, choice.Reason, ask)
+			return ask.requeue, r.noFit(ctx, rc, slice, choice.Reason, ask)
 		}
 		if !choice.Kept && !req.PodsBound {
 			// The domain goes to the highest priority first (docs/spec.md §12, "Priority").
@@ -210,7 +208,7 @@ func (r *TPUSliceAssignmentReconciler) choose(ctx context.Context, rc *rayv1.Ray
 			}
 			if higher != "" {
 				msg := fmt.Sprintf("%s=%s fits the slice, but slice %s of higher priority waits for it and takes it first", choice.Key, choice.Domain, higher)
-				return priorityRecheck, r.noFit(ctx, rc, slice, pods, msg, capacityAsk{})
+				return priorityRecheck, r.noFit(ctx, rc, slice, msg, capacityAsk{})
 			}
 		}
 		held, err := r.takeDomain(ctx, slice, choice.Key, choice.Domain)
@@ -224,19 +222,19 @@ func (r *TPUSliceAssignmentReconciler) choose(ctx context.Context, rc *rayv1.Ray
 			holds = append(holds, *held)
 			continue
 		}
-		return r.release(ctx, rc, slice, pods, choice, placement.UsableNodes(req, choice.Domain), asm)
+		return r.release(ctx, rc, slice, choice, rules.UsableNodes(req, choice.Domain), asm)
 	}
 	return heldRequeueDelay, nil
 }
 
 // higherWaiting returns the first (by namespace and name) slice of the same key, waiting for a
 // domain (DomainChosen False, NoDomainFits), whose gated Pods have a higher priority than the
-// slice's and for which placement.Choose, asked as its own reconcile would ask it (its Pods, the
+// slice's and for which rules.Choose, asked as its own reconcile would ask it (its Pods, the
 // same Nodes, usage, anti-affinity exclusions and holds), chooses domain too; "" for none. Such a slice takes the domain
 // first: a lower-priority slice never takes a domain from under a higher-priority one that waits.
-func (r *TPUSliceAssignmentReconciler) higherWaiting(ctx context.Context, slice *tpuv1alpha1.TPUSliceAssignment, pods []corev1.Pod,
-	domain string, nodes []corev1.Node, usage map[string]*gate.Usage, repelling []corev1.Pod, holds []placement.Hold,
-	otherHolds []placement.KeyHold) (string, error) {
+func (r *Reconciler) higherWaiting(ctx context.Context, slice *tpuv1alpha1.TPUSliceAssignment, pods []corev1.Pod,
+	domain string, nodes []corev1.Node, usage map[string]*gate.Usage, repelling []corev1.Pod, holds []rules.Hold,
+	otherHolds []rules.KeyHold) (string, error) {
 	mine := gate.Priority(pods)
 	var list tpuv1alpha1.TPUSliceAssignmentList
 	if err := r.client.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
@@ -277,7 +275,7 @@ func (r *TPUSliceAssignmentReconciler) higherWaiting(ctx context.Context, slice 
 		excluded := gate.Excluded(repelling, nodes, func(p *corev1.Pod) bool { return theirUIDs[p.UID] }, target)
 		req := gate.NewRequest(s, theirs.Items, nodes, usage, excluded, holds)
 		req.OtherHolds = otherHolds
-		if c, err := placement.Choose(req); err == nil && c.Outcome == placement.OutcomeChosen && c.Domain == domain {
+		if c, err := rules.Choose(req); err == nil && c.Outcome == rules.OutcomeChosen && c.Domain == domain {
 			return s.Namespace + "/" + s.Name, nil
 		}
 	}
@@ -290,7 +288,7 @@ func (r *TPUSliceAssignmentReconciler) higherWaiting(ctx context.Context, slice 
 // whose required pod anti-affinity excludes the slice's Pods from it (gate.Excluded, judged on a
 // gated Pod of the slice). Without a tracker (a reconciler built by hand) only the worker Pods
 // count.
-func (r *TPUSliceAssignmentReconciler) occupancy(ctx context.Context, slice *tpuv1alpha1.TPUSliceAssignment, pods []corev1.Pod,
+func (r *Reconciler) occupancy(ctx context.Context, slice *tpuv1alpha1.TPUSliceAssignment, pods []corev1.Pod,
 	nodes []corev1.Node) (map[string]*gate.Usage, map[string]string, []corev1.Pod, error) {
 	var all corev1.PodList
 	if err := r.client.List(ctx, &all, client.UnsafeDisableDeepCopy); err != nil {
@@ -369,7 +367,7 @@ func (r *TPUSliceAssignmentReconciler) occupancy(ctx context.Context, slice *tpu
 // one is another slice's, docs/spec.md §12). A Lease whose holder slice is gone
 // (confirmed by a live read by name and UID) is deleted instead, conditional on its UID and
 // resourceVersion, and holds nothing.
-func (r *TPUSliceAssignmentReconciler) holds(ctx context.Context, key string) ([]placement.Hold, []placement.KeyHold, error) {
+func (r *Reconciler) holds(ctx context.Context, key string) ([]rules.Hold, []rules.KeyHold, error) {
 	leases, err := r.leases(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -396,7 +394,7 @@ func (r *TPUSliceAssignmentReconciler) holds(ctx context.Context, key string) ([
 }
 
 // leases lists the domain Leases from the cache.
-func (r *TPUSliceAssignmentReconciler) leases(ctx context.Context) ([]coordinationv1.Lease, error) {
+func (r *Reconciler) leases(ctx context.Context) ([]coordinationv1.Lease, error) {
 	var list coordinationv1.LeaseList
 	if err := r.client.List(ctx, &list, client.InNamespace(r.leaseNamespace), client.MatchingLabels{gate.LeaseLabel: "true"}); err != nil {
 		return nil, fmt.Errorf("listing domain Leases in %s: %w", r.leaseNamespace, err)
@@ -406,7 +404,7 @@ func (r *TPUSliceAssignmentReconciler) leases(ctx context.Context) ([]coordinati
 
 // holderAlive reports whether the slice a Lease names exists with its UID: from the cache, and,
 // when the cache says no, from the API server.
-func (r *TPUSliceAssignmentReconciler) holderAlive(ctx context.Context, h gate.Holder) (bool, error) {
+func (r *Reconciler) holderAlive(ctx context.Context, h gate.Holder) (bool, error) {
 	s, err := reads.CacheThenLive(ctx, r.client, r.reader, types.NamespacedName{Namespace: h.Namespace, Name: h.Name},
 		func(s *tpuv1alpha1.TPUSliceAssignment) bool { return s.UID == h.UID })
 	if err != nil {
@@ -416,7 +414,7 @@ func (r *TPUSliceAssignmentReconciler) holderAlive(ctx context.Context, h gate.H
 }
 
 // deleteLease deletes a domain Lease conditional on the UID and resourceVersion it was read with.
-func (r *TPUSliceAssignmentReconciler) deleteLease(ctx context.Context, lease *coordinationv1.Lease, why string) error {
+func (r *Reconciler) deleteLease(ctx context.Context, lease *coordinationv1.Lease, why string) error {
 	uid, rv := lease.UID, lease.ResourceVersion
 	if err := r.client.Delete(ctx, lease, client.Preconditions{UID: &uid, ResourceVersion: &rv}); err != nil {
 		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
@@ -433,7 +431,7 @@ func (r *TPUSliceAssignmentReconciler) deleteLease(ctx context.Context, lease *c
 // taken over with an update conditional on the resourceVersion read (errDomainTaken when that
 // loses). Two slices, or two replicas, never both take one domain: one create, or one update of
 // one resourceVersion, succeeds.
-func (r *TPUSliceAssignmentReconciler) takeDomain(ctx context.Context, slice *tpuv1alpha1.TPUSliceAssignment, key, domain string) (*placement.Hold, error) {
+func (r *Reconciler) takeDomain(ctx context.Context, slice *tpuv1alpha1.TPUSliceAssignment, key, domain string) (*rules.Hold, error) {
 	me := gate.HolderOf(slice)
 	lease := gate.NewLease(r.leaseNamespace, key, domain, me)
 	err := r.client.Create(ctx, lease, client.FieldOwner(constants.FieldManager))
@@ -461,7 +459,7 @@ func (r *TPUSliceAssignmentReconciler) takeDomain(ctx context.Context, slice *tp
 			return nil, err
 		}
 		if alive {
-			return &placement.Hold{Domain: domain, Slice: lock.Holder.Slice(), UID: lock.Holder.UID}, nil
+			return &rules.Hold{Domain: domain, Slice: lock.Holder.Slice(), UID: lock.Holder.UID}, nil
 		}
 	}
 	// The holder is gone (or the Lease says nothing readable): take it over, conditional on the
@@ -478,7 +476,7 @@ func (r *TPUSliceAssignmentReconciler) takeDomain(ctx context.Context, slice *tp
 }
 
 // giveBack deletes the slice's domain Leases other than keep's ("" for all).
-func (r *TPUSliceAssignmentReconciler) giveBack(ctx context.Context, slice *tpuv1alpha1.TPUSliceAssignment, keep string) error {
+func (r *Reconciler) giveBack(ctx context.Context, slice *tpuv1alpha1.TPUSliceAssignment, keep string) error {
 	leases, err := r.leases(ctx)
 	if err != nil {
 		return err
@@ -497,7 +495,7 @@ func (r *TPUSliceAssignmentReconciler) giveBack(ctx context.Context, slice *tpuv
 
 // releaseGone deletes the domain Leases held by the slice key names, once a live read confirms that
 // slice gone (or of another UID).
-func (r *TPUSliceAssignmentReconciler) releaseGone(ctx context.Context, key types.NamespacedName) error {
+func (r *Reconciler) releaseGone(ctx context.Context, key types.NamespacedName) error {
 	leases, err := r.leases(ctx)
 	if err != nil {
 		return err
@@ -520,7 +518,7 @@ func (r *TPUSliceAssignmentReconciler) releaseGone(ctx context.Context, key type
 
 // forgetDomain gives every domain of a slice with no Pod left back and clears status.domain and
 // DomainChosen.
-func (r *TPUSliceAssignmentReconciler) forgetDomain(ctx context.Context, slice *tpuv1alpha1.TPUSliceAssignment) error {
+func (r *Reconciler) forgetDomain(ctx context.Context, slice *tpuv1alpha1.TPUSliceAssignment) error {
 	if err := r.giveBack(ctx, slice, ""); err != nil {
 		return err
 	}
@@ -537,20 +535,20 @@ func (r *TPUSliceAssignmentReconciler) forgetDomain(ctx context.Context, slice *
 }
 
 // waitForPods records that the slice's gated Pods wait for the rest of its Pods.
-func (r *TPUSliceAssignmentReconciler) waitForPods(ctx context.Context, rc *rayv1.RayCluster, slice *tpuv1alpha1.TPUSliceAssignment,
-	pods []corev1.Pod, asm gate.Assembly) error {
+func (r *Reconciler) waitForPods(ctx context.Context, rc *rayv1.RayCluster, slice *tpuv1alpha1.TPUSliceAssignment,
+	asm gate.Assembly) error {
 	msg := fmt.Sprintf(msgWaitingForPods, len(asm.Gated), missingHosts(asm.Missing), asm.Deadline.UTC().Format(time.RFC3339))
 	if slice.Status.Domain != "" {
 		msg += fmt.Sprintf("; %s=%s was chosen before", slice.Spec.AffinityTopologyKey, slice.Status.Domain)
 	}
 	before := apimeta.FindStatusCondition(slice.Status.Conditions, tpuv1alpha1.ConditionDomainChosen)
-	changed, err := r.setDomainChosen(ctx, slice, pods, slice.Status.Domain, metav1.ConditionFalse, tpuv1alpha1.ReasonWaitingForPods, msg)
+	changed, err := r.setDomainChosen(ctx, slice, slice.Status.Domain, metav1.ConditionFalse, tpuv1alpha1.ReasonWaitingForPods, msg)
 	if err != nil || !changed {
 		return err
 	}
 	if before == nil || before.Reason != tpuv1alpha1.ReasonWaitingForPods {
 		r.recorder.Eventf(rc, slice, corev1.EventTypeNormal, tpuv1alpha1.ReasonTPUSliceGated, "Place", "%s",
-			boundedNote(fmt.Sprintf(noteTPUSliceGated, slice.Name, msg)))
+			slicectrl.BoundedNote(fmt.Sprintf(noteTPUSliceGated, slice.Name, msg)))
 	}
 	return nil
 }
@@ -565,8 +563,8 @@ func missingHosts(ids []int32) string {
 
 // noFit records that no domain fits the slice now; its Pods stay gated and the domain it had
 // chosen, which no longer fits and holds no Pod, is given back.
-func (r *TPUSliceAssignmentReconciler) noFit(ctx context.Context, rc *rayv1.RayCluster, slice *tpuv1alpha1.TPUSliceAssignment,
-	pods []corev1.Pod, msg string, ask capacityAsk) error {
+func (r *Reconciler) noFit(ctx context.Context, rc *rayv1.RayCluster, slice *tpuv1alpha1.TPUSliceAssignment,
+	msg string, ask capacityAsk) error {
 	if err := r.giveBack(ctx, slice, ""); err != nil {
 		return err
 	}
@@ -579,14 +577,14 @@ func (r *TPUSliceAssignmentReconciler) noFit(ctx context.Context, rc *rayv1.RayC
 	if ask.note != "" {
 		full += "; " + ask.note
 	}
-	changed, err := r.setDomainChosen(ctx, slice, pods, "", metav1.ConditionFalse, tpuv1alpha1.ReasonNoDomainFits, full, ask.cond)
+	changed, err := r.setDomainChosen(ctx, slice, "", metav1.ConditionFalse, tpuv1alpha1.ReasonNoDomainFits, full, ask.cond)
 	if err != nil || !changed {
 		return err
 	}
 	if before == nil || before.Reason != tpuv1alpha1.ReasonNoDomainFits || before.Message != full {
 		if before == nil || before.Reason != tpuv1alpha1.ReasonNoDomainFits || !strings.HasPrefix(before.Message, msg) {
 			r.recorder.Eventf(rc, slice, corev1.EventTypeWarning, tpuv1alpha1.ReasonTPUSliceNoDomain, "Place", "%s",
-				boundedNote(fmt.Sprintf(noteTPUSliceNoDomain, slice.Name, msg)))
+				slicectrl.BoundedNote(fmt.Sprintf(noteTPUSliceNoDomain, slice.Name, msg)))
 		}
 		ctrl.LoggerFrom(ctx).Info("No domain fits slice; its Pods stay gated", "slice", klog.KObj(slice), "why", full)
 	}
@@ -594,10 +592,10 @@ func (r *TPUSliceAssignmentReconciler) noFit(ctx context.Context, rc *rayv1.RayC
 		switch {
 		case ask.warning:
 			r.recorder.Eventf(rc, slice, corev1.EventTypeWarning, tpuv1alpha1.ReasonTPUSliceCapacityFailed, "Provision", "%s",
-				boundedNote(fmt.Sprintf(noteTPUSliceCapacity, slice.Name, c.Message)))
+				slicectrl.BoundedNote(fmt.Sprintf(noteTPUSliceCapacity, slice.Name, c.Message)))
 		case c.Reason == tpuv1alpha1.ReasonProvisioningRequested || c.Reason == tpuv1alpha1.ReasonCapacityPodsPending:
 			r.recorder.Eventf(rc, slice, corev1.EventTypeNormal, tpuv1alpha1.ReasonTPUSliceCapacityRequested, "Provision", "%s",
-				boundedNote(fmt.Sprintf(noteTPUSliceCapacity, slice.Name, c.Message)))
+				slicectrl.BoundedNote(fmt.Sprintf(noteTPUSliceCapacity, slice.Name, c.Message)))
 		}
 	}
 	return nil
@@ -607,13 +605,13 @@ func (r *TPUSliceAssignmentReconciler) noFit(ctx context.Context, rc *rayv1.RayC
 // each pinned to a free Node of usable (the domain's usable Nodes). A pinnable Pod for which no
 // free Node is left stays gated, and the slice is looked at again after noFitRecheck: released
 // with the nodeSelector alone, it could bind to the Node a sibling is pinned to and strand it.
-func (r *TPUSliceAssignmentReconciler) release(ctx context.Context, rc *rayv1.RayCluster, slice *tpuv1alpha1.TPUSliceAssignment,
-	pods []corev1.Pod, choice placement.Choice, usable []string, asm gate.Assembly) (time.Duration, error) {
+func (r *Reconciler) release(ctx context.Context, rc *rayv1.RayCluster, slice *tpuv1alpha1.TPUSliceAssignment,
+	choice rules.Choice, usable []string, asm gate.Assembly) (time.Duration, error) {
 	reason := tpuv1alpha1.ReasonDomainFits
-	if choice.Outcome == placement.OutcomeBound {
+	if choice.Outcome == rules.OutcomeBound {
 		reason = tpuv1alpha1.ReasonPodsBound
 	}
-	if _, err := r.setDomainChosen(ctx, slice, pods, choice.Domain, metav1.ConditionTrue, reason, choice.Reason); err != nil {
+	if _, err := r.setDomainChosen(ctx, slice, choice.Domain, metav1.ConditionTrue, reason, choice.Reason); err != nil {
 		return 0, err
 	}
 	if err := r.giveBack(ctx, slice, choice.Domain); err != nil {
@@ -652,7 +650,7 @@ func (r *TPUSliceAssignmentReconciler) release(ctx context.Context, rc *rayv1.Ra
 		if asm.TimedOut {
 			note += fmt.Sprintf(" (released after the %s assembly timeout without %s)", r.assemblyTimeout, missingHosts(asm.Missing))
 		}
-		r.recorder.Eventf(rc, slice, corev1.EventTypeNormal, tpuv1alpha1.ReasonTPUSliceDomainChosen, "Place", "%s", boundedNote(note))
+		r.recorder.Eventf(rc, slice, corev1.EventTypeNormal, tpuv1alpha1.ReasonTPUSliceDomainChosen, "Place", "%s", slicectrl.BoundedNote(note))
 		ctrl.LoggerFrom(ctx).Info("Released gated Pods of slice onto its domain", "slice", klog.KObj(slice), "key", choice.Key,
 			"domain", choice.Domain, "pods", released, "pinned", pinned, "timedOut", asm.TimedOut)
 	}
@@ -663,16 +661,16 @@ func (r *TPUSliceAssignmentReconciler) release(ctx context.Context, rc *rayv1.Ra
 // live read of the slice's Pods: a pin the cache has not seen yet, or a Pod bound since, must not
 // be handed out again (two Pods pinned to one Node: one never binds). Without a pinnable gated Pod
 // or a usable Node it reads nothing and pins nothing.
-func (r *TPUSliceAssignmentReconciler) pins(ctx context.Context, slice *tpuv1alpha1.TPUSliceAssignment, cached []*corev1.Pod,
+func (r *Reconciler) pins(ctx context.Context, slice *tpuv1alpha1.TPUSliceAssignment, cached []*corev1.Pod,
 	usable []string) ([]*corev1.Pod, map[types.UID]string, error) {
 	if len(usable) == 0 || !slices.ContainsFunc(cached, gate.Pinnable) {
 		return cached, nil, nil
 	}
-	lv, err := r.livePods(ctx, slice)
+	lv, err := slicectrl.LivePods(ctx, r.reader, r.tombstones, slice)
 	if err != nil {
 		return nil, nil, err
 	}
-	live := slicePods(slice, lv.pods)
+	live := slicectrl.Of(slice, lv.Pods)
 	gated := make([]*corev1.Pod, 0, len(cached))
 	for i := range live {
 		if lifecycle.PodLive(&live[i]) && tpuenv.HasGate(&live[i]) {
@@ -686,7 +684,7 @@ func (r *TPUSliceAssignmentReconciler) pins(ctx context.Context, slice *tpuv1alp
 // its Node in pins. A patch that fails its test (the Pod was released or changed since it was
 // read) or finds the Pod gone is skipped: the Pod's own event reconciles the slice again. It
 // returns how many Pods it released, and how many of them pinned.
-func (r *TPUSliceAssignmentReconciler) releasePods(ctx context.Context, gated []*corev1.Pod, key, domain string,
+func (r *Reconciler) releasePods(ctx context.Context, gated []*corev1.Pod, key, domain string,
 	pins map[types.UID]string, annotations map[string]string) (released, pinned int, _ error) {
 	var (
 		mu    sync.Mutex
@@ -731,7 +729,7 @@ func (r *TPUSliceAssignmentReconciler) releasePods(ctx context.Context, gated []
 // nominate: each is confirmed on live reads of the slice's Pods, the Node and the Pods bound to
 // it, and deleted conditional on the UID and resourceVersion read, so a Pod that bound since is
 // never deleted.
-func (r *TPUSliceAssignmentReconciler) replaceStranded(ctx context.Context, slice *tpuv1alpha1.TPUSliceAssignment, pods []corev1.Pod) error {
+func (r *Reconciler) replaceStranded(ctx context.Context, slice *tpuv1alpha1.TPUSliceAssignment, pods []corev1.Pod) error {
 	if !slices.ContainsFunc(pods, func(p corev1.Pod) bool { return p.Spec.NodeName == "" && gate.PinnedNode(&p) != "" }) {
 		return nil
 	}
@@ -742,7 +740,7 @@ func (r *TPUSliceAssignmentReconciler) replaceStranded(ctx context.Context, slic
 	if len(gate.Stranded(pods, cached)) == 0 {
 		return nil
 	}
-	lv, err := r.livePods(ctx, slice)
+	lv, err := slicectrl.LivePods(ctx, r.reader, r.tombstones, slice)
 	if err != nil {
 		return err
 	}
@@ -753,7 +751,7 @@ func (r *TPUSliceAssignmentReconciler) replaceStranded(ctx context.Context, slic
 		// The slice's own capacity Pods are deleted once its Pods are released: they strand none.
 		return slices.DeleteFunc(boundTo(node), func(p *corev1.Pod) bool { return p.Namespace == slice.Namespace && ownedBy(p, sliceOf(slice)) })
 	}
-	for _, s := range gate.Stranded(slicePods(slice, lv.pods), view) {
+	for _, s := range gate.Stranded(slicectrl.Of(slice, lv.Pods), view) {
 		uid, rv := s.Pod.UID, s.Pod.ResourceVersion
 		if err := r.client.Delete(ctx, s.Pod, client.Preconditions{UID: &uid, ResourceVersion: &rv}); err != nil {
 			if !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
@@ -762,7 +760,7 @@ func (r *TPUSliceAssignmentReconciler) replaceStranded(ctx context.Context, slic
 			continue
 		}
 		r.recorder.Eventf(s.Pod, slice, corev1.EventTypeWarning, tpuv1alpha1.ReasonTPUPodStranded, "Delete", "%s",
-			boundedNote(fmt.Sprintf(noteTPUPodStranded, slice.Name, slice.Spec.AffinityTopologyKey, slice.Status.Domain, s.Node, s.Why)))
+			slicectrl.BoundedNote(fmt.Sprintf(noteTPUPodStranded, slice.Name, slice.Spec.AffinityTopologyKey, slice.Status.Domain, s.Node, s.Why)))
 		r.metrics.PodsDeleted.Inc()
 		ctrl.LoggerFrom(ctx).Info("Deleted a released Pod that cannot bind where it is pinned", "pod", klog.KObj(s.Pod),
 			"slice", klog.KObj(slice), "node", s.Node, "why", s.Why)
@@ -771,7 +769,7 @@ func (r *TPUSliceAssignmentReconciler) replaceStranded(ctx context.Context, slic
 }
 
 // cachedNodeView is gate.NodeView on the caches: the TPU Nodes, and the worker Pods bound to them.
-func (r *TPUSliceAssignmentReconciler) cachedNodeView(ctx context.Context) (gate.NodeView, error) {
+func (r *Reconciler) cachedNodeView(ctx context.Context) (gate.NodeView, error) {
 	var all corev1.PodList
 	if err := r.client.List(ctx, &all, client.UnsafeDisableDeepCopy); err != nil {
 		return gate.NodeView{}, fmt.Errorf("listing Pods for the Nodes they are bound to: %w", err)
@@ -828,7 +826,7 @@ func (r *TPUSliceAssignmentReconciler) cachedNodeView(ctx context.Context) (gate
 
 // liveNodeView is gate.NodeView on live reads: each Node by name, and the Pods bound to it by a
 // field selector. A read that fails is recorded in errs and reads as a Node that takes the Pod.
-func (r *TPUSliceAssignmentReconciler) liveNodeView(ctx context.Context, errs *[]error) gate.NodeView {
+func (r *Reconciler) liveNodeView(ctx context.Context, errs *[]error) gate.NodeView {
 	type read struct {
 		node   *corev1.Node // nil: not found
 		failed bool
@@ -867,7 +865,7 @@ func (r *TPUSliceAssignmentReconciler) liveNodeView(ctx context.Context, errs *[
 		},
 		BoundTo: func(name string) []*corev1.Pod {
 			var list corev1.PodList
-			if err := r.reader.List(ctx, &list, client.MatchingFields{NodeNameIndex: name}); err != nil {
+			if err := r.reader.List(ctx, &list, client.MatchingFields{slicectrl.NodeNameIndex: name}); err != nil {
 				*errs = append(*errs, fmt.Errorf("listing the Pods bound to Node %s: %w", name, err))
 				return nil
 			}
@@ -902,16 +900,18 @@ func allocatableChips(n *corev1.Node) int64 {
 	return q.Value()
 }
 
-// setDomainChosen writes status.domain and DomainChosen, with the health conditions they change
-// (Scheduled's reason while gated), in one update conditional on the slice's resourceVersion. It
-// reports whether it wrote; a lost conflict is an error, so that the slice is decided again.
-func (r *TPUSliceAssignmentReconciler) setDomainChosen(ctx context.Context, slice *tpuv1alpha1.TPUSliceAssignment, pods []corev1.Pod,
+// setDomainChosen writes status.domain and DomainChosen, and the Capacity condition when extra
+// gives it, in one update conditional on the slice's resourceVersion: placement's own status
+// fields, nothing else. The claim reconciler derives Scheduled's reason from DomainChosen in its
+// next health write, which the slice's update event triggers (docs/spec.md §11). It reports
+// whether it wrote; a lost conflict is an error, so that the slice is decided again.
+func (r *Reconciler) setDomainChosen(ctx context.Context, slice *tpuv1alpha1.TPUSliceAssignment,
 	domain string, status metav1.ConditionStatus, reason, msg string, extra ...*metav1.Condition) (bool, error) {
 	updated := slice.DeepCopy()
 	updated.Status.Domain = domain
 	changed := slice.Status.Domain != domain
 	if apimeta.SetStatusCondition(&updated.Status.Conditions, metav1.Condition{
-		Type: tpuv1alpha1.ConditionDomainChosen, Status: status, Reason: reason, Message: boundedMessage(msg),
+		Type: tpuv1alpha1.ConditionDomainChosen, Status: status, Reason: reason, Message: slicectrl.BoundedMessage(msg),
 		ObservedGeneration: slice.Generation,
 	}) {
 		changed = true
@@ -925,13 +925,6 @@ func (r *TPUSliceAssignmentReconciler) setDomainChosen(ctx context.Context, slic
 			changed = true
 		}
 	}
-	res, err := r.health(ctx, updated, updated.Status.Claims, pods)
-	if err != nil {
-		return false, err
-	}
-	if applyHealth(&updated.Status, res) {
-		changed = true
-	}
 	if !changed {
 		return false, nil
 	}
@@ -943,7 +936,7 @@ func (r *TPUSliceAssignmentReconciler) setDomainChosen(ctx context.Context, slic
 }
 
 // updatePlacement writes the slice's status, conditional on its resourceVersion.
-func (r *TPUSliceAssignmentReconciler) updatePlacement(ctx context.Context, updated *tpuv1alpha1.TPUSliceAssignment) error {
+func (r *Reconciler) updatePlacement(ctx context.Context, updated *tpuv1alpha1.TPUSliceAssignment) error {
 	if err := r.client.Status().Update(ctx, updated, client.FieldOwner(constants.FieldManager)); err != nil {
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 			return errStatusConflict
@@ -953,21 +946,10 @@ func (r *TPUSliceAssignmentReconciler) updatePlacement(ctx context.Context, upda
 	return nil
 }
 
-// maxMessageLength is the longest condition message the API server accepts (32 KiB); the
-// messages here are far shorter (NoFitMessage names at most a few domains).
-const maxMessageLength = 32 * 1024
-
-func boundedMessage(s string) string {
-	if len(s) <= maxMessageLength {
-		return s
-	}
-	return s[:maxMessageLength-3] + "..."
-}
-
 // warnInterPodAffinity records, once per slice and process, that a slice is placed with
 // inter-pod terms while the operator chooses domains: no TPU Node matching its Pods'
 // nodeSelector had a value of its key when it was created.
-func (r *TPUSliceAssignmentReconciler) warnInterPodAffinity(rc *rayv1.RayCluster, slice *tpuv1alpha1.TPUSliceAssignment) {
+func (r *Reconciler) warnInterPodAffinity(rc *rayv1.RayCluster, slice *tpuv1alpha1.TPUSliceAssignment) {
 	if _, warned := r.warned.LoadOrStore(slice.UID, true); warned {
 		return
 	}

@@ -1,0 +1,272 @@
+/*
+Copyright 2026 The tpu-slice-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package placement
+
+import (
+	"context"
+	"maps"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
+	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
+	"github.com/ray-tpu/tpu-slice-operator/internal/slicectrl"
+)
+
+// What wakes a slice's placement (docs/spec.md §12): its own events and its Pods' (a slice that
+// goes, a Pod that stops living, binds or is created bound at once; the rest a bind settle later,
+// coalesced), and, for the slices waiting for a domain (DomainChosen False, NoDomainFits), a
+// change that may have made room: a TPU Node of their key that appears, goes or changes what the
+// chooser reads, a Pod bound to a TPU Node that stops or goes, a slice that goes, a domain Lease
+// deleted. A Node that changes or goes, and a Pod that binds to a Node, also wake the slices of
+// the unbound Pods pinned to it, which may be stranded.
+
+type queue = slicectrl.Queue
+
+func (r *Reconciler) add(q queue, reqs []reconcile.Request, urgent bool) {
+	slicectrl.Enqueue(q, reqs, urgent, r.settle)
+}
+
+// sliceHandler enqueues a slice on its own events, and the waiting slices when one goes.
+func (r *Reconciler) sliceHandler() handler.EventHandler {
+	self := func(obj client.Object) []reconcile.Request {
+		return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(obj)}}
+	}
+	return handler.Funcs{
+		CreateFunc: func(_ context.Context, e event.CreateEvent, q queue) { r.add(q, self(e.Object), false) },
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q queue) { r.add(q, self(e.ObjectNew), false) },
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q queue) {
+			// The slice's reconcile gives its domain back; the slices waiting for one look again.
+			r.add(q, self(e.Object), true)
+			r.add(q, r.waitingSlices(ctx), false)
+		},
+		GenericFunc: func(_ context.Context, e event.GenericEvent, q queue) { r.add(q, self(e.Object), true) },
+	}
+}
+
+// podHandler enqueues the slices a Pod event concerns (slicectrl.PodToSlices), and: for a Pod
+// that binds or is created bound, the slices of the Pods pinned to its Node (pinnedToSlices); for
+// a bound Pod that stops living or goes, the waiting slices (its chips are free again).
+func (r *Reconciler) podHandler() handler.EventHandler {
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q queue) {
+			reqs := slicectrl.PodToSlices(e.Object)
+			for _, req := range reqs {
+				r.bursts.podCreated(req.NamespacedName, r.clock.Now())
+			}
+			r.add(q, reqs, false)
+			if pod, ok := e.Object.(*corev1.Pod); ok && pod.Spec.NodeName != "" {
+				r.add(q, r.pinnedToSlices(ctx, pod.Spec.NodeName), false) // created bound, past the scheduler
+			}
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q queue) {
+			urgent := slicectrl.StoppedLiving(e.ObjectOld, e.ObjectNew)
+			r.add(q, slicectrl.PodToSlices(e.ObjectOld), urgent)
+			r.add(q, slicectrl.PodToSlices(e.ObjectNew), urgent)
+			before, ok1 := e.ObjectOld.(*corev1.Pod)
+			after, ok2 := e.ObjectNew.(*corev1.Pod)
+			if ok1 && ok2 && before.Spec.NodeName == "" && after.Spec.NodeName != "" {
+				r.add(q, r.pinnedToSlices(ctx, after.Spec.NodeName), false)
+			}
+			if urgent && after.Spec.NodeName != "" {
+				r.add(q, r.waitingSlices(ctx), false) // its chips are free again
+			}
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q queue) {
+			r.add(q, slicectrl.PodToSlices(e.Object), true)
+			if pod, ok := e.Object.(*corev1.Pod); ok && pod.Spec.NodeName != "" {
+				r.add(q, r.waitingSlices(ctx), false) // its chips are free again
+			}
+		},
+		GenericFunc: func(_ context.Context, e event.GenericEvent, q queue) {
+			r.add(q, slicectrl.PodToSlices(e.Object), true)
+		},
+	}
+}
+
+// nodeHandler enqueues, for a TPU Node that appeared, went or changed in what the chooser reads
+// (placementChanged), the waiting slices it could change (nodeCouldChange) and the slices of the
+// Pods pinned to it, a bind settle later (coalesced: a node pool under maintenance changes every
+// Node at once).
+func (r *Reconciler) nodeHandler() handler.EventHandler {
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q queue) {
+			r.add(q, r.pinnedToSlices(ctx, e.Object.GetName()), false)
+			r.add(q, r.waitingSlicesFor(ctx, e.Object), false)
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q queue) {
+			if placementChanged(e.ObjectOld, e.ObjectNew) {
+				r.add(q, r.pinnedToSlices(ctx, e.ObjectNew.GetName()), false)
+				r.add(q, r.waitingSlicesFor(ctx, e.ObjectOld, e.ObjectNew), false)
+			}
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q queue) {
+			r.add(q, r.pinnedToSlices(ctx, e.Object.GetName()), false)
+			r.add(q, r.waitingSlicesFor(ctx, e.Object), false)
+		},
+		GenericFunc: func(ctx context.Context, e event.GenericEvent, q queue) {
+			r.add(q, r.pinnedToSlices(ctx, e.Object.GetName()), false)
+		},
+	}
+}
+
+// boundPodHandler enqueues, when a Pod bound to a TPU Node (any Pod: the bound Pods' cache) stops
+// living or goes, the waiting slices that Node could change: what the Pod took of it is free
+// again. A Pod on a Node that is not a TPU Node (not in the Node cache) wakes none.
+func (r *Reconciler) boundPodHandler() handler.TypedEventHandler[client.Object, reconcile.Request] {
+	freed := func(ctx context.Context, obj client.Object, q queue) {
+		pod, ok := obj.(*corev1.Pod)
+		if !ok || pod.Spec.NodeName == "" {
+			return
+		}
+		node := &corev1.Node{}
+		if err := r.client.Get(ctx, types.NamespacedName{Name: pod.Spec.NodeName}, node); err != nil {
+			return // not a TPU Node, or gone: no domain gained room
+		}
+		r.add(q, r.waitingSlicesFor(ctx, node), false)
+	}
+	return handler.Funcs{
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q queue) {
+			if slicectrl.StoppedLiving(e.ObjectOld, e.ObjectNew) {
+				freed(ctx, e.ObjectNew, q)
+			}
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q queue) { freed(ctx, e.Object, q) },
+	}
+}
+
+// pinnedToSlices returns the slices of the cached Pods that are unbound and pinned to Node node: a
+// Pod that binds there may take the chips such a Pod waits for, and a Node that changes or goes
+// may leave it unable to bind, and strand it (docs/spec.md §12, "Stranded Pods"), while nothing
+// else of the pinned Pod's slice changes. A bind settle later is soon enough, and coalesces a
+// pool's binds.
+func (r *Reconciler) pinnedToSlices(ctx context.Context, node string) []reconcile.Request {
+	var pods corev1.PodList
+	if err := r.client.List(ctx, &pods, client.MatchingFields{slicectrl.NodeNameIndex: node}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing Pods pinned to Node", "node", node)
+		return nil
+	}
+	seen := map[reconcile.Request]bool{}
+	var reqs []reconcile.Request
+	for i := range pods.Items {
+		if p := &pods.Items[i]; p.Spec.NodeName == "" { // pinned, not bound
+			for _, req := range slicectrl.PodToSlices(p) {
+				if !seen[req] {
+					seen[req] = true
+					reqs = append(reqs, req)
+				}
+			}
+		}
+	}
+	return reqs
+}
+
+// leaseHandler enqueues, when a domain Lease goes, the slices waiting for a domain.
+func (r *Reconciler) leaseHandler() handler.EventHandler {
+	return handler.Funcs{
+		DeleteFunc: func(ctx context.Context, _ event.DeleteEvent, q queue) { r.add(q, r.waitingSlices(ctx), false) },
+	}
+}
+
+// waitingSlices lists, from the cache, the ChosenDomain slices that no domain fitted when they
+// last chose (DomainChosen False, NoDomainFits): a Pod, a slice or a Lease that went or changed
+// may have made room for them.
+func (r *Reconciler) waitingSlices(ctx context.Context) []reconcile.Request {
+	return r.waitingSlicesFor(ctx)
+}
+
+// waitingSlicesFor is waitingSlices narrowed, when nodes are given, to the slices one of the Nodes
+// could change (nodeCouldChange: a Node event wakes only the slices of its key and accelerator,
+// not every waiting slice of the cluster), and, when nodes are given, also the slices in one of
+// the Nodes' domain that are not Scheduled: one may hold a Pod gated for want of a free Node there.
+func (r *Reconciler) waitingSlicesFor(ctx context.Context, nodes ...client.Object) []reconcile.Request {
+	var list tpuv1alpha1.TPUSliceAssignmentList
+	if err := r.client.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing slices waiting for a domain")
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range list.Items {
+		s := &list.Items[i]
+		if s.Spec.Placement != tpuv1alpha1.PlacementChosenDomain {
+			continue
+		}
+		c := apimeta.FindStatusCondition(s.Status.Conditions, tpuv1alpha1.ConditionDomainChosen)
+		if c == nil {
+			continue
+		}
+		waiting := c.Status == metav1.ConditionFalse && c.Reason == tpuv1alpha1.ReasonNoDomainFits
+		// A slice in a domain whose Pods are not all bound may hold a Pod gated for want of a
+		// free Node there (release): a Node of that domain wakes it. Scheduled is the claim
+		// reconciler's health, read from the slice as stored.
+		held := c.Status == metav1.ConditionTrue && s.Status.Domain != "" && len(nodes) > 0 &&
+			!apimeta.IsStatusConditionTrue(s.Status.Conditions, tpuv1alpha1.ConditionScheduled)
+		if !waiting && !held {
+			continue
+		}
+		if len(nodes) > 0 && !slices.ContainsFunc(nodes, func(n client.Object) bool {
+			return nodeCouldChange(s, n) && (waiting || n.GetLabels()[s.Spec.AffinityTopologyKey] == s.Status.Domain)
+		}) {
+			continue
+		}
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(s)})
+	}
+	return reqs
+}
+
+// placementChanged reports whether a Node update changed what the domain chooser (and the
+// stranded Pods' judge) reads of it (placement.CandidateFromNode, gate.Stranded): its labels, its
+// NoSchedule and NoExecute taints (not a PreferNoSchedule one, which the cluster autoscaler sets
+// on scale-down candidates), unschedulable flag, deletion, Ready status or allocatable resources.
+func placementChanged(oldObj, newObj client.Object) bool {
+	before, ok1 := oldObj.(*corev1.Node)
+	after, ok2 := newObj.(*corev1.Node)
+	if !ok1 || !ok2 {
+		return true
+	}
+	hard := func(n *corev1.Node) []corev1.Taint {
+		return slices.DeleteFunc(slices.Clone(n.Spec.Taints), func(t corev1.Taint) bool {
+			return t.Effect != corev1.TaintEffectNoSchedule && t.Effect != corev1.TaintEffectNoExecute
+		})
+	}
+	return !maps.Equal(before.Labels, after.Labels) || before.Spec.Unschedulable != after.Spec.Unschedulable ||
+		(before.DeletionTimestamp == nil) != (after.DeletionTimestamp == nil) ||
+		!slices.EqualFunc(hard(before), hard(after), func(a, b corev1.Taint) bool { return a.Key == b.Key && a.Effect == b.Effect && a.Value == b.Value }) ||
+		slicectrl.NodeReadyStatus(before) != slicectrl.NodeReadyStatus(after) ||
+		!equality.Semantic.DeepEqual(before.Status.Allocatable, after.Status.Allocatable)
+}
+
+// nodeCouldChange reports whether Node n can change the choice of waiting slice s: n has a value
+// of the slice's key (a Node without one is in no domain of it) and, when the slice names its
+// accelerator, carries that accelerator.
+func nodeCouldChange(s *tpuv1alpha1.TPUSliceAssignment, n client.Object) bool {
+	labels := n.GetLabels()
+	if labels[s.Spec.AffinityTopologyKey] == "" {
+		return false
+	}
+	return s.Spec.Accelerator == "" || labels[constants.AcceleratorNodeSelectorKey] == s.Spec.Accelerator
+}
