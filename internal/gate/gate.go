@@ -18,7 +18,7 @@ limitations under the License.
 // slice (docs/spec.md §4): when its gated Pods are ready for a domain to be chosen (Assemble),
 // what placement.Choose is asked (NewRequest), the one JSON patch that releases a Pod
 // (ReleasePatch), and the per-domain Lease that makes a choice exclusive (NewLease, Holds).
-// The reconciler (controllers/placement.go) reads the caches, writes, and records Events.
+// The placement reconciler (controllers/placement) reads the caches, writes, and records Events.
 package gate
 
 import (
