@@ -98,10 +98,9 @@ var _ = Describe("The placement step of a ChosenDomain slice", func() {
 		lost := expectDomainChosen(loser, metav1.ConditionFalse, tpuv1alpha1.ReasonNoDomainFits)
 		Expect(apimeta.FindStatusCondition(lost.Status.Conditions, tpuv1alpha1.ConditionDomainChosen).Message).
 			To(ContainSubstring(only + ": held by slice " + ns + "/" + winner.Name))
-		scheduled := apimeta.FindStatusCondition(lost.Status.Conditions, tpuv1alpha1.ConditionScheduled)
-		Expect(scheduled).NotTo(BeNil())
-		Expect(scheduled.Status).To(Equal(metav1.ConditionFalse))
-		Expect(scheduled.Reason).To(Equal(tpuv1alpha1.ReasonNoDomainFits))
+		// Scheduled is the claim reconciler's (health), written after placement's DomainChosen,
+		// whose update wakes it (docs/spec.md §11, §12).
+		expectScheduled(loser, metav1.ConditionFalse, tpuv1alpha1.ReasonNoDomainFits)
 		Consistently(func(g Gomega) { expectGated(g, loserPods) }, 2*time.Second, testutil.Interval).Should(Succeed())
 		expectEvents(rc, tpuv1alpha1.ReasonTPUSliceNoDomain)
 
@@ -252,10 +251,8 @@ var _ = Describe("The placement step of a ChosenDomain slice", func() {
 		s := createSlice(rc, 0)
 		start := time.Now()
 		pods := createGated(rc, 0, 0, 1, 2)
-		slice := expectDomainChosen(s, metav1.ConditionFalse, tpuv1alpha1.ReasonWaitingForPods)
-		scheduled := apimeta.FindStatusCondition(slice.Status.Conditions, tpuv1alpha1.ConditionScheduled)
-		Expect(scheduled).NotTo(BeNil())
-		Expect(scheduled.Reason).To(Equal(tpuv1alpha1.ReasonSchedulingGated))
+		expectDomainChosen(s, metav1.ConditionFalse, tpuv1alpha1.ReasonWaitingForPods)
+		expectScheduled(s, metav1.ConditionFalse, tpuv1alpha1.ReasonSchedulingGated)
 		expectEvents(rc, tpuv1alpha1.ReasonTPUSliceGated)
 		Consistently(func(g Gomega) { expectGated(g, pods) }, assemblyTimeout-time.Since(start)-time.Second, testutil.Interval).Should(Succeed())
 
@@ -484,6 +481,24 @@ func expectDomainChosen(s *tpuv1alpha1.TPUSliceAssignment, status metav1.Conditi
 		g.Expect(c.Reason).To(Equal(reason))
 	}, testutil.Timeout, testutil.Interval).Should(Succeed())
 	return out
+}
+
+// expectScheduled waits until the slice's Scheduled condition (health, the claim reconciler's)
+// has status and reason and carries the DomainChosen message stored beside it (placement's): a
+// DomainChosen write wakes the health write that derives Scheduled from it (docs/spec.md §11).
+func expectScheduled(s *tpuv1alpha1.TPUSliceAssignment, status metav1.ConditionStatus, reason string) {
+	GinkgoHelper()
+	Eventually(func(g Gomega) {
+		out := &tpuv1alpha1.TPUSliceAssignment{}
+		g.Expect(suite.Client.Get(ctx, client.ObjectKeyFromObject(s), out)).To(Succeed())
+		c := apimeta.FindStatusCondition(out.Status.Conditions, tpuv1alpha1.ConditionScheduled)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Status).To(Equal(status))
+		g.Expect(c.Reason).To(Equal(reason))
+		chosen := apimeta.FindStatusCondition(out.Status.Conditions, tpuv1alpha1.ConditionDomainChosen)
+		g.Expect(chosen).NotTo(BeNil())
+		g.Expect(c.Message).To(HaveSuffix(": " + chosen.Message))
+	}, testutil.Timeout, testutil.Interval).Should(Succeed())
 }
 
 // expectReleased waits until every Pod has lost the operator's gate and selects domain, pinned to
