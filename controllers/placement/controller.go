@@ -118,6 +118,8 @@ type Reconciler struct {
 	// boundCache is the bound Pods' cache, watched so that a Pod leaving a Node wakes the slices
 	// waiting for a domain (nil with bound).
 	boundCache cache.Cache
+	// candidates are the Nodes each slice's gated Pods can use, by its last choice (handlers.go).
+	candidates candidates
 	workers    int
 }
 

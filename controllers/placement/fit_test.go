@@ -236,3 +236,44 @@ func TestPlacementPriority(t *testing.T) {
 		})
 	}
 }
+
+// TestChoiceNarrowsWakeUps: a slice that chose and found no fit is woken afterwards only by the
+// Nodes its gated Pods could use (their accelerator and topology), as its choice read them
+// (docs/spec.md §12, "No fit"): a Node of another topology of its key and accelerator does not.
+func TestChoiceNarrowsWakeUps(t *testing.T) {
+	objs := make([]client.Object, 0, 9)
+	objs = append(objs, reconcileCluster().Obj().DeepCopy(), chosenDomain(reconcileSlice(0).Claims(testutil.Bound(4, "w")...)).Obj())
+	for id := range int32(4) {
+		objs = append(objs, releasePod("w-"+strconv.Itoa(int(id)), "t-w-"+strconv.Itoa(int(id)), id).
+			SchedulingGate(tpuv1alpha1.PlacementSchedulingGate).Phase(corev1.PodPending).Obj())
+	}
+	// Three Nodes of the Pods' 2x2x4 in pool-a: no domain fits 4 hosts.
+	for i := range 3 {
+		objs = append(objs, testutil.MakeNode("a-"+strconv.Itoa(i)).TPU("tpu-v4-podslice", "2x2x4", "pool-a").TPUCapacity(4).Ready(true).Obj())
+	}
+	store := testutil.NewClientBuilder().WithObjects(objs...).Build()
+	clock := clocktesting.NewFakePassiveClock(t0)
+	r := newTestReconciler(testutil.WorkerPodCache(store), store, &testutil.EventRecorder{}, clock)
+	r.bound = trackerOf(t, store)
+	for _, at := range []time.Duration{0, bindSettle} {
+		clock.SetTime(t0.Add(at))
+		if _, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: releaseNamespace, Name: releaseSlice}}); err != nil {
+			t.Fatalf("Reconcile: %v", err)
+		}
+	}
+	var s tpuv1alpha1.TPUSliceAssignment
+	if err := store.Get(t.Context(), types.NamespacedName{Namespace: releaseNamespace, Name: releaseSlice}, &s); err != nil {
+		t.Fatal(err)
+	}
+	if c := apimeta.FindStatusCondition(s.Status.Conditions, tpuv1alpha1.ConditionDomainChosen); c == nil || c.Reason != tpuv1alpha1.ReasonNoDomainFits {
+		t.Fatalf("DomainChosen = %+v, want NoDomainFits", c)
+	}
+	for node, want := range map[*corev1.Node]int{
+		testutil.MakeNode("a-3").TPU("tpu-v4-podslice", "2x2x4", "pool-a").Obj(): 1,
+		testutil.MakeNode("z-0").TPU("tpu-v4-podslice", "2x2x2", "pool-z").Obj(): 0,
+	} {
+		if got := len(r.waitingSlicesFor(t.Context(), node)); got != want {
+			t.Errorf("Node %s (topology %s) woke %d slices, want %d", node.Name, node.Labels[constants.TopologyNodeSelectorKey], got, want)
+		}
+	}
+}

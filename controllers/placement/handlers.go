@@ -20,7 +20,9 @@ import (
 	"context"
 	"maps"
 	"slices"
+	"sync"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -34,14 +36,16 @@ import (
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
+	"github.com/ray-tpu/tpu-slice-operator/internal/gate"
+	rules "github.com/ray-tpu/tpu-slice-operator/internal/placement"
 	"github.com/ray-tpu/tpu-slice-operator/internal/slicectrl"
 )
 
 // What wakes a slice's placement (docs/spec.md §12): its own events and its Pods' (a slice that
 // goes, a Pod that stops living, binds or is created bound at once; the rest a bind settle later,
 // coalesced), and, for the slices waiting for a domain (DomainChosen False, NoDomainFits), a
-// change that may have made room: a TPU Node of their key that appears, goes or changes what the
-// chooser reads, a Pod bound to a TPU Node that stops or goes, a slice that goes, a domain Lease
+// change of a TPU Node their Pods could use (candidates): a Node that appears, goes or changes
+// what the chooser reads, a Pod bound to it that stops or goes, the domain Lease of its domain
 // deleted. A Node that changes or goes, and a Pod that binds to a Node, also wake the slices of
 // the unbound Pods pinned to it, which may be stranded.
 
@@ -51,7 +55,9 @@ func (r *Reconciler) add(q queue, reqs []reconcile.Request, urgent bool) {
 	slicectrl.Enqueue(q, reqs, urgent, r.settle)
 }
 
-// sliceHandler enqueues a slice on its own events, and the waiting slices when one goes.
+// sliceHandler enqueues a slice on its own events. A slice that goes frees what it held through
+// its domain Lease, which its reconcile deletes, and its Pods, which leave their Nodes: those
+// events wake the waiting slices that can use what they free (leaseHandler, boundPodHandler).
 func (r *Reconciler) sliceHandler() handler.EventHandler {
 	self := func(obj client.Object) []reconcile.Request {
 		return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(obj)}}
@@ -59,10 +65,9 @@ func (r *Reconciler) sliceHandler() handler.EventHandler {
 	return handler.Funcs{
 		CreateFunc: func(_ context.Context, e event.CreateEvent, q queue) { r.add(q, self(e.Object), false) },
 		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q queue) { r.add(q, self(e.ObjectNew), false) },
-		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q queue) {
-			// The slice's reconcile gives its domain back; the slices waiting for one look again.
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q queue) {
+			r.candidates.Delete(client.ObjectKeyFromObject(e.Object))
 			r.add(q, self(e.Object), true)
-			r.add(q, r.waitingSlices(ctx), false)
 		},
 		GenericFunc: func(_ context.Context, e event.GenericEvent, q queue) { r.add(q, self(e.Object), true) },
 	}
@@ -70,7 +75,8 @@ func (r *Reconciler) sliceHandler() handler.EventHandler {
 
 // podHandler enqueues the slices a Pod event concerns (slicectrl.PodToSlices), and: for a Pod
 // that binds or is created bound, the slices of the Pods pinned to its Node (pinnedToSlices); for
-// a bound Pod that stops living or goes, the waiting slices (its chips are free again).
+// a bound Pod that stops living or goes, the waiting slices its Node could change (its chips are
+// free again), unless the bound Pods' cache is watched (boundPodHandler sees every such Pod).
 func (r *Reconciler) podHandler() handler.EventHandler {
 	return handler.Funcs{
 		CreateFunc: func(ctx context.Context, e event.CreateEvent, q queue) {
@@ -92,14 +98,14 @@ func (r *Reconciler) podHandler() handler.EventHandler {
 			if ok1 && ok2 && before.Spec.NodeName == "" && after.Spec.NodeName != "" {
 				r.add(q, r.pinnedToSlices(ctx, after.Spec.NodeName), false)
 			}
-			if urgent && after.Spec.NodeName != "" {
-				r.add(q, r.waitingSlices(ctx), false) // its chips are free again
+			if urgent && r.boundCache == nil {
+				r.freed(ctx, after, q)
 			}
 		},
 		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q queue) {
 			r.add(q, slicectrl.PodToSlices(e.Object), true)
-			if pod, ok := e.Object.(*corev1.Pod); ok && pod.Spec.NodeName != "" {
-				r.add(q, r.waitingSlices(ctx), false) // its chips are free again
+			if r.boundCache == nil {
+				r.freed(ctx, e.Object, q)
 			}
 		},
 		GenericFunc: func(_ context.Context, e event.GenericEvent, q queue) {
@@ -138,25 +144,28 @@ func (r *Reconciler) nodeHandler() handler.EventHandler {
 // living or goes, the waiting slices that Node could change: what the Pod took of it is free
 // again. A Pod on a Node that is not a TPU Node (not in the Node cache) wakes none.
 func (r *Reconciler) boundPodHandler() handler.TypedEventHandler[client.Object, reconcile.Request] {
-	freed := func(ctx context.Context, obj client.Object, q queue) {
-		pod, ok := obj.(*corev1.Pod)
-		if !ok || pod.Spec.NodeName == "" {
-			return
-		}
-		node := &corev1.Node{}
-		if err := r.client.Get(ctx, types.NamespacedName{Name: pod.Spec.NodeName}, node); err != nil {
-			return // not a TPU Node, or gone: no domain gained room
-		}
-		r.add(q, r.waitingSlicesFor(ctx, node), false)
-	}
 	return handler.Funcs{
 		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q queue) {
 			if slicectrl.StoppedLiving(e.ObjectOld, e.ObjectNew) {
-				freed(ctx, e.ObjectNew, q)
+				r.freed(ctx, e.ObjectNew, q)
 			}
 		},
-		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q queue) { freed(ctx, e.Object, q) },
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q queue) { r.freed(ctx, e.Object, q) },
 	}
+}
+
+// freed enqueues, for a bound Pod that stopped living or went, the waiting slices its Node could
+// change: what the Pod took of it is free again.
+func (r *Reconciler) freed(ctx context.Context, obj client.Object, q queue) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok || pod.Spec.NodeName == "" {
+		return
+	}
+	node := &corev1.Node{}
+	if err := r.client.Get(ctx, types.NamespacedName{Name: pod.Spec.NodeName}, node); err != nil {
+		return // not a TPU Node, or gone: no domain gained room
+	}
+	r.add(q, r.waitingSlicesFor(ctx, node), false)
 }
 
 // pinnedToSlices returns the slices of the cached Pods that are unbound and pinned to Node node: a
@@ -185,24 +194,49 @@ func (r *Reconciler) pinnedToSlices(ctx context.Context, node string) []reconcil
 	return reqs
 }
 
-// leaseHandler enqueues, when a domain Lease goes, the slices waiting for a domain.
+// leaseHandler enqueues, when a domain Lease goes, the waiting slices a Node of its domain could
+// change: a domain held for one key holds its Nodes for every key (docs/spec.md §12), so they are
+// free for slices of any key again. A Lease that is not a domain Lease (leader election's, one
+// edited by hand) frees nothing.
 func (r *Reconciler) leaseHandler() handler.EventHandler {
 	return handler.Funcs{
-		DeleteFunc: func(ctx context.Context, _ event.DeleteEvent, q queue) { r.add(q, r.waitingSlices(ctx), false) },
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q queue) {
+			lease, ok := e.Object.(*coordinationv1.Lease)
+			if !ok {
+				return
+			}
+			lock, ok := gate.LockOf(lease)
+			if !ok {
+				return
+			}
+			var nodes corev1.NodeList
+			if err := r.client.List(ctx, &nodes, client.MatchingLabels{lock.Key: lock.Domain}, client.UnsafeDisableDeepCopy); err != nil {
+				ctrl.LoggerFrom(ctx).Error(err, "Listing the Nodes of a domain given back", "key", lock.Key, "domain", lock.Domain)
+				r.add(q, r.waitingSlices(ctx), false)
+				return
+			}
+			objs := make([]client.Object, 0, len(nodes.Items))
+			for i := range nodes.Items {
+				objs = append(objs, &nodes.Items[i])
+			}
+			if len(objs) > 0 {
+				r.add(q, r.waitingSlicesFor(ctx, objs...), false)
+			}
+		},
 	}
 }
 
 // waitingSlices lists, from the cache, the ChosenDomain slices that no domain fitted when they
-// last chose (DomainChosen False, NoDomainFits): a Pod, a slice or a Lease that went or changed
-// may have made room for them.
+// last chose (DomainChosen False, NoDomainFits).
 func (r *Reconciler) waitingSlices(ctx context.Context) []reconcile.Request {
 	return r.waitingSlicesFor(ctx)
 }
 
 // waitingSlicesFor is waitingSlices narrowed, when nodes are given, to the slices one of the Nodes
-// could change (nodeCouldChange: a Node event wakes only the slices of its key and accelerator,
-// not every waiting slice of the cluster), and, when nodes are given, also the slices in one of
-// the Nodes' domain that are not Scheduled: one may hold a Pod gated for want of a free Node there.
+// could change (nodeCouldChange: a Node of the slice's key and accelerator that its Pods could
+// use, not every waiting slice of the cluster), and, when nodes are given, also the slices in one
+// of the Nodes' domain that are not Scheduled: one may hold a Pod gated for want of a free Node
+// there.
 func (r *Reconciler) waitingSlicesFor(ctx context.Context, nodes ...client.Object) []reconcile.Request {
 	var list tpuv1alpha1.TPUSliceAssignmentList
 	if err := r.client.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
@@ -229,7 +263,7 @@ func (r *Reconciler) waitingSlicesFor(ctx context.Context, nodes ...client.Objec
 			continue
 		}
 		if len(nodes) > 0 && !slices.ContainsFunc(nodes, func(n client.Object) bool {
-			return nodeCouldChange(s, n) && (waiting || n.GetLabels()[s.Spec.AffinityTopologyKey] == s.Status.Domain)
+			return nodeCouldChange(s, n) && r.candidates.could(s, n) && (waiting || n.GetLabels()[s.Spec.AffinityTopologyKey] == s.Status.Domain)
 		}) {
 			continue
 		}
@@ -269,4 +303,37 @@ func nodeCouldChange(s *tpuv1alpha1.TPUSliceAssignment, n client.Object) bool {
 		return false
 	}
 	return s.Spec.Accelerator == "" || labels[constants.AcceleratorNodeSelectorKey] == s.Spec.Accelerator
+}
+
+// candidates remembers, for each slice that chose, which Nodes its gated Pods can use
+// (rules.NodeMatcher of their nodeSelector and required node affinity, what the chooser counts):
+// a Node no Pod of the slice can use changes nothing of its choice. A slice it does not know (not
+// chosen since this process started, or a new slice of the name) is woken by every Node of its
+// key and accelerator.
+type candidates struct {
+	m sync.Map // types.NamespacedName → candidateFilter
+}
+
+type candidateFilter struct {
+	uid   types.UID
+	match func(name string, labels map[string]string) bool
+}
+
+// remember records the Nodes slice's gated Pods can use, by req as the chooser was asked.
+func (c *candidates) remember(slice *tpuv1alpha1.TPUSliceAssignment, selector map[string]string, affinity *corev1.NodeSelector) {
+	c.m.Store(client.ObjectKeyFromObject(slice), candidateFilter{uid: slice.UID, match: rules.NodeMatcher(selector, affinity)})
+}
+
+// Delete forgets a slice that went.
+func (c *candidates) Delete(key types.NamespacedName) { c.m.Delete(key) }
+
+// could reports whether Node n may be one slice s's Pods can use: true unless s's last choice
+// showed its Pods cannot.
+func (c *candidates) could(s *tpuv1alpha1.TPUSliceAssignment, n client.Object) bool {
+	v, ok := c.m.Load(client.ObjectKeyFromObject(s))
+	if !ok {
+		return true
+	}
+	f := v.(candidateFilter) //nolint:forcetypeassert // only remember stores.
+	return f.uid != s.UID || f.match(n.GetName(), n.GetLabels())
 }

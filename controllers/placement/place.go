@@ -163,6 +163,7 @@ func (r *Reconciler) choose(ctx context.Context, rc *rayv1.RayCluster, slice *tp
 	for range chooseAttempts {
 		req := gate.NewRequest(slice, pods, nodes.Items, usage, excluded, holds)
 		req.OtherHolds = otherHolds
+		r.candidates.remember(slice, req.NodeSelector, req.NodeAffinity)
 		choice, err := rules.Choose(req)
 		if err != nil {
 			// The slice's Pods request no TPU: nothing to choose for; they stay gated.

@@ -22,11 +22,14 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/cache/informertest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -34,6 +37,7 @@ import (
 
 	tpuv1alpha1 "github.com/ray-tpu/tpu-slice-operator/api/v1alpha1"
 	"github.com/ray-tpu/tpu-slice-operator/internal/constants"
+	"github.com/ray-tpu/tpu-slice-operator/internal/gate"
 	"github.com/ray-tpu/tpu-slice-operator/internal/slicectrl"
 	"github.com/ray-tpu/tpu-slice-operator/internal/testutil"
 )
@@ -212,5 +216,159 @@ func TestPodHandler(t *testing.T) {
 				t.Errorf("enqueued slices (-want,+got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// waitingSlice is a ChosenDomain slice of key and accelerator that no domain fitted.
+func waitingSlice(name, key, accelerator string) *tpuv1alpha1.TPUSliceAssignment {
+	s := testutil.MakeSlice(name, "ml", "rc", "uid-rc", "tpu", 0, 4).Placement(tpuv1alpha1.PlacementChosenDomain, key).Obj()
+	s.UID = types.UID("uid-" + name)
+	s.Spec.Accelerator = accelerator
+	s.Status.Conditions = []metav1.Condition{{Type: tpuv1alpha1.ConditionDomainChosen, Status: metav1.ConditionFalse,
+		Reason: tpuv1alpha1.ReasonNoDomainFits, LastTransitionTime: metav1.Now()}}
+	return s
+}
+
+// names returns the names of reqs, sorted.
+func names(reqs []reconcile.Request) []string {
+	out := make([]string, 0, len(reqs))
+	for _, req := range reqs {
+		out = append(out, req.Name)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestWaitingSlicesForCandidates: a Node event wakes a waiting slice only when its Pods could use
+// the Node, by the slice's last choice (the nodeSelector's topology, their required node
+// affinity), not every slice of the Node's key and accelerator (docs/spec.md §12, "No fit"); a
+// slice not chosen since the start, or a new slice of the name, is woken by every Node of its key
+// and accelerator.
+func TestWaitingSlicesForCandidates(t *testing.T) {
+	pool := constants.NodePoolTopologyKey
+	selector := func(topology string) map[string]string {
+		return map[string]string{constants.AcceleratorNodeSelectorKey: "tpu-v6e-slice", constants.TopologyNodeSelectorKey: topology}
+	}
+	notPoolA := &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
+		{Key: pool, Operator: corev1.NodeSelectorOpNotIn, Values: []string{"pool-a"}}}}}}
+	slicesOf := map[string]*tpuv1alpha1.TPUSliceAssignment{}
+	for _, name := range []string{"v6e-4x4", "v6e-8x8", "unknown", "recreated", "not-pool-a"} {
+		slicesOf[name] = waitingSlice(name, pool, "tpu-v6e-slice")
+	}
+	c := testutil.NewClientBuilder().WithObjects(slicesOf["v6e-4x4"], slicesOf["v6e-8x8"], slicesOf["unknown"], slicesOf["recreated"], slicesOf["not-pool-a"]).Build()
+	r := &Reconciler{client: c}
+	r.candidates.remember(slicesOf["v6e-4x4"], selector("4x4"), nil)
+	r.candidates.remember(slicesOf["v6e-8x8"], selector("8x8"), nil)
+	r.candidates.remember(slicesOf["not-pool-a"], selector("4x4"), notPoolA)
+	old := slicesOf["recreated"].DeepCopy()
+	old.UID = "uid-before"
+	r.candidates.remember(old, selector("8x8"), nil)
+
+	node := testutil.MakeNode("n").TPU("tpu-v6e-slice", "4x4", "pool-a").Obj()
+	if diff := cmp.Diff([]string{"recreated", "unknown", "v6e-4x4"}, names(r.waitingSlicesFor(t.Context(), node))); diff != "" {
+		t.Errorf("slices woken by a v6e 4x4 Node of pool-a (-want,+got):\n%s", diff)
+	}
+	// A label change that makes the Node one the 8x8 slice can use wakes it: the old or the new
+	// Node may be a candidate.
+	relabelled := node.DeepCopy()
+	relabelled.Labels[constants.TopologyNodeSelectorKey] = "8x8"
+	if diff := cmp.Diff([]string{"recreated", "unknown", "v6e-4x4", "v6e-8x8"}, names(r.waitingSlicesFor(t.Context(), node, relabelled))); diff != "" {
+		t.Errorf("slices woken by a Node relabelled from 4x4 to 8x8 (-want,+got):\n%s", diff)
+	}
+	// The slice that went is forgotten with its filter.
+	r.sliceHandler().Delete(t.Context(), event.DeleteEvent{Object: slicesOf["v6e-8x8"]}, workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]()))
+	if _, ok := r.candidates.m.Load(client.ObjectKeyFromObject(slicesOf["v6e-8x8"])); ok {
+		t.Error("the candidates of a deleted slice are still remembered")
+	}
+}
+
+// TestLeaseHandler: a domain Lease that goes wakes the waiting slices a Node of its domain could
+// change, of any key (a Lease of one key holds its domain's Nodes for every key); a Lease that is
+// no domain Lease wakes none.
+func TestLeaseHandler(t *testing.T) {
+	c := testutil.NewClientBuilder().WithObjects(
+		waitingSlice("v6e-pool", constants.NodePoolTopologyKey, "tpu-v6e-slice"),
+		waitingSlice("v6e-subblock", constants.GCETopologySubblockKey, "tpu-v6e-slice"),
+		waitingSlice("v5p-pool", constants.NodePoolTopologyKey, "tpu-v5p-slice"),
+		testutil.MakeNode("a-0").TPU("tpu-v6e-slice", "4x4", "pool-a").GCE("block-1", "sb-1").Obj(),
+		testutil.MakeNode("b-0").TPU("tpu-v5p-slice", "2x2x4", "pool-b").Obj(),
+	).Build()
+	r := &Reconciler{client: c, settle: -1}
+	holder := gate.Holder{Namespace: "ml", Name: "other", UID: "uid-other"}
+	cases := map[string]struct {
+		lease *coordinationv1.Lease
+		want  []string
+	}{
+		"pool-a's Lease": {lease: gate.NewLease("ops", constants.NodePoolTopologyKey, "pool-a", holder), want: []string{"v6e-pool", "v6e-subblock"}},
+		"sub-block sb-1's Lease, whose Nodes are pool-a's": {
+			lease: gate.NewLease("ops", constants.GCETopologySubblockKey, "sb-1", holder), want: []string{"v6e-pool", "v6e-subblock"}},
+		"pool-b's Lease":                     {lease: gate.NewLease("ops", constants.NodePoolTopologyKey, "pool-b", holder), want: []string{"v5p-pool"}},
+		"the Lease of a domain with no Node": {lease: gate.NewLease("ops", constants.NodePoolTopologyKey, "gone", holder)},
+		"leader election's Lease":            {lease: &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "tpu-slice-operator", Namespace: "ops"}}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+			defer q.ShutDown()
+			r.leaseHandler().Delete(t.Context(), event.DeleteEvent{Object: tc.lease}, q)
+			var got []reconcile.Request
+			for q.Len() > 0 {
+				req, _ := q.Get()
+				got = append(got, req)
+				q.Done(req)
+			}
+			if diff := cmp.Diff(tc.want, names(got), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("slices woken (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestStoppedPodWakes: a worker Pod bound to a TPU Node that stops or goes wakes, besides its own
+// slice, the waiting slices its Node could change, once: through the bound Pods' cache when it is
+// watched (boundPodHandler), through the Pod handler when it is not; a slice that goes wakes
+// only itself (its Lease and Pods wake the others as they go).
+func TestStoppedPodWakes(t *testing.T) {
+	c := testutil.NewClientBuilder().WithObjects(
+		waitingSlice("v6e", constants.NodePoolTopologyKey, "tpu-v6e-slice"),
+		waitingSlice("v5p", constants.NodePoolTopologyKey, "tpu-v5p-slice"),
+		testutil.MakeNode("a-0").TPU("tpu-v6e-slice", "4x4", "pool-a").Obj(),
+	).Build()
+	worker := testutil.MakePod("w-0", "ml").Label(tpuv1alpha1.SliceLabel, "own").NodeName("a-0").Phase(corev1.PodRunning).Obj()
+	for _, watched := range []bool{false, true} {
+		r := &Reconciler{client: c, settle: -1, clock: clock.RealClock{}, bursts: newBursts(0)}
+		want := []string{"own", "v6e"}
+		if watched {
+			r.boundCache = &informertest.FakeInformers{}
+			want = []string{"own"}
+		}
+		failed := worker.DeepCopy()
+		failed.Status.Phase = corev1.PodFailed
+		for what, fire := range map[string]func(queue){
+			"deletion": func(q queue) { r.podHandler().Delete(t.Context(), event.DeleteEvent{Object: worker}, q) },
+			"failure": func(q queue) {
+				r.podHandler().Update(t.Context(), event.UpdateEvent{ObjectOld: worker, ObjectNew: failed}, q)
+			},
+		} {
+			q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+			fire(q)
+			var got []reconcile.Request
+			for q.Len() > 0 {
+				req, _ := q.Get()
+				got = append(got, req)
+				q.Done(req)
+			}
+			if diff := cmp.Diff(want, names(got)); diff != "" {
+				t.Errorf("bound Pods' cache watched %t: slices woken by a worker Pod's %s (-want,+got):\n%s", watched, what, diff)
+			}
+			q.ShutDown()
+		}
+	}
+	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+	defer q.ShutDown()
+	r := &Reconciler{client: c, settle: -1}
+	r.sliceHandler().Delete(t.Context(), event.DeleteEvent{Object: waitingSlice("gone", constants.NodePoolTopologyKey, "tpu-v6e-slice")}, q)
+	if q.Len() != 1 {
+		t.Errorf("a slice that went woke %d slices, want itself only", q.Len())
 	}
 }

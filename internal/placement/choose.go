@@ -393,24 +393,32 @@ func tally(req *Request) (domains []domainTally, matching int) {
 	return domains, matching
 }
 
-// matcher returns whether a Node is a candidate for the slice's Pods: its labels hold every key
-// and value of req.NodeSelector and, when the Pods have required node affinity terms of their own,
-// one of the terms matches it (k8s.io/component-helpers' node affinity, kube-scheduler's own). A
-// term that does not parse matches no Node, as for the scheduler.
+// matcher returns whether a Node is a candidate for the slice's Pods (NodeMatcher).
 func (req *Request) matcher() func(*Candidate) bool {
-	selector := make([][2]string, 0, len(req.NodeSelector))
-	for k, v := range req.NodeSelector {
-		selector = append(selector, [2]string{k, v})
+	match := NodeMatcher(req.NodeSelector, req.NodeAffinity)
+	return func(n *Candidate) bool { return match(n.Name, n.Labels) }
+}
+
+// NodeMatcher returns whether a Node, by its name and labels, is a candidate for Pods with the
+// given nodeSelector and required node affinity (nil for none): its labels hold every
+// key and value of selector and, with affinity, one of its terms matches it (k8s.io/component-
+// helpers' node affinity, kube-scheduler's own). A term that does not parse matches no Node, as
+// for the scheduler. Choose counts only such Nodes; a Node event wakes only the waiting slices
+// whose Pods it is a candidate for (controllers/placement).
+func NodeMatcher(selector map[string]string, affinity *corev1.NodeSelector) func(name string, labels map[string]string) bool {
+	pairs := make([][2]string, 0, len(selector))
+	for k, v := range selector {
+		pairs = append(pairs, [2]string{k, v})
 	}
-	if req.NodeAffinity == nil {
-		return func(n *Candidate) bool { return matchesPairs(n.Labels, selector) }
+	if affinity == nil {
+		return func(_ string, labels map[string]string) bool { return matchesPairs(labels, pairs) }
 	}
-	terms := nodeaffinity.NewLazyErrorNodeSelector(req.NodeAffinity)
-	return func(n *Candidate) bool {
-		if !matchesPairs(n.Labels, selector) {
+	terms := nodeaffinity.NewLazyErrorNodeSelector(affinity)
+	return func(name string, labels map[string]string) bool {
+		if !matchesPairs(labels, pairs) {
 			return false
 		}
-		ok, err := terms.Match(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: n.Labels}})
+		ok, err := terms.Match(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}})
 		return ok && err == nil
 	}
 }

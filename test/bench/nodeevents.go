@@ -98,6 +98,10 @@ const (
 	s9Timeout = 15 * time.Minute
 	// s9Label is the label the label event changes.
 	s9Label = "example.com/maintenance-window"
+	// s9AllKey and s9AllDomain are a topology key no slice uses and its one domain, which every S9
+	// Node carries: the domain of the wake-all Lease (wakeAll).
+	s9AllKey    = "bench.tpu.ray.io/s9-all"
+	s9AllDomain = "all"
 	// s9Attempts is how many times S9 measures a round of one event at most, until none of its
 	// waves met the waiting slices' rechecks.
 	s9Attempts = 5
@@ -248,7 +252,7 @@ type s9World struct {
 	nodes []*corev1.Node
 	// namespaces hold the busy Pods and the RayClusters, Pods and slices of the waiting slices.
 	namespaces []string
-	// lease is the placeholder domain Lease whose deletion wakes every waiting slice.
+	// lease is the wake-all domain Lease, whose deletion wakes every waiting slice (wakeAll).
 	lease *coordinationv1.Lease
 	// waiting are the waiting slices, read once all of them waited.
 	waiting []tpuv1alpha1.TPUSliceAssignment
@@ -332,7 +336,8 @@ func (b *bench) s9Cluster(ctx context.Context, scale float64) (*s9World, error) 
 	for i, n := range nodes {
 		// A status as large as GKE's (its images, conditions and addresses), Ready.
 		gke := (&testutil.NodeWrapper{Node: *n}).GKEStatus().Obj()
-		gke.Annotations = nil // no kwok here
+		gke.Annotations = nil              // no kwok here
+		gke.Labels[s9AllKey] = s9AllDomain // the wake-all Lease's domain (wakeAll)
 		nodes[i] = gke
 	}
 	w.nodes = nodes
@@ -368,11 +373,7 @@ func (b *bench) s9Cluster(ctx context.Context, scale float64) (*s9World, error) 
 	if err := w.countWrites(ctx); err != nil {
 		return w, err
 	}
-	w.lease = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "s9-wake-all", Namespace: leaseNS,
-		Labels: map[string]string{gate.LeaseLabel: "true"}}}
-	if err := b.c.Create(ctx, w.lease.DeepCopy()); err != nil {
-		return w, err
-	}
+	w.lease = gate.NewLease(leaseNS, s9AllKey, s9AllDomain, gate.Holder{Namespace: leaseNS, Name: "s9-wake-all", UID: "s9-wake-all"})
 
 	start = time.Now()
 	var pods []*rayv1.RayCluster // the RayCluster of each Pod to create
@@ -478,16 +479,20 @@ func (w *s9World) waitAllWaiting(ctx context.Context, want int) ([]tpuv1alpha1.T
 	}
 }
 
-// wakeAll wakes every waiting slice through the placement reconciler's own queue: the deletion of
-// a domain Lease wakes every waiting slice (waitingSlices, what the Node handler called before
-// c1998b9). The placeholder holds nothing (no holder) and is created again at once, which wakes
-// nothing.
+// wakeAll wakes every waiting slice through the placement reconciler's own queue, as the Node
+// handler did before c1998b9 for every change it looked at: it creates and at once deletes a
+// domain Lease of a key whose one domain holds every S9 Node (s9AllKey), and the deletion of a
+// domain Lease wakes the waiting slices that a Node of its domain could change: all of them. The
+// Lease's create wakes nothing; for the instant it exists, it holds every Node.
 func (w *s9World) wakeAll(ctx context.Context) error {
+	if err := w.c.Create(ctx, w.lease.DeepCopy()); err != nil {
+		return fmt.Errorf("creating the wake-all Lease: %w", err)
+	}
 	if err := w.c.Delete(ctx, w.lease.DeepCopy()); err != nil {
-		return fmt.Errorf("deleting the placeholder Lease: %w", err)
+		return fmt.Errorf("deleting the wake-all Lease: %w", err)
 	}
 	w.lastWakeAll = time.Now()
-	return w.c.Create(ctx, w.lease.DeepCopy())
+	return nil
 }
 
 // cleanRound measures a round of ev (event) until none of its waves met the waiting slices'
@@ -833,22 +838,21 @@ func timeRead(read func() (int, error)) (s9Read, error) {
 	return s9Read{cpu: (processCPU() - cpu) / s9ReadRepeats, allocBytes: float64(allocatedBytes()-alloc) / s9ReadRepeats, items: items}, nil
 }
 
-// s9Expected counts the waiting slices an event on node wakes now (nodeCouldChange: the Node has
-// a value of the slice's key and, when the slice names one, its accelerator), and those of them
-// whose Pods could use the Node at all (its topology too).
+// s9Expected counts the waiting slices whose Pods could use node (it has a value of the slice's
+// key, and the accelerator and topology the Pods select), and those an event on node wakes now:
+// the same slices (the placement reconciler's candidates, by each slice's last choice; before,
+// every slice of the Node's key and accelerator, whatever its topology).
 func s9Expected(waiting []tpuv1alpha1.TPUSliceAssignment, node *corev1.Node) (woken, usable int) {
 	for i := range waiting {
 		s := &waiting[i]
 		if node.Labels[s.Spec.AffinityTopologyKey] == "" ||
-			(s.Spec.Accelerator != "" && node.Labels[constants.AcceleratorNodeSelectorKey] != s.Spec.Accelerator) {
+			(s.Spec.Accelerator != "" && node.Labels[constants.AcceleratorNodeSelectorKey] != s.Spec.Accelerator) ||
+			node.Labels[constants.TopologyNodeSelectorKey] != s.Spec.Topology {
 			continue
 		}
-		woken++
-		if node.Labels[constants.TopologyNodeSelectorKey] == s.Spec.Topology {
-			usable++
-		}
+		usable++
 	}
-	return woken, usable
+	return usable, usable
 }
 
 // report prints S9's table and returns its BENCH lines: per event, the round with the median CPU

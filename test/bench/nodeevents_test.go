@@ -84,12 +84,12 @@ func TestS9Expected(t *testing.T) {
 	waiting := s9Waiting(1)
 	type counts struct{ Woken, Usable int }
 	want := map[string]counts{
-		// Every v6e slice on node pools: the 4x4 ones too, which cannot use an 8x8 Node.
-		"label":              {Woken: 140, Usable: 80},
+		// The v6e 8x8 slices on node pools, not the 4x4 ones of the same key and accelerator.
+		"label":              {Woken: 80, Usable: 80},
 		"prefer-no-schedule": {Woken: 40, Usable: 40},
 		"heartbeat":          {Woken: 30, Usable: 30},
-		// Every v5p slice: those keyed on the node pool and those on the sub-block.
-		"not-ready": {Woken: 90, Usable: 60},
+		// The v5p slices of the Node's topology, keyed on the node pool or on the sub-block.
+		"not-ready": {Woken: 60, Usable: 60},
 	}
 	got := map[string]counts{}
 	for _, ev := range s9Events {
