@@ -124,10 +124,17 @@ CACHE_MUTATION_DETECTOR = KUBE_CACHE_MUTATION_DETECTOR=true
 
 .PHONY: test
 test: test-unit test-integration envtest cluster-tools ## Run every test layer: unit, integration, end-to-end (bare API server and local cluster, side by side), then a CHAOS_DURATION (2m) chaos run, its gate-on half on the local cluster.
-	@# The two end-to-end suites wait on their control planes more than they compute: side by side
-	@# they take about the longer one's time (CI's 15 minutes).
-	$(MAKE) --no-print-directory -j2 --output-sync=target test-e2e test-cluster
+	@# The end-to-end suites wait on their control planes more than they compute: in two lanes,
+	@# test/e2e then the capacity suites beside test/cluster, they take about the longer lane's
+	@# time (CI's 15 minutes).
+	$(MAKE) --no-print-directory -j2 --output-sync=target test-lane-e2e test-cluster-operator
 	$(call run-chaos,$(CHAOS_DURATION),30m)
+
+# test-lane-e2e is make test's first lane: test/e2e, then the local cluster's capacity suites.
+.PHONY: test-lane-e2e
+test-lane-e2e: envtest cluster-tools
+	$(MAKE) --no-print-directory test-e2e
+	$(MAKE) --no-print-directory test-cluster-capacity
 
 .PHONY: test-unit
 test-unit: ## Run the unit tests (no control plane).
@@ -153,10 +160,17 @@ endef
 
 .PHONY: test-cluster
 test-cluster: envtest cluster-tools ## Run the local cluster's suites: the stand-in autoscaler's (test/autoscaler), slices getting capacity through it (test/capacity), then the operator's (test/cluster), on the real scheduler, kube-controller-manager and kwok TPU nodes.
-	@# One after the other: the operator's suite bounds latencies that a second cluster on the same
-	@# two cores would stretch. The stand-in's and the capacity suites take about 30 s each.
+	$(MAKE) --no-print-directory test-cluster-capacity
+	$(MAKE) --no-print-directory test-cluster-operator
+
+# test-cluster-capacity runs the stand-in autoscaler's suite and the capacity suite (about 30 s
+# each); test-cluster-operator the operator's suite (about 3 minutes).
+.PHONY: test-cluster-capacity test-cluster-operator
+test-cluster-capacity: envtest cluster-tools
 	$(CACHE_MUTATION_DETECTOR) KUBEBUILDER_ASSETS="$(KUBEBUILDER_ASSETS)" CLUSTER_ASSETS="$(CLUSTER_ASSETS)" go test ./test/autoscaler -count=1 -timeout $(TEST_TIMEOUT) $(TEST_ARGS)
 	$(CACHE_MUTATION_DETECTOR) KUBEBUILDER_ASSETS="$(KUBEBUILDER_ASSETS)" CLUSTER_ASSETS="$(CLUSTER_ASSETS)" go test ./test/capacity -count=1 -timeout $(TEST_TIMEOUT) $(TEST_ARGS)
+
+test-cluster-operator: envtest cluster-tools
 	$(CACHE_MUTATION_DETECTOR) KUBEBUILDER_ASSETS="$(KUBEBUILDER_ASSETS)" CLUSTER_ASSETS="$(CLUSTER_ASSETS)" go test ./test/cluster -count=1 -timeout $(TEST_TIMEOUT) $(TEST_ARGS)
 
 .PHONY: fuzz
