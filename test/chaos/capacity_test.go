@@ -306,7 +306,7 @@ func (r *runner) checkStrandEvents() {
 // §12 is for ChosenDomain slices): one adoption created for Pods made past the webhook keeps the
 // inter-pod terms, and where the scheduler put those Pods ("Pods that bypass admission") may leave
 // no room for a sibling that must join them, which no new pool can fix (counted as
-// unplaced_waiting, and described in the history).
+// unplaced_waiting, and described in a CHAOS-unplaced line).
 func (r *runner) checkLanded() {
 	deadline := time.Now().Add(landBound)
 	start := time.Now()
@@ -386,7 +386,8 @@ func (r *runner) unlanded(count bool) []string {
 		if s.Spec.Placement != tpuv1alpha1.PlacementChosenDomain {
 			unplaced++
 			if count {
-				GinkgoWriter.Printf("unplaced slice %s (placement %q) waits, not judged: %s; its Pods' Nodes: %s\n", s.Name, s.Spec.Placement,
+				// Printed where a passing run shows it, as CHAOS-budget is.
+				fmt.Fprintf(os.Stdout, "CHAOS-unplaced slice %s (placement %q) waits, not judged: %s; its Pods' Nodes: %s\n", s.Name, s.Spec.Placement,
 					strings.Join(stuck, ", "), podNodes(mine))
 			}
 			continue
