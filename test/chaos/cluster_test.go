@@ -572,6 +572,12 @@ func (r *runner) waitCollected() {
 // restoreNodes undoes what the run did to the local cluster's Nodes: failures, taints, cordons.
 func (r *runner) restoreNodes() {
 	r.tendNodes(true)
+	r.clearNodeProblems()
+}
+
+// clearNodeProblems removes the termination taints and cordons the health operations left on the
+// run's Nodes (flapNode).
+func (r *runner) clearNodeProblems() {
 	for _, pool := range r.nodes.pools {
 		for _, name := range pool {
 			err := framework.UpdateNode(ctx, k8sClient, name, func(n *corev1.Node) {
