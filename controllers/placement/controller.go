@@ -192,6 +192,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return ctrl.Result{}, err
 		}
 		r.bursts.forget(req.NamespacedName)
+		r.candidates.forget(req.NamespacedName)
 		return ctrl.Result{}, r.releaseGone(ctx, req.NamespacedName)
 	}
 	if slice.DeletionTimestamp != nil {

@@ -63,12 +63,9 @@ func (r *Reconciler) sliceHandler() handler.EventHandler {
 		return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(obj)}}
 	}
 	return handler.Funcs{
-		CreateFunc: func(_ context.Context, e event.CreateEvent, q queue) { r.add(q, self(e.Object), false) },
-		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q queue) { r.add(q, self(e.ObjectNew), false) },
-		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q queue) {
-			r.candidates.Delete(client.ObjectKeyFromObject(e.Object))
-			r.add(q, self(e.Object), true)
-		},
+		CreateFunc:  func(_ context.Context, e event.CreateEvent, q queue) { r.add(q, self(e.Object), false) },
+		UpdateFunc:  func(_ context.Context, e event.UpdateEvent, q queue) { r.add(q, self(e.ObjectNew), false) },
+		DeleteFunc:  func(_ context.Context, e event.DeleteEvent, q queue) { r.add(q, self(e.Object), true) },
 		GenericFunc: func(_ context.Context, e event.GenericEvent, q queue) { r.add(q, self(e.Object), true) },
 	}
 }
@@ -319,13 +316,14 @@ type candidateFilter struct {
 	match func(name string, labels map[string]string) bool
 }
 
-// remember records the Nodes slice's gated Pods can use, by req as the chooser was asked.
+// remember records the Nodes slice's gated Pods can use: those matching their nodeSelector and
+// required node affinity, as the chooser was asked.
 func (c *candidates) remember(slice *tpuv1alpha1.TPUSliceAssignment, selector map[string]string, affinity *corev1.NodeSelector) {
 	c.m.Store(client.ObjectKeyFromObject(slice), candidateFilter{uid: slice.UID, match: rules.NodeMatcher(selector, affinity)})
 }
 
-// Delete forgets a slice that went.
-func (c *candidates) Delete(key types.NamespacedName) { c.m.Delete(key) }
+// forget drops a slice that went (its reconcile finds it gone).
+func (c *candidates) forget(key types.NamespacedName) { c.m.Delete(key) }
 
 // could reports whether Node n may be one slice s's Pods can use: true unless s's last choice
 // showed its Pods cannot.

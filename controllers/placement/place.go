@@ -103,7 +103,7 @@ func (r *Reconciler) place(ctx context.Context, rc *rayv1.RayCluster, slice *tpu
 		return 0, nil
 	}
 	pods = slicectrl.Of(slice, pods)
-	if !slices.ContainsFunc(pods, func(p corev1.Pod) bool { return lifecycle.PodLive(&p) }) && len(slice.Status.Claims) > 0 {
+	if !anyLive(pods) && len(slice.Status.Claims) > 0 {
 		// The cache shows no live Pod, but a claim names one: it may only have left the
 		// label-selected cache (docs/spec.md §8), and giving its domain back would let another
 		// slice take the Node it runs on. A live read decides.
@@ -113,7 +113,7 @@ func (r *Reconciler) place(ctx context.Context, rc *rayv1.RayCluster, slice *tpu
 		}
 		pods = slicectrl.Of(slice, lv.Pods)
 	}
-	if !slices.ContainsFunc(pods, func(p corev1.Pod) bool { return lifecycle.PodLive(&p) }) {
+	if !anyLive(pods) {
 		// No Pod left: the slice gives its domain back; its next Pods choose again.
 		return 0, r.forgetDomain(ctx, slice)
 	}
@@ -139,6 +139,16 @@ func (r *Reconciler) place(ctx context.Context, rc *rayv1.RayCluster, slice *tpu
 		return asm.Wait, r.waitForPods(ctx, rc, slice, asm)
 	}
 	return r.choose(ctx, rc, slice, pods, asm)
+}
+
+// anyLive reports whether a Pod of pods is live (lifecycle.PodLive).
+func anyLive(pods []corev1.Pod) bool {
+	for i := range pods {
+		if lifecycle.PodLive(&pods[i]) {
+			return true
+		}
+	}
+	return false
 }
 
 // choose asks rules.Choose for a domain and acts on the answer.

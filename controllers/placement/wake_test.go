@@ -275,8 +275,14 @@ func TestWaitingSlicesForCandidates(t *testing.T) {
 	if diff := cmp.Diff([]string{"recreated", "unknown", "v6e-4x4", "v6e-8x8"}, names(r.waitingSlicesFor(t.Context(), node, relabelled))); diff != "" {
 		t.Errorf("slices woken by a Node relabelled from 4x4 to 8x8 (-want,+got):\n%s", diff)
 	}
-	// The slice that went is forgotten with its filter.
-	r.sliceHandler().Delete(t.Context(), event.DeleteEvent{Object: slicesOf["v6e-8x8"]}, workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]()))
+	// The slice that went is forgotten with its filter when its reconcile finds it gone.
+	if err := c.Delete(t.Context(), slicesOf["v6e-8x8"]); err != nil {
+		t.Fatal(err)
+	}
+	r.bursts = newBursts(0)
+	if _, err := r.Reconcile(t.Context(), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(slicesOf["v6e-8x8"])}); err != nil {
+		t.Fatal(err)
+	}
 	if _, ok := r.candidates.m.Load(client.ObjectKeyFromObject(slicesOf["v6e-8x8"])); ok {
 		t.Error("the candidates of a deleted slice are still remembered")
 	}
